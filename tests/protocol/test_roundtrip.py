@@ -80,7 +80,13 @@ def all_messages():
             lo, hi = cls.VALID_VERSIONS
             out.extend((cls, v) for v in range(lo, hi + 1))
     from kcompat.protocol.messages import headers
-    for cls in (headers.RequestHeader, headers.ResponseHeader):
+    extra = [headers.RequestHeader, headers.ResponseHeader]
+    for package in ("metadata_records", "group_records", "txn_records", "raft_records", "storage_records"):
+        module = importlib.import_module(f"kcompat.protocol.{package}")
+        extra.extend(module.RECORD_TYPES.values())
+    from kcompat.protocol.storage_records.producer_snapshot import ProducerSnapshot
+    extra.append(ProducerSnapshot)
+    for cls in extra:
         lo, hi = cls.VALID_VERSIONS
         out.extend((cls, v) for v in range(lo, hi + 1))
     return out
