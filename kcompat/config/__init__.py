@@ -1,0 +1,54 @@
+"""kcompat's configuration: Kafka 3.9 broker and topic configs (DESIGN.md section 9).
+
+Entry points for the broker::
+
+    cfg = BrokerConfig.load("server.properties", ["num.partitions=3"])   # raises ConfigError
+    cfg.listeners, cfg.advertised_broker_listeners, cfg.log_dirs, cfg.node_id, cfg.get("num.partitions")
+    log_config_for(topic_overrides, cfg)      # typed effective topic configs for the log layer
+    describe_topic(...), describe_broker(...) # DescribeConfigs
+    validate_topic_configs(...), apply_incremental(...)   # CreateTopics / (Incremental)AlterConfigs
+
+Modules: :mod:`.definitions` (broker config table), :mod:`.compat_defs` (accepted-only keys),
+:mod:`.topic` (topic configs and synonyms), :mod:`.broker` (``BrokerConfig``), :mod:`.describe`,
+:mod:`.properties` (server.properties syntax), :mod:`.endpoints` (listeners, quorum voters),
+:mod:`.types` (types, validators, Kafka's value strings), :mod:`.errors` (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .broker import BrokerConfig
+from .definitions import BROKER_CONFIGS, KCOMPAT_DEFAULTS, broker_config_synonyms
+from .describe import (OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, ConfigEntry, ConfigSynonym, apply_incremental,
+                       describe_broker, describe_topic)
+from .endpoints import Listener, Voter
+from .errors import ConfigError
+from .keydef import ConfigKey
+from .properties import load_properties, parse_properties
+from .topic import TOPIC_CONFIGS, TOPIC_SYNONYMS, effective_topic_values, validate_topic_configs
+from .types import ConfigSource, ConfigType, UpdateMode
+
+__all__ = [
+    "BROKER_CONFIGS", "KCOMPAT_DEFAULTS", "TOPIC_CONFIGS", "TOPIC_SYNONYMS",
+    "BrokerConfig", "ConfigEntry", "ConfigError", "ConfigKey", "ConfigSource", "ConfigSynonym", "ConfigType",
+    "Listener", "UpdateMode", "Voter",
+    "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT",
+    "apply_incremental", "broker_config_synonyms", "describe_broker", "describe_topic", "load_properties",
+    "log_config_for", "parse_properties", "validate_topic_configs",
+]
+
+
+def log_config_for(topic_overrides: Mapping[str, str], broker: BrokerConfig) -> dict[str, Any]:
+    """Effective typed configs of one topic, keyed by topic config name, for the log layer.
+
+    Every topic config is present: the topic override if set, else the broker-derived value
+    (``KafkaConfig.extractLogConfigMap``), else the topic default. Units are Kafka's: ``segment.ms``,
+    ``retention.ms`` (-1 = no limit), ``flush.ms``, ``file.delete.delay.ms``, ``segment.jitter.ms``,
+    ``delete.retention.ms`` ... in milliseconds; ``segment.bytes``, ``segment.index.bytes``,
+    ``retention.bytes`` (-1 = no limit), ``index.interval.bytes``, ``max.message.bytes`` in bytes;
+    ``cleanup.policy`` a list of "delete"/"compact"; ``message.timestamp.type`` "CreateTime" or
+    "LogAppendTime"; ``message.timestamp.{before,after}.max.ms`` already falling back to
+    ``message.timestamp.difference.max.ms`` as Kafka's ``LogConfig`` does.
+    """
+    return effective_topic_values(topic_overrides, broker, log_config=True)

@@ -1,0 +1,239 @@
+"""Kafka 3.9 broker configs kcompat accepts for compatibility but does not act on.
+
+They exist so that a ``server.properties`` copied from a Kafka installation (security, ZooKeeper,
+metrics, quotas, tiered storage, the newer group protocols) loads. Types, defaults and update
+modes are Kafka's (``KafkaConfig`` / ``SslConfigs`` / ``SaslConfigs`` / ``BrokerSecurityConfigs`` /
+``ZkConfigs`` / ``MetricConfigs`` / ``QuotaConfigs`` / ``RemoteLogManagerConfig`` /
+``GroupCoordinatorConfig`` / ``DelegationTokenManagerConfigs`` / ``PasswordEncoderConfigs``).
+Every key here is ``implemented=False``: setting it logs a warning at start-up.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import invalid_value
+from .keydef import BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PASSWORD, PB, RO, SHORT, STRING, ConfigKey
+from .keydef import define as _define
+from .types import LONG_MAX, Custom, ValidList, ValidString, at_least
+
+INT_MAX = 2**31 - 1
+
+_SHORT_VERSIONS = ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1"] + \
+    [f"2.{i}" for i in range(9)] + [f"3.{i}" for i in range(10)]
+
+
+def _check_metadata_version(name: str, value: str) -> None:
+    """``MetadataVersionValidator``: ``MetadataVersion.fromVersionString`` must accept it."""
+    segments = value.split(".")
+    keep = 3 if value.startswith("0.") else 2
+    key = value if keep >= len(segments) else ".".join(segments[:keep])
+    base = key.split("-IV", 1)[0]
+    if base in _SHORT_VERSIONS and (key == base or re.fullmatch(r"[0-9.]+-IV[0-9]+", key)):
+        return
+    raise invalid_value(name, value, f"Version {value} is not a valid version")
+
+
+METADATA_VERSION = Custom(_check_metadata_version, "[0.8.0, ..., 3.9-IV0]")
+
+
+def _d(name, ctype, default, validator, mode, doc, *, internal=False) -> ConfigKey:
+    return _define(name, ctype, default, validator, mode, False, doc, internal=internal)
+
+
+def _many(prefix_doc: str, specs: list[tuple]) -> list[ConfigKey]:
+    """Compact form: (name, type, default, validator, mode)."""
+    return [_d(n, t, dflt, v, m, prefix_doc) for (n, t, dflt, v, m) in specs]
+
+
+_SSL_DOC = "TLS setting (kcompat speaks PLAINTEXT only; accepted for compatibility)."
+_SASL_DOC = "SASL setting (kcompat does not authenticate; accepted for compatibility)."
+_ZK_DOC = "ZooKeeper-mode setting (kcompat runs KRaft only; ignored)."
+_MET_DOC = "JMX/metrics setting (ignored by kcompat)."
+_QUOTA_DOC = "Quota sampling setting (kcompat does not enforce quotas)."
+_RLM_DOC = "Tiered storage setting (KIP-405; not supported by kcompat)."
+_GRP_DOC = "Consumer group protocol (KIP-848) setting (ignored by kcompat)."
+
+COMPAT_CONFIGS: list[ConfigKey] = [
+    # general
+    _d("broker.id.generation.enable", BOOLEAN, True, None, RO, "Generate broker ids (ZooKeeper mode)."),
+    _d("reserved.broker.max.id", INT, 1000, at_least(0), RO, "Largest configurable broker.id (ZooKeeper mode)."),
+    _d("broker.rack", STRING, None, None, RO, "Rack of the broker, for rack-aware replica placement."),
+    _d("num.replica.alter.log.dirs.threads", INT, None, None, RO, "Threads moving replicas between log directories."),
+    _d("early.start.listeners", STRING, None, None, RO, "Listeners started before the authorizer is ready."),
+    _d("authorizer.class.name", STRING, "", None, RO, "Authorizer class; empty = no authorization."),
+    _d("super.users", STRING, None, None, RO, "Authorizer super users (StandardAuthorizer/AclAuthorizer setting)."),
+    _d("allow.everyone.if.no.acl.found", BOOLEAN, False, None, RO, "Authorizer setting: allow when no ACL matches."),
+    _d("config.providers", LIST, "", None, RO, "ConfigProvider names for indirect values (KIP-297)."),
+    _d("unstable.api.versions.enable", BOOLEAN, False, None, RO, "Advertise unreleased API versions.", internal=True),
+    _d("unstable.feature.versions.enable", BOOLEAN, False, None, RO, "Enable unreleased feature versions.", internal=True),
+    _d("unstable.metadata.versions.enable", BOOLEAN, False, None, RO, "Enable unreleased metadata versions.", internal=True),
+    _d("server.max.startup.time.ms", LONG, LONG_MAX, at_least(0), RO, "Maximum start-up time (ms).", internal=True),
+    _d("sasl.mechanism.controller.protocol", STRING, "GSSAPI", None, RO, "SASL mechanism for controller traffic."),
+    # group coordinator (KIP-848 and the new coordinator)
+    _d("group.coordinator.rebalance.protocols", LIST, "classic", ValidList(["consumer", "classic", "share"]), RO,
+       "Enabled rebalance protocols; consumer is early access in 3.9."),
+    _d("group.coordinator.threads", INT, 1, at_least(1), RO, "Threads of the group coordinator."),
+    _d("group.coordinator.append.linger.ms", INT, 10, at_least(0), RO, "Linger (ms) of group coordinator writes.", internal=True),
+    _d("group.coordinator.new.enable", BOOLEAN, False, None, RO, "Use the new group coordinator.", internal=True),
+    _d("group.consumer.session.timeout.ms", INT, 45000, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.max.session.timeout.ms", INT, 60000, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.max.size", INT, INT_MAX, at_least(1), RO, _GRP_DOC),
+    _d("group.consumer.assignors", LIST,
+       "org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+       None, RO, _GRP_DOC),
+    _d("group.consumer.migration.policy", STRING, "disabled",
+       ValidString(["disabled", "downgrade", "upgrade", "bidirectional"], case_insensitive=True), RO, _GRP_DOC),
+    # dynamic-only throttles (DynamicConfig.Broker / QuotaConfigs)
+    _d("leader.replication.throttled.rate", LONG, LONG_MAX, at_least(0), CW, "Leader-side replication throttle (bytes/s)."),
+    _d("follower.replication.throttled.rate", LONG, LONG_MAX, at_least(0), CW, "Follower-side replication throttle (bytes/s)."),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, at_least(0), CW, "Throttle (bytes/s) of log-dir moves."),
+    _d("client.quota.callback.class", CLASS, None, None, RO, "ClientQuotaCallback implementation."),
+    # delegation tokens and password encoding
+    _d("delegation.token.secret.key", PASSWORD, None, None, RO, "Secret for delegation tokens."),
+    _d("delegation.token.master.key", PASSWORD, None, None, RO, "Deprecated alias of delegation.token.secret.key."),
+    _d("delegation.token.max.lifetime.ms", LONG, 604800000, at_least(1), RO, "Maximum token lifetime (ms)."),
+    _d("delegation.token.expiry.time.ms", LONG, 86400000, at_least(1), RO, "Token validity (ms) before renewal."),
+    _d("delegation.token.expiry.check.interval.ms", LONG, 3600000, at_least(1), RO, "Expired-token scan interval (ms)."),
+    _d("password.encoder.secret", PASSWORD, None, None, RO, "Secret encoding dynamically configured passwords."),
+    _d("password.encoder.old.secret", PASSWORD, None, None, RO, "Previous password.encoder.secret."),
+    _d("password.encoder.keyfactory.algorithm", STRING, None, None, RO, "SecretKeyFactory algorithm for passwords."),
+    _d("password.encoder.cipher.algorithm", STRING, "AES/CBC/PKCS5Padding", None, RO, "Cipher for encoded passwords."),
+    _d("password.encoder.key.length", INT, 128, at_least(8), RO, "Key length for encoded passwords."),
+    _d("password.encoder.iterations", INT, 4096, at_least(1024), RO, "Iterations for encoded passwords."),
+    # tiered storage (RemoteLogManagerConfig)
+    _d("log.local.retention.ms", LONG, -2, at_least(-2), CW, "Local retention (ms) of tiered topics; -2 = log.retention.ms."),
+    _d("log.local.retention.bytes", LONG, -2, at_least(-2), CW, "Local retention (bytes) of tiered topics; -2 = log.retention.bytes."),
+    *_many(_RLM_DOC, [
+        ("remote.log.storage.system.enable", BOOLEAN, False, None, RO),
+        ("remote.log.storage.manager.class.name", STRING, None, None, RO),
+        ("remote.log.storage.manager.class.path", STRING, None, None, RO),
+        ("remote.log.storage.manager.impl.prefix", STRING, "rsm.config.", None, RO),
+        ("remote.log.metadata.manager.class.name", STRING,
+         "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager", None, RO),
+        ("remote.log.metadata.manager.class.path", STRING, None, None, RO),
+        ("remote.log.metadata.manager.impl.prefix", STRING, "rlmm.config.", None, RO),
+        ("remote.log.metadata.manager.listener.name", STRING, None, None, RO),
+        ("remote.log.index.file.cache.total.size.bytes", LONG, 1073741824, at_least(1), CW),
+        ("remote.log.manager.thread.pool.size", INT, 10, at_least(1), RO),
+        ("remote.log.manager.task.interval.ms", LONG, 30000, at_least(1), RO),
+        ("remote.log.reader.threads", INT, 10, at_least(1), RO),
+        ("remote.log.reader.max.pending.tasks", INT, 100, at_least(1), RO),
+        ("remote.log.manager.copy.max.bytes.per.second", LONG, LONG_MAX, at_least(1), CW),
+        ("remote.log.manager.fetch.max.bytes.per.second", LONG, LONG_MAX, at_least(1), CW),
+        ("remote.log.metadata.custom.metadata.max.bytes", INT, 128, at_least(0), RO),
+        ("remote.fetch.max.wait.ms", INT, 500, at_least(1), RO),
+    ]),
+    # metrics (MetricConfigs)
+    _d("metric.reporters", LIST, "", None, CW, "MetricsReporter classes."),
+    *_many(_MET_DOC, [
+        ("metrics.num.samples", INT, 2, at_least(1), RO),
+        ("metrics.sample.window.ms", LONG, 30000, at_least(1), RO),
+        ("metrics.recording.level", STRING, "INFO", None, RO),
+        ("auto.include.jmx.reporter", BOOLEAN, True, None, RO),
+        ("kafka.metrics.reporters", LIST, "", None, RO),
+        ("kafka.metrics.polling.interval.secs", INT, 10, at_least(1), RO),
+        ("telemetry.max.bytes", INT, 1048576, at_least(1), RO),
+    ]),
+    # quotas (QuotaConfigs)
+    *_many(_QUOTA_DOC, [
+        ("quota.window.num", INT, 11, at_least(1), RO),
+        ("quota.window.size.seconds", INT, 1, at_least(1), RO),
+        ("replication.quota.window.num", INT, 11, at_least(1), RO),
+        ("replication.quota.window.size.seconds", INT, 1, at_least(1), RO),
+        ("alter.log.dirs.replication.quota.window.num", INT, 11, at_least(1), RO),
+        ("alter.log.dirs.replication.quota.window.size.seconds", INT, 1, at_least(1), RO),
+        ("controller.quota.window.num", INT, 11, at_least(1), RO),
+        ("controller.quota.window.size.seconds", INT, 1, at_least(1), RO),
+    ]),
+    # security: general, SSL, SASL (BrokerSecurityConfigs / SslConfigs / SaslConfigs)
+    _d("connections.max.reauth.ms", LONG, 0, None, RO, "Maximum session lifetime (ms) before re-authentication (KIP-368)."),
+    _d("sasl.server.max.receive.size", INT, 524288, None, RO, "Maximum SASL receive size (bytes) before authentication."),
+    _d("security.providers", STRING, None, None, RO, "Security provider creator classes."),
+    _d("principal.builder.class", CLASS, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+       None, PB, "KafkaPrincipalBuilder implementation."),
+    *_many(_SSL_DOC, [
+        ("ssl.protocol", STRING, "TLSv1.3", None, PB),
+        ("ssl.provider", STRING, None, None, PB),
+        ("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3", None, PB),
+        ("ssl.keystore.type", STRING, "JKS", None, PB),
+        ("ssl.keystore.location", STRING, None, None, PB),
+        ("ssl.keystore.password", PASSWORD, None, None, PB),
+        ("ssl.key.password", PASSWORD, None, None, PB),
+        ("ssl.keystore.key", PASSWORD, None, None, PB),
+        ("ssl.keystore.certificate.chain", PASSWORD, None, None, PB),
+        ("ssl.truststore.type", STRING, "JKS", None, PB),
+        ("ssl.truststore.location", STRING, None, None, PB),
+        ("ssl.truststore.password", PASSWORD, None, None, PB),
+        ("ssl.truststore.certificates", PASSWORD, None, None, PB),
+        ("ssl.keymanager.algorithm", STRING, "SunX509", None, PB),
+        ("ssl.trustmanager.algorithm", STRING, "PKIX", None, PB),
+        ("ssl.endpoint.identification.algorithm", STRING, "https", None, PB),
+        ("ssl.secure.random.implementation", STRING, None, None, PB),
+        ("ssl.client.auth", STRING, "none", ValidString(["required", "requested", "none"]), PB),
+        ("ssl.cipher.suites", LIST, "", None, PB),
+        ("ssl.principal.mapping.rules", STRING, "DEFAULT", None, RO),
+        ("ssl.engine.factory.class", CLASS, None, None, PB),
+        ("ssl.allow.dn.changes", BOOLEAN, False, None, RO),
+        ("ssl.allow.san.changes", BOOLEAN, False, None, RO),
+    ]),
+    *_many(_SASL_DOC, [
+        ("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, PB),
+        ("sasl.jaas.config", PASSWORD, None, None, PB),
+        ("sasl.enabled.mechanisms", LIST, "GSSAPI", None, PB),
+        ("sasl.server.callback.handler.class", CLASS, None, None, RO),
+        ("sasl.client.callback.handler.class", CLASS, None, None, RO),
+        ("sasl.login.class", CLASS, None, None, RO),
+        ("sasl.login.callback.handler.class", CLASS, None, None, RO),
+        ("sasl.kerberos.service.name", STRING, None, None, PB),
+        ("sasl.kerberos.kinit.cmd", STRING, "/usr/bin/kinit", None, PB),
+        ("sasl.kerberos.ticket.renew.window.factor", DOUBLE, 0.8, None, PB),
+        ("sasl.kerberos.ticket.renew.jitter", DOUBLE, 0.05, None, PB),
+        ("sasl.kerberos.min.time.before.relogin", LONG, 60000, None, PB),
+        ("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", None, PB),
+        ("sasl.login.refresh.window.factor", DOUBLE, 0.8, None, PB),
+        ("sasl.login.refresh.window.jitter", DOUBLE, 0.05, None, PB),
+        ("sasl.login.refresh.min.period.seconds", SHORT, 60, None, PB),
+        ("sasl.login.refresh.buffer.seconds", SHORT, 300, None, PB),
+        ("sasl.login.connect.timeout.ms", INT, None, None, RO),
+        ("sasl.login.read.timeout.ms", INT, None, None, RO),
+        ("sasl.login.retry.backoff.max.ms", LONG, 10000, None, RO),
+        ("sasl.login.retry.backoff.ms", LONG, 100, None, RO),
+        ("sasl.oauthbearer.scope.claim.name", STRING, "scope", None, RO),
+        ("sasl.oauthbearer.sub.claim.name", STRING, "sub", None, RO),
+        ("sasl.oauthbearer.token.endpoint.url", STRING, None, None, RO),
+        ("sasl.oauthbearer.jwks.endpoint.url", STRING, None, None, RO),
+        ("sasl.oauthbearer.jwks.endpoint.refresh.ms", LONG, 3600000, None, RO),
+        ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", LONG, 100, None, RO),
+        ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", LONG, 10000, None, RO),
+        ("sasl.oauthbearer.clock.skew.seconds", INT, 30, None, RO),
+        ("sasl.oauthbearer.expected.audience", LIST, None, None, RO),
+        ("sasl.oauthbearer.expected.issuer", STRING, None, None, RO),
+    ]),
+    # ZooKeeper (ZkConfigs): still defined in 3.9, meaningless for KRaft
+    *_many(_ZK_DOC, [
+        ("zookeeper.connect", STRING, None, None, RO),
+        ("zookeeper.session.timeout.ms", INT, 18000, None, RO),
+        ("zookeeper.connection.timeout.ms", INT, None, None, RO),
+        ("zookeeper.set.acl", BOOLEAN, False, None, RO),
+        ("zookeeper.max.in.flight.requests", INT, 10, at_least(1), RO),
+        ("zookeeper.ssl.client.enable", BOOLEAN, False, None, RO),
+        ("zookeeper.clientCnxnSocket", STRING, None, None, RO),
+        ("zookeeper.ssl.keystore.location", STRING, None, None, RO),
+        ("zookeeper.ssl.keystore.password", PASSWORD, None, None, RO),
+        ("zookeeper.ssl.keystore.type", STRING, None, None, RO),
+        ("zookeeper.ssl.truststore.location", STRING, None, None, RO),
+        ("zookeeper.ssl.truststore.password", PASSWORD, None, None, RO),
+        ("zookeeper.ssl.truststore.type", STRING, None, None, RO),
+        ("zookeeper.ssl.protocol", STRING, "TLSv1.2", None, RO),
+        ("zookeeper.ssl.enabled.protocols", LIST, None, None, RO),
+        ("zookeeper.ssl.cipher.suites", LIST, None, None, RO),
+        ("zookeeper.ssl.endpoint.identification.algorithm", STRING, "HTTPS", None, RO),
+        ("zookeeper.ssl.crl.enable", BOOLEAN, False, None, RO),
+        ("zookeeper.ssl.ocsp.enable", BOOLEAN, False, None, RO),
+    ]),
+]
