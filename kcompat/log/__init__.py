@@ -1,0 +1,27 @@
+"""kcompat's segment log: Kafka's on-disk layout (``<dir>/<topic>-<partition>/<offset>.log``,
+``.index``, ``.timeindex``, ``.snapshot``, checkpoints) with plain file I/O.
+
+Imports from kcompat only ``kcompat.protocol.records`` / ``kcompat.protocol.compression``; no
+asyncio, no sockets, no threads.
+"""
+
+from kcompat.log.checkpoint import (
+    read_meta_properties, read_offset_checkpoint, read_partition_metadata, topic_id_from_str,
+    topic_id_to_str, write_meta_properties, write_offset_checkpoint, write_partition_metadata,
+)
+from kcompat.log.config import KAFKA_NAMES, LogConfig
+from kcompat.log.errors import (
+    CheckpointError, CorruptLogError, LogClosedError, LogDirError, LogError, OffsetOutOfRangeError,
+)
+from kcompat.log.index import OffsetIndex, TimeIndex
+from kcompat.log.log import Log
+from kcompat.log.manager import LogManager, parse_topic_partition
+from kcompat.log.segment import LogSegment
+
+__all__ = [
+    "CheckpointError", "CorruptLogError", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
+    "LogDirError", "LogError", "LogManager", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
+    "TimeIndex", "parse_topic_partition", "read_meta_properties", "read_offset_checkpoint",
+    "read_partition_metadata", "topic_id_from_str", "topic_id_to_str", "write_meta_properties",
+    "write_offset_checkpoint", "write_partition_metadata",
+]

@@ -1,0 +1,466 @@
+"""One topic-partition's log: segments in offset order, the last one active (Kafka's
+``UnifiedLog`` + ``LocalLog``, local part only).
+
+Offsets: ``log_start_offset`` <= readable offsets < ``log_end_offset`` (LEO, the next offset to
+assign). ``recovery_point``: everything below it is fsynced; after a crash only segments from the
+one containing it are scanned. Not thread-safe: call every method from one thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from typing import Callable
+
+from kcompat.log.config import LogConfig
+from kcompat.log.errors import LogClosedError
+from kcompat.log.fileio import fsync_dir, logger
+from kcompat.log.loader import load_segments
+from kcompat.log.reads import LogReads
+from kcompat.log.segment import BatchInfo, LogSegment
+from kcompat.log.snapshots import SnapshotStore
+from kcompat.protocol.records import HEADER_SIZE, parse_header
+
+
+class Log(LogReads):
+    """The log of one partition in ``directory`` (``<log dir>/<topic>-<partition>``).
+
+    Create with :meth:`open`. ``on_roll`` (optional) is called with the new active segment's base
+    offset after every roll (the producer-state owner writes a snapshot there; an exception it
+    raises propagates out of ``append``/``apply_retention``, the log itself stays consistent).
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *,
+                 next_offset: int, recovery_point: int, log_start_offset: int, now_ms: int) -> None:
+        self._directory = directory
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._leo = next_offset
+        self._recovery_point = recovery_point
+        self._log_start_offset = log_start_offset
+        self._size = sum(s.size for s in segments)
+        self._snapshots = SnapshotStore(directory)
+        self._clock_ms = now_ms
+        self._last_flush_ms = now_ms
+        self._pending_roll_flush = recovery_point < segments[-1].base_offset
+        self._open_inactive: OrderedDict[int, LogSegment] = OrderedDict()
+        self._read_cache: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
+        self._max_ts_cache: tuple[int, int] | None = None
+        self._dir_dirty = False
+        self._closed = False
+        self.on_roll: Callable[[int], None] | None = None
+        self._roll_listeners: list[Callable[["Log"], None]] = []
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0,
+             log_start_offset: int = 0, clean_shutdown: bool, now_ms: int) -> "Log":
+        """Open (creating if needed) the partition directory; see
+        :func:`kcompat.log.loader.load_segments` for what is read and recovered. Bad on-disk
+        data is truncated or rebuilt with a log line, never raised. Snapshots beyond the log end
+        are deleted. Raises OSError only for I/O failures (permissions, disk)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        r = load_segments(directory, config, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+                          now_ms=now_ms)
+        log = cls(directory, config, r.segments, next_offset=r.next_offset,
+                  recovery_point=r.recovery_point, log_start_offset=r.log_start_offset, now_ms=now_ms)
+        if log._snapshots.delete_after(log._leo):
+            logger.info("%s: deleted producer snapshots beyond the log end %d", directory, log._leo)
+        logger.info("%s: loaded %d segment(s), log start %d, log end %d, recovery point %d",
+                    directory, len(r.segments), log._log_start_offset, log._leo, log._recovery_point)
+        return log
+
+    # -- properties -------------------------------------------------------------------------------
+    @property
+    def directory(self) -> Path:
+        """The partition directory ``<log dir>/<topic>-<partition>``."""
+        return self._directory
+
+    @property
+    def config(self) -> LogConfig:
+        """The current LogConfig (replace it with :meth:`update_config`)."""
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic configs (taking effect at the next append/roll/retention check)."""
+        self._config = config
+        for seg in self._segments:
+            seg.config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        """First readable offset (reads below raise OffsetOutOfRangeError)."""
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """LEO: the offset the next appended record gets."""
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are fsynced; unclean recovery starts at its segment."""
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Sum of the ``.log`` sizes of all segments."""
+        return self._size
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments in offset order (a copy of the list; the last one is active)."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        """The last, appendable segment."""
+        return self._segments[-1]
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`, :meth:`close_without_flush` or :meth:`delete`."""
+        return self._closed
+
+    def add_roll_listener(self, listener: Callable[["Log"], None]) -> None:
+        """Register ``listener(log)``, called after every roll (the LogManager uses it to
+        schedule the fsync of the completed segment); independent of ``on_roll``."""
+        self._roll_listeners.append(listener)
+
+    # -- append -----------------------------------------------------------------------------------
+    def append(self, batches, *, last_offset: int, max_timestamp: int,
+               offset_of_max_timestamp: int, now_ms: int) -> None:
+        """Append complete RecordBatch v2 bytes whose offsets the caller assigned.
+
+        ``batches``: bytes-like with one or more whole batches, the first base offset equal to
+        ``log_end_offset``; ``last_offset``: last offset of the last batch; ``max_timestamp`` /
+        ``offset_of_max_timestamp``: largest record timestamp (ms) and the first record carrying
+        it. Rolls first if needed (Kafka ``UnifiedLog.maybeRoll``), writes with pwrite (in the
+        page cache on return), and fsyncs once ``flush.messages`` offsets are unflushed.
+
+        Raises ValueError on misframed input or offsets not following the LEO; OSError if the
+        write fails (the segment is cut back to its previous size).
+        """
+        self._check_open()
+        mv = memoryview(batches).cast("B")
+        n = mv.nbytes
+        if n < HEADER_SIZE:
+            raise ValueError(f"{n} bytes cannot hold a record batch")
+        h = parse_header(mv, 0)
+        if h.base_offset != self._leo:
+            raise ValueError(f"first batch base offset {h.base_offset} != log end offset {self._leo}")
+        infos: list[BatchInfo] | None = None
+        if h.size == n:
+            if h.last_offset != last_offset:
+                raise ValueError(f"last_offset {last_offset} != batch last offset {h.last_offset}")
+        elif h.size > n:
+            raise ValueError(f"incomplete batch: {h.size} bytes announced, {n} given")
+        else:
+            infos = self._frame(mv, n, last_offset)
+        self._clock_ms = now_ms
+        seg = self._segments[-1]
+        reason = seg.should_roll(n, last_offset, max_timestamp, now_ms)
+        if reason is not None:
+            logger.debug("%s: rolling segment %d (%s)", self._directory, seg.base_offset, reason)
+            seg = self.roll(now_ms)
+        seg.append(mv, infos, last_offset, max_timestamp, offset_of_max_timestamp)
+        self._leo = last_offset + 1
+        self._size += n
+        if self._max_ts_cache is not None and max_timestamp > self._max_ts_cache[0]:
+            self._max_ts_cache = (max_timestamp, offset_of_max_timestamp)
+        if self._leo - self._recovery_point >= self._config.flush_messages:
+            self.flush()
+
+    @staticmethod
+    def _frame(mv: memoryview, n: int, last_offset: int) -> list[BatchInfo]:
+        infos: list[BatchInfo] = []
+        pos = 0
+        next_offset = None
+        while pos < n:
+            h = parse_header(mv, pos)
+            if pos + h.size > n:
+                raise ValueError(f"incomplete batch at byte {pos}")
+            if next_offset is not None and h.base_offset < next_offset:
+                raise ValueError(f"batch offsets are not increasing at byte {pos}")
+            infos.append((pos, h.size, h.last_offset, h.max_timestamp))
+            next_offset = h.next_offset
+            pos += h.size
+        if infos[-1][2] != last_offset:
+            raise ValueError(f"last_offset {last_offset} != last batch's {infos[-1][2]}")
+        return infos
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the LEO (no-op if the active one is empty). The old
+        one gets its final time-index entry; it is fsynced by the next ``maybe_flush`` /
+        ``flush_rolled`` (Kafka schedules that flush asynchronously too)."""
+        self._check_open()
+        old = self._segments[-1]
+        if old.size == 0:
+            return old
+        now = self._clock_ms if now_ms is None else now_ms
+        old.on_become_inactive()
+        seg = LogSegment.create(self._directory, self._leo, self._config, created_ms=now)
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        self._pending_roll_flush = True
+        self._touch(old)
+        logger.info("%s: rolled new segment at offset %d", self._directory, seg.base_offset)
+        for listener in self._roll_listeners:
+            listener(self)
+        if self.on_roll is not None:
+            self.on_roll(seg.base_offset)
+        return seg
+
+    # -- truncation and deletion ------------------------------------------------------------------
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
+        """Remove every record at ``offset`` and above (replication: truncating a divergent
+        follower). A batch containing ``offset`` is removed whole, so the new LEO is
+        ``min(offset, that batch's base offset)``. Also deletes producer snapshots beyond the
+        new LEO. Returns False if ``offset`` >= LEO (nothing to do). Kafka
+        ``UnifiedLog.truncateTo``."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self._leo:
+            return False
+        now = self._clock_ms if now_ms is None else now_ms
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset, now_ms=now)
+            return True
+        i = bisect.bisect_right(self._bases, offset)
+        for seg in self._segments[i:]:
+            self._size -= seg.size
+            self._open_inactive.pop(seg.base_offset, None)
+            seg.delete()
+        del self._segments[i:]
+        del self._bases[i:]
+        seg = self._segments[-1]
+        if not seg.active:
+            self._open_inactive.pop(seg.base_offset, None)
+            seg.ensure_indexes()
+            seg.make_active()
+        before = seg.size
+        new_leo = seg.truncate_to(offset, now)
+        self._size -= before - seg.size
+        self._leo = new_leo
+        self._log_start_offset = min(self._log_start_offset, new_leo)
+        self._recovery_point = min(self._recovery_point, new_leo)
+        self._snapshots.delete_after(new_leo)
+        self._dir_dirty = True
+        self._invalidate()
+        logger.info("%s: truncated to offset %d", self._directory, new_leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+        """Delete all data and snapshots and restart the log empty at ``offset`` (log start =
+        LEO = recovery point = ``offset``). Kafka ``UnifiedLog.truncateFullyAndStartAt``."""
+        self._check_open()
+        for seg in self._segments:
+            seg.delete()
+        seg = LogSegment.create(self._directory, offset, self._config,
+                                created_ms=self._clock_ms if now_ms is None else now_ms)
+        self._segments = [seg]
+        self._bases = [offset]
+        self._open_inactive.clear()
+        self._size = 0
+        self._leo = self._log_start_offset = self._recovery_point = offset
+        self._pending_roll_flush = False
+        self._snapshots.delete_after(-1)
+        self._dir_dirty = True
+        self._invalidate()
+        logger.info("%s: truncated fully, restarting at offset %d", self._directory, offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` and delete the segments wholly
+        below it (Kafka ``maybeIncrementLogStartOffset`` + ``deleteLogStartOffsetBreachedSegments``).
+        The caller guarantees ``offset`` <= HW; ValueError if ``offset`` > LEO. Returns the new
+        log start offset (unchanged if ``offset`` is not above it)."""
+        self._check_open()
+        if offset > self._leo:
+            raise ValueError(f"offset {offset} is beyond the log end offset {self._leo}")
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._recovery_point = max(self._recovery_point, offset)
+            self._invalidate()
+            self._delete_old_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= offset,
+                                      None, self._clock_ms, "log start offset")
+        return self._log_start_offset
+
+    def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
+        """Delete old segments as Kafka's ``UnifiedLog.deleteOldSegments``: those wholly below the
+        log start offset; then, if ``cleanup.policy`` has ``delete``, by ``retention.bytes``
+        (while total size minus the oldest segment stays >= the limit) and by ``retention.ms``
+        (segment's largest record timestamp - or file mtime if none - older than
+        ``now_ms - retention.ms``). Never beyond ``high_watermark`` (default LEO). If every
+        segment goes, a new empty active segment is rolled first. Returns segments deleted."""
+        self._check_open()
+        self._clock_ms = now_ms
+        n = self._delete_old_segments(
+            lambda s, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
+            high_watermark, now_ms, "log start offset")
+        cfg = self._config
+        if not cfg.delete_enabled:
+            return n
+        if 0 <= cfg.retention_bytes <= self._size:
+            diff = self._size - cfg.retention_bytes
+
+            def by_size(seg: LogSegment, _nxt) -> bool:
+                nonlocal diff
+                if diff - seg.size >= 0:
+                    diff -= seg.size
+                    return True
+                return False
+            n += self._delete_old_segments(by_size, high_watermark, now_ms, "retention.bytes")
+        if cfg.retention_ms >= 0:
+            n += self._delete_old_segments(
+                lambda s, _nxt: now_ms - s.largest_timestamp() > cfg.retention_ms,
+                high_watermark, now_ms, "retention.ms")
+        return n
+
+    def _delete_old_segments(self, predicate, high_watermark: int | None, now_ms: int,
+                             reason: str) -> int:
+        bound = self._leo if high_watermark is None else high_watermark
+        segs = self._segments
+        n = 0
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if not (bound >= upper and predicate(seg, nxt)):
+                break
+            n += 1
+        if n == 0:
+            return 0
+        if n == len(segs):
+            if segs[-1].size > 0:
+                self.roll(now_ms)
+            else:
+                n -= 1  # the empty active segment stays
+            if n == 0:
+                return 0
+        doomed = self._segments[:n]
+        self._log_start_offset = max(self._log_start_offset, self._bases[n])
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        for seg in doomed:
+            self._size -= seg.size
+            self._open_inactive.pop(seg.base_offset, None)
+            seg.delete()
+        del self._segments[:n]
+        del self._bases[:n]
+        self._dir_dirty = True
+        self._invalidate()
+        logger.info("%s: deleted %d segment(s) (%s); log start offset %d", self._directory, n,
+                    reason, self._log_start_offset)
+        return n
+
+    def _invalidate(self) -> None:
+        self._read_cache.clear()
+        self._max_ts_cache = None
+
+    # -- durability -------------------------------------------------------------------------------
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync the segments holding offsets in [recovery point, ``up_to_offset``) (default:
+        LEO) plus the directory if segments were created/deleted, then advance the recovery
+        point to ``up_to_offset`` (Kafka ``UnifiedLog.flush``)."""
+        self._check_open()
+        target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
+        if target <= self._recovery_point:
+            return
+        start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        for seg in self._segments[start:]:
+            if seg.base_offset >= target:
+                break
+            seg.flush()
+        if self._dir_dirty:
+            fsync_dir(self._directory)
+            self._dir_dirty = False
+        self._recovery_point = target
+        self._last_flush_ms = self._clock_ms
+        if target >= self._bases[-1]:
+            self._pending_roll_flush = False
+
+    def flush_rolled(self) -> None:
+        """fsync segments completed by a roll (up to the active segment's base offset)."""
+        if self._pending_roll_flush:
+            self.flush(self._bases[-1])
+            self._pending_roll_flush = False
+
+    @property
+    def pending_roll_flush(self) -> bool:
+        """True while segments completed by a roll still await their fsync."""
+        return self._pending_roll_flush
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Periodic durability: fsync rolled segments, and everything if ``flush.ms`` elapsed
+        since the last flush (Kafka ``LogManager.flushDirtyLogs``)."""
+        self._check_open()
+        self._clock_ms = now_ms
+        self.flush_rolled()
+        if self._leo > self._recovery_point and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+            self._last_flush_ms = now_ms
+
+    # -- producer snapshots -----------------------------------------------------------------------
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        """Store producer-state ``data`` as ``<offset>.snapshot`` atomically."""
+        self._snapshots.write(offset, data)
+
+    def latest_snapshot(self, max_offset: int) -> tuple[int, bytes] | None:
+        """``(offset, data)`` of the newest snapshot at or below ``max_offset``, or None."""
+        return self._snapshots.latest(max_offset)
+
+    def delete_snapshots_after(self, offset: int) -> int:
+        """Delete snapshots with offset > ``offset``."""
+        return self._snapshots.delete_after(offset)
+
+    def delete_snapshots_before(self, offset: int) -> int:
+        """Delete snapshots with offset < ``offset``."""
+        return self._snapshots.delete_before(offset)
+
+    @property
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the stored producer snapshots, ascending."""
+        return self._snapshots.offsets
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Write the active segment's final time-index entry, fsync everything unflushed, close
+        every fd. Idempotent."""
+        if self._closed:
+            return
+        self._segments[-1].on_become_inactive()
+        for seg in self._segments:
+            seg.flush()
+            seg.close()
+        if self._dir_dirty:
+            fsync_dir(self._directory)
+            self._dir_dirty = False
+        self._recovery_point = self._leo
+        self._open_inactive.clear()
+        self._read_cache.clear()
+        self._closed = True
+
+    def close_without_flush(self) -> None:
+        """Close fds without fsync (the directory is about to be deleted)."""
+        if self._closed:
+            return
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close_without_flush()
+        shutil.rmtree(self._directory, ignore_errors=True)
+        try:
+            fsync_dir(self._directory.parent)
+        except OSError:
+            pass
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log {self._directory} is closed")

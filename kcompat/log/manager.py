@@ -1,0 +1,325 @@
+"""All partition logs of a broker across its log dirs (Kafka's ``LogManager``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from kcompat.log.checkpoint import (
+    CLEAN_SHUTDOWN, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES, PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, TopicPartition, read_meta_properties,
+    read_offset_checkpoint, read_partition_metadata, topic_id_from_str, topic_id_to_str,
+    write_meta_properties,
+    write_offset_checkpoint, write_partition_metadata,
+)
+from kcompat.log.config import LogConfig
+from kcompat.log.errors import CheckpointError, LogDirError
+from kcompat.log.fileio import atomic_write, fsync_dir, logger, unlink_quiet
+from kcompat.log.log import Log
+
+_DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def parse_topic_partition(name: str) -> TopicPartition | None:
+    """``"my-topic-3"`` -> ``("my-topic", 3)``: the partition follows the *last* ``-`` (Kafka
+    ``UnifiedLog.parseTopicPartitionName``). None for names that are not partition dirs."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not part.isdigit() or not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+        return None
+    return topic, int(part)
+
+
+def validate_topic(topic: str) -> None:
+    """Kafka's ``Topic.validate``: 1-249 chars of ``[a-zA-Z0-9._-]``, not ``.``/``..``."""
+    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+        raise ValueError(f"illegal topic name {topic!r}")
+
+
+class LogManager:
+    """Owns every :class:`Log` under ``log_dirs`` (``<dir>/<topic>-<partition>``).
+
+    ``config_for(topic)`` gives a topic's LogConfig at start-up. ``high_watermark_of`` may be set
+    to ``(topic, partition) -> HW | None`` so retention never deletes at or above the HW.
+    ``skip_topics`` are partition dirs left alone (Kafka skips ``__cluster_metadata``, owned by
+    the Raft layer). Not thread-safe.
+    """
+
+    def __init__(self, log_dirs: list[Path], config_for: Callable[[str], LogConfig], *,
+                 skip_topics: frozenset[str] = frozenset({"__cluster_metadata"})) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config_for = config_for
+        self.skip_topics = skip_topics
+        self.logs: dict[TopicPartition, Log] = {}
+        self.high_watermark_of: Callable[[str, int], int | None] | None = None
+        self.directory_ids: dict[Path, uuid.UUID] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._topic_ids: dict[TopicPartition, uuid.UUID | None] = {}
+        self._pending_deletes: list[list] = []   # [path, due_ms | None, delay_ms]
+        self._rolled: set[TopicPartition] = set()
+        self._last_retention = self._last_flush = self._last_checkpoint = 0
+        self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
+
+    # -- start-up -----------------------------------------------------------------------------------
+    def startup(self, now_ms: int, cluster_id: str, node_id: int) -> None:
+        """Create the log dirs, check or write ``meta.properties`` (LogDirError if it names
+        another cluster or node), load every partition dir (recovering unflushed segments unless
+        ``.kafka_cleanshutdown`` is present, then removing that marker), finish deleting
+        ``-delete`` dirs. Unreadable checkpoints are logged and treated as empty (Kafka resets
+        to 0 / the first segment)."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._check_meta(d, cluster_id, node_id)
+            marker = d / CLEAN_SHUTDOWN
+            clean = marker.exists()
+            self.had_clean_shutdown[d] = clean
+            rps = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+            lsos = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            self.high_watermarks.update(self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+            for entry in sorted(os.scandir(d), key=lambda e: e.name):
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                path = Path(entry.path)
+                if _DELETE_DIR.match(entry.name):
+                    logger.info("removing deleted partition dir %s", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                tp = parse_topic_partition(entry.name)
+                if tp is None:
+                    logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                    continue
+                if tp[0] in self.skip_topics:
+                    continue
+                if tp in self.logs:
+                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in both "
+                                      f"{self._dir_of[tp]} and {d}")
+                log = Log.open(path, self.config_for(tp[0]), recovery_point=rps.get(tp, 0),
+                               log_start_offset=lsos.get(tp, 0), clean_shutdown=clean,
+                               now_ms=now_ms)
+                self._register(tp, log, d)
+            if clean:
+                unlink_quiet(marker)
+                fsync_dir(d)
+            logger.info("log dir %s: %s shutdown, %d partition(s)", d,
+                        "clean" if clean else "unclean",
+                        sum(1 for v in self._dir_of.values() if v == d))
+        self._last_retention = self._last_flush = self._last_checkpoint = now_ms
+
+    def _check_meta(self, d: Path, cluster_id: str, node_id: int) -> None:
+        path = d / META_PROPERTIES
+        try:
+            props = read_meta_properties(path)
+        except CheckpointError as e:
+            raise LogDirError(str(e)) from None
+        if props is None:
+            dir_id = uuid.uuid4()
+            write_meta_properties(path, {"version": "1", "cluster.id": cluster_id,
+                                         "node.id": str(node_id),
+                                         "directory.id": topic_id_to_str(dir_id)})
+            self.directory_ids[d] = dir_id
+            return
+        stored_node = props.get("node.id", props.get("broker.id"))
+        if props.get("cluster.id") != cluster_id:
+            raise LogDirError(f"{path}: cluster.id {props.get('cluster.id')!r} does not match "
+                              f"{cluster_id!r}")
+        if stored_node != str(node_id):
+            raise LogDirError(f"{path}: node.id {stored_node!r} does not match {node_id}")
+        if "directory.id" not in props:
+            props["directory.id"] = topic_id_to_str(uuid.uuid4())
+            props["version"] = "1"
+            props.setdefault("node.id", str(node_id))
+            write_meta_properties(path, props)
+        try:
+            self.directory_ids[d] = topic_id_from_str(props["directory.id"])
+        except CheckpointError:
+            self.directory_ids[d] = uuid.uuid4()
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offset_checkpoint(path)
+        except (CheckpointError, OSError) as e:
+            logger.error("cannot read %s (%s); treating it as empty", path, e)
+            return {}
+
+    def _register(self, tp: TopicPartition, log: Log, d: Path) -> None:
+        self.logs[tp] = log
+        self._dir_of[tp] = d
+        log.add_roll_listener(lambda _log, tp=tp: self._rolled.add(tp))
+        if log.pending_roll_flush:
+            self._rolled.add(tp)
+
+    # -- partitions ---------------------------------------------------------------------------------
+    def get(self, topic: str, partition: int) -> Log | None:
+        """The partition's Log, None if this broker has none."""
+        return self.logs.get((topic, partition))
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir (not the partition dir) holding the partition."""
+        return self._dir_of.get((topic, partition))
+
+    def create(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID,
+               now_ms: int) -> Log:
+        """Get or create the log of a partition in the log dir holding the fewest partitions,
+        writing ``partition.metadata``. Raises ValueError for an illegal topic name and
+        LogDirError if the partition exists with another topic id."""
+        validate_topic(topic)
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            stored = self.topic_id_of(topic, partition)
+            if stored is not None and stored != topic_id:
+                raise LogDirError(f"partition {topic}-{partition} exists with topic id "
+                                  f"{topic_id_to_str(stored)}, not {topic_id_to_str(topic_id)}")
+            if stored is None:
+                write_partition_metadata(existing.directory / PARTITION_METADATA, topic_id)
+                self._topic_ids[tp] = topic_id
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        d = min(self.log_dirs, key=lambda x: counts[x])
+        path = d / f"{topic}-{partition}"
+        path.mkdir(parents=True, exist_ok=True)
+        write_partition_metadata(path / PARTITION_METADATA, topic_id)
+        log = Log.open(path, config, clean_shutdown=True, now_ms=now_ms)
+        fsync_dir(d)
+        self._register(tp, log, d)
+        self._topic_ids[tp] = topic_id
+        return log
+
+    def topic_id_of(self, topic: str, partition: int) -> uuid.UUID | None:
+        """Topic id from the partition's ``partition.metadata`` (cached); None if unknown."""
+        tp = (topic, partition)
+        if tp not in self._topic_ids:
+            log = self.logs.get(tp)
+            if log is None:
+                return None
+            try:
+                self._topic_ids[tp] = read_partition_metadata(log.directory / PARTITION_METADATA)
+            except CheckpointError as e:
+                logger.error("%s", e)
+                return None
+        return self._topic_ids[tp]
+
+    def delete(self, topic: str, partition: int, *, now_ms: int | None = None) -> None:
+        """Close the log and rename its dir to ``<topic>-<partition>.<uuid hex>-delete``; the dir
+        is removed by ``run_periodic`` after ``file.delete.delay.ms`` (counted from ``now_ms``,
+        or from the next ``run_periodic`` call). KeyError if the partition has no log."""
+        tp = (topic, partition)
+        log = self.logs.pop(tp)
+        d = self._dir_of.pop(tp)
+        self._topic_ids.pop(tp, None)
+        self._rolled.discard(tp)
+        log.close_without_flush()
+        target = d / f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
+        os.rename(log.directory, target)
+        fsync_dir(d)
+        delay = log.config.file_delete_delay_ms
+        self._pending_deletes.append([target, None if now_ms is None else now_ms + delay, delay])
+        self._checkpoint_dir(d, force=False)
+        logger.info("partition %s-%d scheduled for deletion as %s", topic, partition, target)
+
+    def mark_stray(self, topic: str, partition: int) -> Path:
+        """Set aside a log the cluster metadata does not assign to this broker: close it and
+        rename its dir to ``<topic>-<partition>.<uuid hex>-stray`` (Kafka 3.7+, KAFKA-15813).
+        Stray dirs are never loaded or deleted automatically. Returns the new path."""
+        tp = (topic, partition)
+        log = self.logs.pop(tp)
+        d = self._dir_of.pop(tp)
+        self._topic_ids.pop(tp, None)
+        self._rolled.discard(tp)
+        log.close()
+        target = d / f"{topic}-{partition}.{uuid.uuid4().hex}-stray"
+        os.rename(log.directory, target)
+        fsync_dir(d)
+        self._checkpoint_dir(d, force=False)
+        logger.warning("partition %s-%d set aside as stray: %s", topic, partition, target)
+        return target
+
+    # -- periodic work ------------------------------------------------------------------------------
+    def run_periodic(self, now_ms: int, *, retention_check_interval_ms: int,
+                     flush_check_ms: int, checkpoint_interval_ms: int) -> int:
+        """Background duties, each when its interval has elapsed: fsync segments completed by a
+        roll (every call), retention (``log.retention.check.interval.ms``), time-based flush
+        (``log.flush.scheduler.interval.ms``), recovery-point/log-start checkpoints
+        (``log.flush.offset.checkpoint.interval.ms``), removal of ``-delete`` dirs. Returns the
+        number of segments deleted by retention. Cheap when nothing is due."""
+        while self._rolled:
+            tp = self._rolled.pop()
+            log = self.logs.get(tp)
+            if log is not None and not log.closed:
+                log.flush_rolled()
+        deleted = 0
+        if now_ms - self._last_retention >= retention_check_interval_ms:
+            self._last_retention = now_ms
+            for (topic, partition), log in list(self.logs.items()):
+                hw = self.high_watermark_of(topic, partition) if self.high_watermark_of else None
+                deleted += log.apply_retention(now_ms, high_watermark=hw)
+        if now_ms - self._last_flush >= flush_check_ms:
+            self._last_flush = now_ms
+            for log in self.logs.values():
+                log.maybe_flush(now_ms)
+        if now_ms - self._last_checkpoint >= checkpoint_interval_ms:
+            self._last_checkpoint = now_ms
+            self.checkpoint(force=False)
+        if self._pending_deletes:
+            keep = []
+            for item in self._pending_deletes:
+                path, due, delay = item
+                if due is None:
+                    item[1] = now_ms + delay
+                    keep.append(item)
+                elif now_ms >= due:
+                    logger.info("removing deleted partition dir %s", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    keep.append(item)
+            self._pending_deletes = keep
+        return deleted
+
+    def checkpoint(self, *, force: bool = True) -> None:
+        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` in every
+        log dir (skipping unchanged files unless ``force``)."""
+        for d in self.log_dirs:
+            self._checkpoint_dir(d, force=force)
+
+    def _checkpoint_dir(self, d: Path, *, force: bool) -> None:
+        logs = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == d}
+        for name, values in (
+            (RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}),
+            (LOG_START_OFFSET_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs.items()}),
+        ):
+            if force or self._written.get((d, name)) != values:
+                write_offset_checkpoint(d / name, values)
+                self._written[(d, name)] = values
+
+    def write_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        """Write ``replication-offset-checkpoint`` in each log dir for the partitions it holds
+        (Kafka's ReplicaManager owns this file; the values come from the replication layer)."""
+        for d in self.log_dirs:
+            values = {tp: hw for tp, hw in high_watermarks.items() if self._dir_of.get(tp) == d}
+            write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, values)
+
+    def shutdown(self, *, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write the checkpoints, then ``.kafka_cleanshutdown`` in
+        every log dir (Kafka 3.7+ content ``{"version":0,"brokerEpoch":N}``)."""
+        for log in self.logs.values():
+            log.close()
+        self.checkpoint(force=True)
+        marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                            separators=(",", ":")).encode()
+        for d in self.log_dirs:
+            atomic_write(d / CLEAN_SHUTDOWN, marker)
+        self.logs.clear()
+        self._dir_of.clear()
+        logger.info("log manager shut down cleanly")

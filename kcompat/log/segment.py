@@ -1,0 +1,482 @@
+"""One log segment: ``<base>.log`` plus ``.index`` and ``.timeindex`` (Kafka's ``LogSegment``).
+
+The ``.log`` file holds record batches back to back, exactly as appended. It is accessed through
+one unbuffered fd with ``os.pwrite``/``os.pread``; old segments open their fd only when first
+read (the owning :class:`~kcompat.log.log.Log` closes idle ones again).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Iterable
+
+from kcompat.log.config import LogConfig
+from kcompat.log.fileio import (
+    HEADER_CHUNK, MAX_RELATIVE_OFFSET, ValidScan, logger, open_rw, pread_full, pwrite_all,
+    scan_headers, unlink_quiet,
+)
+from kcompat.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kcompat.protocol.records import (
+    HEADER_SIZE, BatchHeader, CorruptRecordError, iter_records, parse_header,
+)
+
+_OFF_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+#: (relative position, size, last offset, max timestamp) of each batch of a multi-batch append
+BatchInfo = tuple[int, int, int, int]
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's file stem: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    """A segment of one partition's log.
+
+    ``base_offset`` is <= every offset in the segment and > every offset of earlier segments.
+    ``size`` is the ``.log`` size in bytes. Only the last segment of a log is *active*
+    (appendable, indexes held in memory); others load their indexes lazily on first lookup and
+    rebuild them from the ``.log`` if they fail the sanity check.
+
+    Not thread-safe. I/O errors propagate as OSError; unreadable batch framing as
+    ``CorruptRecordError``.
+    """
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, size: int = 0,
+                 created_ms: int = 0, roll_jitter_ms: int = 0, index_size: int | None = None,
+                 timeindex_size: int | None = None) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        stem = segment_name(base_offset)
+        self.log_path = directory / f"{stem}.log"
+        self.offset_index = OffsetIndex(directory / f"{stem}.index", base_offset, index_size)
+        self.time_index = TimeIndex(directory / f"{stem}.timeindex", base_offset, timeindex_size)
+        self.size = size
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self.active = False
+        self.dirty = False                 # bytes written since the last fsync
+        self.next_offset: int | None = None  # known once activated/recovered
+        self._fd: int | None = None
+        self._max_ts: int | None = None    # None: not loaded yet (time index tail)
+        self._max_ts_offset = -1           # last offset of the batch holding _max_ts ("shallow")
+        self._max_ts_exact: int | None = None  # offset of the record holding _max_ts, if known
+        self._rolling_ts: int | None = None    # first batch's max timestamp (rollingBasedTimestamp)
+        self._bytes_since_index = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, active={self.active})"
+
+    # -- creation / state ---------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, *, created_ms: int
+               ) -> "LogSegment":
+        """A new, empty, active segment (creates/overwrites its three files)."""
+        seg = cls(directory, base_offset, config, created_ms=created_ms,
+                  roll_jitter_ms=config.random_segment_jitter())
+        seg._fd = open_rw(seg.log_path, truncate=True)
+        seg.offset_index.replace(b"")
+        seg.time_index.replace(b"")
+        seg._max_ts, seg._max_ts_offset = -1, -1
+        seg.next_offset = base_offset
+        seg.make_active()
+        seg.dirty = True
+        return seg
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` fd, opened on first use."""
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CLOEXEC)
+        return self._fd
+
+    @property
+    def is_open(self) -> bool:
+        """True while the ``.log`` fd is open."""
+        return self._fd is not None
+
+    def make_active(self) -> None:
+        """Open both indexes for appending (they must be valid: after ``create``/``rebuild``/a
+        successful ``activate``). Raises CorruptIndexError otherwise."""
+        self.offset_index.open_for_append(self.size)
+        self.time_index.open_for_append(self.size)
+        self.active = True
+
+    def activate(self) -> bool:
+        """Make the last segment appendable at start-up *without* scanning it: load the indexes,
+        check that the last offset-index entry points at a batch with that last offset, validate
+        (CRC) the batches after it, and derive next offset and max timestamp from them (Kafka's
+        ``readNextOffset`` + ``readLargestTimestamp``). False if anything is wrong; the caller
+        then runs :meth:`recover`."""
+        try:
+            self.offset_index.open_for_append(self.size)
+            self.time_index.open_for_append(self.size)
+        except CorruptIndexError as e:
+            logger.warning("index of active segment %s is damaged (%s); rebuilding", self.log_path, e)
+            return False
+        last = self.offset_index.last_entry()
+        start = last[1] if last else 0
+        te = self.time_index.last_entry()
+        max_ts, max_off = te if te else (-1, -1)
+        next_offset = self.base_offset
+        scan = ValidScan(self.fd, start, self.size, self.base_offset)
+        first = True
+        for _pos, h in scan:
+            if first and last is not None and h.last_offset != last[0]:
+                scan.problem = f"index entry {last} does not match batch ending at {h.last_offset}"
+                break
+            first = False
+            if h.max_timestamp > max_ts:
+                max_ts, max_off = h.max_timestamp, h.last_offset
+            next_offset = h.next_offset
+        if scan.problem is None and last is not None and first:
+            scan.problem = f"index entry {last} points past the data"
+        if scan.problem is None and te is not None and te[1] >= next_offset:
+            scan.problem = f"time index entry {te} is beyond the next offset {next_offset}"
+        if scan.problem is not None or scan.valid_end != self.size:
+            logger.warning("active segment %s needs recovery: %s", self.log_path,
+                           scan.problem or "trailing bytes")
+            self.offset_index.close_for_append()
+            self.time_index.close_for_append()
+            return False
+        self.next_offset = next_offset
+        self._max_ts, self._max_ts_offset, self._max_ts_exact = max_ts, max_off, None
+        self._bytes_since_index = self.size - start
+        self.active = True
+        return True
+
+    def rebuild(self, *, truncate: bool) -> int:
+        """Scan the whole ``.log`` from position 0 validating every batch (framing, magic, CRC,
+        increasing offsets), rebuild both indexes, and - if ``truncate`` - cut the file at the
+        first invalid or torn batch. Returns the number of invalid bytes found at the end
+        (truncated if ``truncate``). Kafka ``LogSegment.recover``."""
+        base = self.base_offset
+        cfg = self.config
+        interval = cfg.index_interval_bytes
+        max_off_entries = cfg.segment_index_bytes // 8
+        off_entries = bytearray()
+        time_entries = bytearray()
+        max_ts, max_off, last_time_ts = -1, -1, -1
+        last_index_pos = 0
+        first_ts: int | None = None
+        next_offset = base
+        scan = ValidScan(self.fd, 0, self.size, base)
+        for pos, h in scan:
+            if first_ts is None:
+                first_ts = h.max_timestamp
+            if h.max_timestamp > max_ts:
+                max_ts, max_off = h.max_timestamp, h.last_offset
+            if pos - last_index_pos > interval and len(off_entries) // 8 < max_off_entries:
+                off_entries += _OFF_ENTRY.pack(h.last_offset - base, pos)
+                if max_ts > last_time_ts:
+                    time_entries += _TIME_ENTRY.pack(max_ts, max_off - base)
+                    last_time_ts = max_ts
+                last_index_pos = pos
+            next_offset = h.next_offset
+        if max_ts > last_time_ts:  # the final entry a closed segment always has
+            time_entries += _TIME_ENTRY.pack(max_ts, max_off - base)
+        invalid = self.size - scan.valid_end
+        if invalid:
+            logger.warning("segment %s: %s; %s %d bytes at position %d", self.log_path,
+                           scan.problem, "truncating" if truncate else "not indexing",
+                           invalid, scan.valid_end)
+            if truncate:
+                os.ftruncate(self.fd, scan.valid_end)
+                self.size = scan.valid_end
+                self.dirty = True
+        self.offset_index.replace(off_entries)
+        self.time_index.replace(time_entries)
+        self.next_offset = next_offset
+        self._max_ts, self._max_ts_offset, self._max_ts_exact = max_ts, max_off, None
+        self._rolling_ts = first_ts
+        self._bytes_since_index = scan.valid_end - last_index_pos
+        return invalid
+
+    def recover(self) -> int:
+        """Rebuild indexes and truncate the invalid tail; returns bytes truncated."""
+        return self.rebuild(truncate=True)
+
+    def on_become_inactive(self) -> None:
+        """On roll: append the final time-index entry (max timestamp so far) and drop the
+        in-memory index copies (Kafka ``onBecomeInactiveSegment``)."""
+        if self._max_ts is not None and self._max_ts >= 0 and self.time_index.appendable:
+            before = self.time_index.entries
+            self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
+            if self.time_index.entries != before:
+                self.dirty = True
+        self.offset_index.close_for_append()
+        self.time_index.close_for_append()
+        self.active = False
+
+    def ensure_indexes(self) -> None:
+        """Load both indexes for lookups; rebuild them from the ``.log`` if they fail the sanity
+        check (size a multiple of the entry, entries increasing, positions inside the segment)."""
+        if self.offset_index.loaded and self.time_index.loaded:
+            return
+        try:
+            self.offset_index.load(self.size)
+            self.time_index.load(self.size)
+        except CorruptIndexError as e:
+            logger.warning("segment %s: %s; rebuilding its indexes", self.log_path, e)
+            self.rebuild(truncate=False)
+
+    # -- append -------------------------------------------------------------------------------
+    def should_roll(self, msg_size: int, last_offset: int, max_timestamp: int, now_ms: int
+                    ) -> str | None:
+        """Why the active segment must roll before appending, or None (Kafka
+        ``LogSegment.shouldRoll``). Never rolls an empty segment."""
+        if self.size == 0:
+            return None
+        cfg = self.config
+        if self.size > cfg.segment_bytes - msg_size:
+            return "size"
+        if self.time_waited_for_roll(now_ms, max_timestamp) > cfg.segment_ms - self.roll_jitter_ms:
+            return "time"
+        if (self.offset_index.is_full(cfg.segment_index_bytes)
+                or self.time_index.is_full(cfg.segment_index_bytes)):
+            return "index full"
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            return "offset overflow"
+        return None
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka ``timeWaitedForRoll``: the appended batches' max timestamp minus the first
+        batch's max timestamp; wall clock minus creation time if the first batch has none."""
+        ts = self.rolling_based_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created_ms
+
+    def rolling_based_timestamp(self) -> int | None:
+        """Max timestamp of the first batch (Kafka ``rollingBasedTimestamp``; one header read
+        after a restart), None for an empty segment."""
+        if self._rolling_ts is None and self.size > 0:
+            self._rolling_ts = self.header_at(0).max_timestamp
+        return self._rolling_ts
+
+    def append(self, data: memoryview, batches: Iterable[BatchInfo] | None, last_offset: int,
+               max_timestamp: int, offset_of_max_timestamp: int) -> None:
+        """Write ``data`` (complete batches) at the end and index it (Kafka
+        ``LogSegment.append``): every ``index.interval.bytes`` the batch's last offset -> its
+        start position goes to the offset index and (max timestamp so far, its batch's last
+        offset) to the time index. ``batches`` is None for a single batch. On a write error the
+        file is cut back and the OSError re-raised."""
+        pos0 = self.size
+        if pos0 == 0:
+            self._rolling_ts = max_timestamp
+        try:
+            pwrite_all(self.fd, data, pos0)
+        except OSError:
+            try:
+                os.ftruncate(self.fd, pos0)
+            except OSError:
+                pass
+            raise
+        self.size = pos0 + len(data)
+        self.dirty = True
+        prev_max = self._max_ts
+        if batches is None:
+            self._index_batch(pos0, len(data), last_offset, max_timestamp)
+        else:
+            for rel, size, blast, bmax in batches:
+                self._index_batch(pos0 + rel, size, blast, bmax)
+        if self._max_ts != prev_max:
+            self._max_ts_exact = offset_of_max_timestamp if self._max_ts == max_timestamp else None
+        self.next_offset = last_offset + 1
+
+    def _index_batch(self, pos: int, size: int, last: int, max_ts: int) -> None:
+        if max_ts > self._max_ts:  # type: ignore[operator]
+            self._max_ts, self._max_ts_offset = max_ts, last
+        if self._bytes_since_index > self.config.index_interval_bytes:
+            limit = self.config.segment_index_bytes
+            if not self.offset_index.is_full(limit):
+                self.offset_index.append(last, pos)
+            if not self.time_index.is_full(limit):
+                self.time_index.maybe_append(self._max_ts, self._max_ts_offset)  # type: ignore[arg-type]
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    # -- reads ----------------------------------------------------------------------------------
+    def read(self, position: int, size: int) -> bytes:
+        """``size`` bytes of the ``.log`` at ``position`` (one pread)."""
+        return pread_full(self.fd, size, position)
+
+    def header_at(self, position: int) -> BatchHeader:
+        """The batch header at ``position``; CorruptRecordError if it is not a whole batch."""
+        h = parse_header(pread_full(self.fd, HEADER_SIZE, position))
+        if position + h.size > self.size:
+            raise CorruptRecordError(f"batch at {position} runs past the segment end {self.size}")
+        return h
+
+    def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """``(position, header)`` of the first batch whose last offset is >= ``offset``, None if
+        the segment ends before it (Kafka ``translateOffset``: index lookup, then header scan)."""
+        self.ensure_indexes()
+        _, start = self.offset_index.lookup(offset)
+        for pos, h in scan_headers(self.fd, start, self.size):
+            if h.last_offset >= offset:
+                return pos, h
+        return None
+
+    def find_base_at_least(self, offset: int) -> tuple[int, int | None]:
+        """``(position, base offset)`` of the first batch whose base offset is >= ``offset``;
+        ``(size, None)`` if there is none."""
+        self.ensure_indexes()
+        _, start = self.offset_index.lookup(offset)
+        for pos, h in scan_headers(self.fd, start, self.size):
+            if h.base_offset >= offset:
+                return pos, h.base_offset
+        return self.size, None
+
+    def boundary_before(self, start: int, limit: int) -> tuple[int, int | None]:
+        """The last batch boundary ``b`` with ``start <= b <= limit`` (``start`` must be a
+        boundary), and the base offset of the batch starting at ``b`` if it was read. Starts
+        from the index entry nearest below ``limit``, so it reads at most about
+        ``index.interval.bytes`` of headers."""
+        self.ensure_indexes()
+        entry = self.offset_index.lookup_by_position(limit)
+        cut = max(start, entry[1]) if entry else start
+        for pos, h in scan_headers(self.fd, cut, self.size):
+            if pos + h.size > limit:
+                return cut, h.base_offset
+            cut = pos + h.size
+        return cut, None
+
+    def iter_headers(self, from_offset: int):
+        """Yield ``(position, header)`` of every batch with last offset >= ``from_offset``."""
+        found = self.find_position(from_offset)
+        if found is None:
+            return
+        for pos, h in scan_headers(self.fd, found[0], self.size):
+            yield pos, h
+
+    # -- timestamps -------------------------------------------------------------------------------
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """``(max timestamp, last offset of its batch)``, ``(-1, -1)`` if no timestamp; for an
+        inactive segment read from the time index's last entry (one pread)."""
+        if self._max_ts is None:
+            te = self.time_index.last_entry()
+            self._max_ts, self._max_ts_offset = te if te else (-1, -1)
+        return self._max_ts, self._max_ts_offset
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, else the ``.log`` mtime in ms (Kafka ``largestTimestamp``)."""
+        ts, _ = self.max_timestamp_and_offset()
+        if ts >= 0:
+            return ts
+        try:
+            return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return -1
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int
+                                 ) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and
+        offset >= ``starting_offset`` (Kafka ``findOffsetByTimestamp`` +
+        ``FileRecords.searchForTimestamp``): time index -> offset index -> header scan, decoding
+        only batches whose max timestamp reaches the target."""
+        self.ensure_indexes()
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, start = self.offset_index.lookup(max(ts_offset, starting_offset))
+        for pos, h in scan_headers(self.fd, start, self.size):
+            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
+                for rec in iter_records(self.read(pos, h.size)):
+                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                        return rec.offset, rec.timestamp
+        return None
+
+    def exact_max_timestamp_and_offset(self) -> tuple[int, int]:
+        """``(max timestamp, offset of the first record carrying it)`` (KIP-734): decodes only
+        the batch holding it, unless the append path already told us."""
+        ts, shallow = self.max_timestamp_and_offset()
+        if ts < 0:
+            return -1, -1
+        if self._max_ts_exact is None:
+            self._max_ts_exact = shallow
+            self.ensure_indexes()
+            _, start = self.offset_index.lookup(shallow)
+            for pos, h in scan_headers(self.fd, start, self.size, HEADER_CHUNK):
+                if h.max_timestamp == ts:
+                    for rec in iter_records(self.read(pos, h.size)):
+                        if rec.timestamp == ts:
+                            self._max_ts_exact = rec.offset
+                            break
+                    break
+                if h.last_offset > shallow:
+                    break
+        return ts, self._max_ts_exact
+
+    # -- truncation / lifecycle ---------------------------------------------------------------------
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch containing ``offset``
+        goes entirely). The segment must be active. Returns the new next offset:
+        ``min(offset, base offset of the first removed batch)`` (Kafka ``LogSegment.truncateTo``)."""
+        found = self.find_position(offset)
+        new_next = offset
+        if found is not None:
+            pos, h = found
+            new_next = min(offset, h.base_offset)
+            os.ftruncate(self.fd, pos)
+            self.size = pos
+            self.offset_index.truncate_to_position(pos)
+            self.time_index.truncate_to_offset(new_next)
+        te = self.time_index.last_entry()
+        max_ts, max_off = te if te else (-1, -1)
+        le = self.offset_index.last_entry()
+        for _pos, h in scan_headers(self.fd, le[1] if le else 0, self.size):
+            if h.max_timestamp > max_ts:
+                max_ts, max_off = h.max_timestamp, h.last_offset
+        self._max_ts, self._max_ts_offset, self._max_ts_exact = max_ts, max_off, None
+        self._bytes_since_index = 0
+        if self.size == 0:
+            self._rolling_ts = None
+            self.created_ms = now_ms
+        self.next_offset = new_next
+        self.dirty = True
+        return new_next
+
+    def flush(self) -> None:
+        """fsync the ``.log`` and both indexes if anything was written since the last flush."""
+        if not self.dirty:
+            return
+        os.fsync(self.fd)
+        self.offset_index.fsync()
+        self.time_index.fsync()
+        self.dirty = False
+
+    def release(self) -> None:
+        """Close the fd and drop index mappings of an inactive segment (reopened on demand)."""
+        if self.active:
+            return
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.release()
+        self.time_index.release()
+
+    def close(self) -> None:
+        """Close every fd (Kafka ``LogSegment.close`` also writes the final time-index entry)."""
+        if self.active:
+            self.on_become_inactive()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        """Close and unlink the segment's files (``.log``, ``.index``, ``.timeindex``,
+        ``.txnindex``)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.active = False
+        self.offset_index.delete()
+        self.time_index.delete()
+        unlink_quiet(self.directory / f"{segment_name(self.base_offset)}.txnindex")
+        unlink_quiet(self.log_path)
