@@ -1,0 +1,29 @@
+"""The APIs kcompat implements and the versions it advertises in ApiVersions.
+
+One handler module per API in ``kcompat/broker/handlers`` (DESIGN.md section 2). Each module has
+``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``, ``handle(ctx, request)`` returning a response, an
+awaitable of one, or NO_RESPONSE, and ``error_response(request, version, error_code)`` building the
+response Kafka gives when the whole request fails. Advertised ranges match a real Kafka release
+(3.8, with the minimum versions Kafka 4.0 keeps, KIP-896): clients infer the broker's version from
+them.
+"""
+
+from __future__ import annotations
+
+from kcompat.broker.handlers import (
+    api_versions, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
+    describe_configs, fetch, incremental_alter_configs, init_producer_id, list_offsets, metadata,
+    produce,
+)
+
+_MODULES = (
+    produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics, delete_records,
+    init_producer_id, describe_configs, create_partitions, incremental_alter_configs, describe_cluster,
+)
+
+HANDLERS = {m.API_KEY: m for m in _MODULES}
+
+
+def advertised() -> list[tuple[int, int, int]]:
+    """``[(api key, min version, max version), ...]`` sorted by key: what ApiVersions answers."""
+    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in HANDLERS.items())

@@ -1,0 +1,286 @@
+"""One client connection: Kafka framing, request headers, dispatch, responses in request order.
+
+Framing: every request is an int32 size followed by that many bytes (request header + body). A
+size above ``socket.request.max.bytes`` (or negative) closes the connection with a log line, as
+Kafka's SocketServer does (KAFKA-14063: never allocate what the peer announces before checking).
+
+Many requests may be in flight on one connection; their responses are written strictly in request
+order (a long-polling fetch holds back later responses on the same connection, as in Kafka). At
+most ``queued.max.requests`` requests are in flight per connection; beyond that, reading pauses
+until responses drain. Reading also pauses while the transport's write buffer is above its high
+water mark (``pause_writing``/``resume_writing``).
+
+Headers (DESIGN.md section 3): request header v2 for flexible request versions, v1 otherwise;
+response header v1 for flexible versions except ApiVersions, which always uses response header v0.
+An ApiVersions request at a version we do not know gets the KIP-511 answer: a v0 body with
+UNSUPPORTED_VERSION and our version range for ApiVersions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+
+from kcompat.broker import apis
+from kcompat.broker.context import NO_RESPONSE, RequestContext
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages import api_classes
+from kcompat.protocol.messages.api_versions import ApiVersionsResponse
+from kcompat.protocol.messages.headers import RequestHeader
+from kcompat.protocol.primitives import DecodeError, Out
+
+log = logging.getLogger("kcompat.broker.connection")
+
+_I32 = struct.Struct(">i")
+_HEADER_START = struct.Struct(">hhi")
+API_VERSIONS_KEY = 18
+
+# Exceptions that mean "the peer sent bytes that do not decode": close the connection.
+MALFORMED = (DecodeError, struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError)
+
+
+class _Slot:
+    """A request awaiting its response; responses leave in slot order."""
+
+    __slots__ = ("correlation_id", "api_key", "version", "flexible_header", "buffers", "done", "task")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int, flexible_header: bool) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.flexible_header = flexible_header
+        self.buffers = None
+        self.done = False
+        self.task = None
+
+
+class KafkaConnection(asyncio.Protocol):
+    """asyncio/uvloop protocol for one client connection to a kcompat listener."""
+
+    def __init__(self, broker, listener_name: str) -> None:
+        self.broker = broker
+        self.listener_name = listener_name
+        self.transport = None
+        self.peer = "?"
+        self._buf = bytearray()
+        self._pending: deque[_Slot] = deque()
+        self._max_request_bytes = broker.config.get("socket.request.max.bytes")
+        self._max_in_flight = max(1, broker.config.get("queued.max.requests"))
+        self._reading_paused = False
+        self._write_paused = False
+        self._closing = False
+
+    # -- asyncio callbacks -----------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self._closing = True
+        self.broker.connections.discard(self)
+        for slot in self._pending:
+            if slot.task is not None and not slot.task.done():
+                slot.task.cancel()
+        self._pending.clear()
+
+    def data_received(self, data) -> None:
+        self._buf += data
+        self._process_buffer()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        self._process_buffer()
+
+    # -- framing ---------------------------------------------------------------------------------
+
+    def _process_buffer(self) -> None:
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        while not self._closing and n - pos >= 4 and len(self._pending) < self._max_in_flight:
+            size = _I32.unpack_from(buf, pos)[0]
+            if size < 0 or size > self._max_request_bytes:
+                self.close(f"request frame of {size} bytes exceeds socket.request.max.bytes "
+                           f"({self._max_request_bytes})")
+                return
+            if n - pos - 4 < size:
+                break
+            frame = buf[pos + 4:pos + 4 + size]  # a writable copy: produce rewrites offsets in place
+            pos += 4 + size
+            self._handle_frame(frame)
+        if pos:
+            del buf[:pos]
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self._closing or self.transport is None:
+            return
+        should_pause = self._write_paused or len(self._pending) >= self._max_in_flight
+        if should_pause and not self._reading_paused:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused:
+            self.transport.resume_reading()
+            self._reading_paused = False
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def _handle_frame(self, frame: bytearray) -> None:
+        if len(frame) < 8:
+            self.close(f"request frame of {len(frame)} bytes is too short for a request header")
+            return
+        api_key, version, correlation_id = _HEADER_START.unpack_from(frame, 0)
+        api = apis.HANDLERS.get(api_key)
+        if api_key == API_VERSIONS_KEY and version > api.MAX_VERSION:
+            self._kip511_response(correlation_id, version)
+            return
+        try:
+            req_cls, _resp_cls = api_classes(api_key)
+        except KeyError:
+            self.close(f"unknown API key {api_key}")
+            return
+        spec_lo, spec_hi = req_cls.VALID_VERSIONS
+        if not spec_lo <= version <= spec_hi:
+            self.close(f"{req_cls.NAME} version {version} is outside the protocol's range {spec_lo}-{spec_hi}")
+            return
+        flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
+        view = memoryview(frame)
+        try:
+            header, off = RequestHeader.read(view, 0, 2 if flexible else 1)
+        except MALFORMED as e:
+            self.close(f"malformed request header: {e}")
+            return
+        if api is None:
+            self.close(f"{req_cls.NAME} (API key {api_key}) is not supported by kcompat")
+            return
+        try:
+            request, _end = req_cls.read(view, off, version)
+        except MALFORMED as e:
+            self.close(f"malformed {req_cls.NAME} v{version} (correlation id {correlation_id}): {e}")
+            return
+        slot = _Slot(correlation_id, api_key, version, flexible and api_key != API_VERSIONS_KEY)
+        self._pending.append(slot)
+        if not api.MIN_VERSION <= version <= api.MAX_VERSION:
+            self._respond_error(slot, api, request, ErrorCode.UNSUPPORTED_VERSION)
+            return
+        ctx = RequestContext(self.broker, self, header, version, self.listener_name)
+        try:
+            result = api.handle(ctx, request)
+        except Exception:
+            log.exception("unexpected error handling %s v%d from %s (client id %r)",
+                          req_cls.NAME, version, self.peer, header.client_id)
+            self._respond_error(slot, api, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return
+        if result is NO_RESPONSE:
+            slot.done = True
+            self._flush()
+        elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
+            slot.task = asyncio.ensure_future(result)
+            slot.task.add_done_callback(lambda t, s=slot, a=api, r=request: self._task_done(s, a, r, t))
+        else:
+            self._complete(slot, result)
+
+    def _task_done(self, slot: _Slot, api, request, task) -> None:
+        if task.cancelled() or self._closing:
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("unexpected error handling API key %d v%d from %s", slot.api_key, slot.version,
+                      self.peer, exc_info=exc)
+            self._respond_error(slot, api, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return
+        result = task.result()
+        if result is NO_RESPONSE:
+            slot.done = True
+            self._flush()
+        else:
+            self._complete(slot, result)
+
+    def _respond_error(self, slot: _Slot, api, request, code: ErrorCode) -> None:
+        builder = getattr(api, "error_response", None)
+        if builder is None:
+            self.close(f"cannot answer API key {slot.api_key} v{slot.version} with {code.name}")
+            return
+        self._complete(slot, builder(request, slot.version, code))
+
+    def _complete(self, slot: _Slot, response) -> None:
+        if self._closing:
+            return
+        out = Out()
+        out += b"\0\0\0\0"
+        out += _I32.pack(slot.correlation_id)
+        if slot.flexible_header:
+            out.append(0)  # response header v1: empty tagged fields
+        try:
+            response.write(out, slot.version)
+        except Exception:
+            log.exception("could not encode the response to API key %d v%d", slot.api_key, slot.version)
+            self.close("response encoding failed")
+            return
+        _I32.pack_into(out, 0, out.total_size() - 4)
+        slot.buffers = out.buffers()
+        slot.done = True
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        transport = self.transport
+        while pending and pending[0].done:
+            slot = pending.popleft()
+            if slot.buffers is not None and not self._closing:
+                transport.writelines(slot.buffers)
+        self._update_reading()
+        if self._buf and not self._reading_paused:
+            # frames left in the buffer while we were at the in-flight limit
+            asyncio.get_running_loop().call_soon(self._process_buffer)
+
+    def _kip511_response(self, correlation_id: int, version: int) -> None:
+        """KIP-511: ApiVersions at an unknown version -> v0 body, UNSUPPORTED_VERSION, our range."""
+        api = apis.HANDLERS[API_VERSIONS_KEY]
+        resp = ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[ApiVersionsResponse.ApiVersion(api_key=API_VERSIONS_KEY, min_version=api.MIN_VERSION,
+                                                     max_version=api.MAX_VERSION)])
+        slot = _Slot(correlation_id, API_VERSIONS_KEY, 0, False)
+        self._pending.append(slot)
+        log.info("ApiVersions v%d from %s is newer than ours; answered with KIP-511 downgrade", version,
+                 self.peer)
+        self._complete(slot, resp)
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self, reason: str | None = None) -> None:
+        """Close the connection (after logging why); pending responses are dropped."""
+        if self._closing:
+            return
+        self._closing = True
+        if reason:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+        for slot in self._pending:
+            if slot.task is not None and not slot.task.done():
+                slot.task.cancel()
+        self._pending.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+    def in_flight(self) -> int:
+        """Number of requests received whose responses have not been written yet."""
+        return len(self._pending)
+
+    def stop_reading(self) -> None:
+        """Graceful shutdown: take no new requests; in-flight ones still get their responses."""
+        if self.transport is not None and not self._closing:
+            self._max_in_flight = 0
+            if not self._reading_paused:
+                self.transport.pause_reading()
+                self._reading_paused = True

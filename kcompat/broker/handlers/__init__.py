@@ -1,0 +1,1 @@
+"""One module per Kafka API (see kcompat.broker.apis)."""

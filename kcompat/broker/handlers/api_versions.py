@@ -1,0 +1,53 @@
+"""ApiVersions (key 18): the APIs and version ranges this broker supports (KIP-35, KIP-511).
+
+v3+ requests carry the client software name and version; Kafka rejects malformed ones with
+INVALID_REQUEST. v3+ responses list supported and finalized features (``metadata.version``).
+Unknown (newer) request versions never reach this module: the connection answers them with the
+KIP-511 downgrade response.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.api_versions import ApiVersionsResponse
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+METADATA_VERSION_MIN = 1
+
+
+def handle(ctx, req):
+    from kcompat.broker import apis  # import here: apis imports this module
+
+    version = ctx.api_version
+    if version >= 3 and not (_SOFTWARE.match(req.client_software_name or "")
+                             and _SOFTWARE.match(req.client_software_version or "")):
+        return error_response(req, version, ErrorCode.INVALID_REQUEST)
+    resp = ApiVersionsResponse(
+        error_code=ErrorCode.NONE,
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                  for k, lo, hi in apis.advertised()],
+        throttle_time_ms=0)
+    if version >= 3:
+        image = ctx.broker.image
+        level = image.features.get("metadata.version", 0)
+        resp.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
+            name="metadata.version", min_version=METADATA_VERSION_MIN, max_version=level or 20)]
+        if level:
+            resp.finalized_features_epoch = max(image.offset, 0)
+            resp.finalized_features = [ApiVersionsResponse.FinalizedFeatureKey(
+                name="metadata.version", max_version_level=level, min_version_level=level)]
+    return resp
+
+
+def error_response(req, version, code):
+    from kcompat.broker import apis
+
+    lo, hi = next((lo, hi) for k, lo, hi in apis.advertised() if k == API_KEY)
+    return ApiVersionsResponse(error_code=code, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=API_KEY, min_version=lo, max_version=hi)])

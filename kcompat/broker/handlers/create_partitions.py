@@ -1,0 +1,40 @@
+"""CreatePartitions (key 37), versions 0-3: add partitions to existing topics.
+
+INVALID_PARTITIONS when the count does not grow, UNKNOWN_TOPIC_OR_PARTITION for unknown topics,
+INVALID_REPLICA_ASSIGNMENT for bad manual assignments, INVALID_REQUEST for a topic named twice
+(Kafka's ``ReplicationControlManager.createPartitions``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.create_partitions import CreatePartitionsResponse as R
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        code, message = ErrorCode.NONE, None
+        if counts[t.name] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+        else:
+            assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            try:
+                broker.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only,
+                                                    now_ms=broker.now_ms())
+            except KafkaError as e:
+                code, message = e.code, e.message
+        results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
+    return R(throttle_time_ms=0, results=results)
+
+
+def error_response(req, version, code):
+    return R(results=[R.CreatePartitionsTopicResult(name=t.name, error_code=code) for t in req.topics])

@@ -1,0 +1,50 @@
+"""CreateTopics (key 19), versions 2-7.
+
+Per topic, as Kafka's ``ReplicationControlManager.createTopics``: name validation
+(INVALID_TOPIC_EXCEPTION), TOPIC_ALREADY_EXISTS, partition count and replication factor (-1 means
+``num.partitions`` / ``default.replication.factor``), manual assignments, topic configs validated
+(INVALID_CONFIG), ``validate_only``. From v5 the result carries the partition count, replication
+factor and every config with its value and source (KIP-525); from v7 the topic id.
+"""
+
+from __future__ import annotations
+
+from kcompat.kraft.controller import NewTopic
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.create_topics import CreateTopicsResponse as R
+from kcompat.protocol.primitives import ZERO_UUID
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    new_topics = [NewTopic(name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+                           assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
+                           configs={c.name: c.value for c in t.configs})
+                  for t in req.topics]
+    results = broker.controller.create_topics(new_topics, validate_only=req.validate_only, now_ms=broker.now_ms())
+    out = []
+    for res in results:
+        r = R.CreatableTopicResult(name=res.name, topic_id=ZERO_UUID, error_code=res.error,
+                                   error_message=res.message, num_partitions=-1, replication_factor=-1,
+                                   configs=None)
+        if res.error == ErrorCode.NONE:
+            if not req.validate_only and res.topic_id is not None:
+                r.topic_id = res.topic_id
+            r.num_partitions = res.num_partitions
+            r.replication_factor = res.replication_factor
+            if version >= 5:
+                r.configs = [R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                                     config_source=e.source, is_sensitive=e.is_sensitive)
+                             for e in broker.describe_topic_configs(res.configs)]
+        out.append(r)
+    return R(throttle_time_ms=0, topics=out)
+
+
+def error_response(req, version, code):
+    return R(topics=[R.CreatableTopicResult(name=t.name, error_code=code, num_partitions=-1,
+                                            replication_factor=-1, configs=None) for t in req.topics])

@@ -1,0 +1,40 @@
+"""DeleteTopics (key 20), versions 1-6: by name, and from v6 by topic id.
+
+UNKNOWN_TOPIC_OR_PARTITION for unknown names, UNKNOWN_TOPIC_ID for unknown ids,
+TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false (Kafka's errors). Partition logs are
+renamed to ``-delete`` directories and removed after ``log.segment.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.delete_topics import DeleteTopicsResponse as R
+from kcompat.protocol.primitives import ZERO_UUID
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    if version >= 6:
+        names = [t.name for t in req.topics if t.name is not None]
+        ids = [t.topic_id for t in req.topics if t.name is None]
+    else:
+        names, ids = list(req.topic_names), []
+    by_name, by_id = broker.controller.delete_topics(names, ids, now_ms=broker.now_ms())
+    results = []
+    for name, tid, code, message in by_name + by_id:
+        results.append(R.DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=code,
+                                              error_message=message if code != ErrorCode.NONE else None))
+    return R(throttle_time_ms=0, responses=results)
+
+
+def error_response(req, version, code):
+    if version >= 6:
+        items = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        items = [(n, ZERO_UUID) for n in req.topic_names]
+    return R(responses=[R.DeletableTopicResult(name=n, topic_id=i, error_code=code) for n, i in items])

@@ -1,0 +1,104 @@
+"""DescribeConfigs (key 32), versions 1-4: topic and broker configs with value, source, synonyms.
+
+Every config Kafka has for the resource, with its effective value and source (KIP-226 sources:
+topic override, dynamic broker, dynamic cluster default, static broker, default), synonyms when
+asked (v1+), type and documentation (v3+, KIP-569). Kafka Connect and admin tools depend on the
+full list (KAFKA-9216). BROKER resources accept ``""`` (cluster-wide dynamic defaults) or this
+broker's id; BROKER_LOGGER lists this process's loggers and their levels.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kcompat.config import ConfigError, describe_broker
+from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.describe_configs import DescribeConfigsResponse as R
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
+STRING_TYPE = 2
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    results = []
+    for res in req.resources:
+        try:
+            entries = _describe(broker, res, req.include_synonyms, version >= 3 and req.include_documentation)
+        except KafkaError as e:
+            results.append(_error(res, e.code, e.message))
+            continue
+        except ConfigError as e:
+            results.append(_error(res, ErrorCode[e.error], e.message))
+            continue
+        configs = []
+        for e in entries:
+            c = R.DescribeConfigsResourceResult(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_sensitive=e.is_sensitive, config_type=e.config_type,
+                documentation=e.documentation if version >= 3 and req.include_documentation else None)
+            if req.include_synonyms:
+                c.synonyms = [R.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
+                              for s in e.synonyms]
+            configs.append(c)
+        results.append(R.DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None,
+                                               resource_type=res.resource_type, resource_name=res.resource_name,
+                                               configs=configs))
+    return R(throttle_time_ms=0, results=results)
+
+
+def _describe(broker, res, synonyms: bool, documentation: bool):
+    keys = res.configuration_keys
+    if res.resource_type == TOPIC:
+        name = res.resource_name
+        validate_topic_name(name)
+        if name not in broker.image.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        return broker.describe_topic_configs(broker.image.topic_configs(name), keys=keys,
+                                             include_synonyms=synonyms, include_documentation=documentation)
+    if res.resource_type == BROKER:
+        name = res.resource_name
+        if name not in ("", str(broker.node_id)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
+        return describe_broker(broker.config, name, include_synonyms=synonyms, keys=keys,
+                               include_documentation=documentation)
+    if res.resource_type == BROKER_LOGGER:
+        return _loggers(keys)
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+
+
+class _LoggerEntry:
+    __slots__ = ("name", "value", "source", "read_only", "is_sensitive", "config_type", "documentation", "synonyms")
+
+    def __init__(self, name: str, level: str) -> None:
+        self.name, self.value, self.source = name, level, LOGGER_SOURCE
+        self.read_only, self.is_sensitive, self.config_type = False, False, STRING_TYPE
+        self.documentation, self.synonyms = None, []
+
+
+def _loggers(keys):
+    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n.startswith("kcompat"))
+    out = []
+    for n in names:
+        if keys is not None and n not in keys:
+            continue
+        lg = logging.getLogger() if n == "root" else logging.getLogger(n)
+        out.append(_LoggerEntry(n, logging.getLevelName(lg.getEffectiveLevel()).replace("WARNING", "WARN")))
+    return out
+
+
+def _error(res, code: ErrorCode, message: str | None):
+    return R.DescribeConfigsResult(error_code=code, error_message=message, resource_type=res.resource_type,
+                                   resource_name=res.resource_name, configs=[])
+
+
+def error_response(req, version, code):
+    return R(results=[_error(res, code, None) for res in req.resources])

@@ -1,0 +1,179 @@
+"""Fetch (key 1), versions 4-16: read record batches, with long polling.
+
+As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` / ``DelayedFetch``:
+
+- topics by name (v4-12) or by topic id (v13+, UNKNOWN_TOPIC_ID if unknown);
+- per partition at most ``partition_max_bytes`` and in total at most ``max_bytes``; the first
+  partition that has data returns at least one whole batch even if it is larger (KIP-74);
+- a fetch offset inside a batch returns the whole batch (the consumer skips earlier records);
+- OFFSET_OUT_OF_RANGE outside [log start offset, high watermark]; FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH when ``current_leader_epoch`` is older / newer than ours (KIP-320);
+- read_committed reads only below the last stable offset;
+- if fewer than ``min_bytes`` are available and no partition has an error, the request waits up to
+  ``max_wait_ms``; an append to any requested partition wakes it (no polling), and it answers as
+  soon as ``min_bytes`` are available or the time is up;
+- fetch sessions (KIP-227): we answer session id 0 (sessionless full fetches); a request for an
+  existing session id gets FETCH_SESSION_ID_NOT_FOUND, since we never hand one out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.fetch import FetchResponse as R
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 16
+
+READ_COMMITTED = 1
+
+
+class _Plan:
+    """The resolved partitions of one fetch request: (topic key, name, FetchPartition, Partition|err)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries = []
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    if version >= 7 and req.session_id != 0:
+        return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+    plan = _resolve(broker, req, version)
+    responses, total, has_error = _read_all(broker, req, plan, version)
+    if req.max_wait_ms <= 0 or total >= max(req.min_bytes, 1) or has_error or not plan.entries \
+            or broker.shutting_down:
+        return _response(responses)
+    return _delayed(ctx, req, plan, version, total)
+
+
+def _resolve(broker, req, version: int) -> _Plan:
+    plan = _Plan()
+    image = broker.image
+    for ft in req.topics:
+        if version >= 13:
+            t = image.topics_by_id.get(ft.topic_id)
+            name = t.name if t is not None else None
+            key = ft.topic_id
+        else:
+            name = ft.topic
+            key = ft.topic
+        for fp in ft.partitions:
+            if name is None:
+                target = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                target = broker.replica_manager.get(name, fp.partition)
+                if target is None:
+                    target = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif version >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != target.leader_epoch:
+                    target = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < target.leader_epoch
+                              else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            plan.entries.append((key, fp, target))
+    return plan
+
+
+def _read_all(broker, req, plan: _Plan, version: int):
+    """Read every partition of the plan; returns (topic responses, bytes read, any error)."""
+    isolation = req.isolation_level
+    limit = req.max_bytes if version >= 3 else 2**31 - 1
+    min_one = True
+    total = 0
+    has_error = False
+    by_topic: dict = {}
+    order = []
+    for key, fp, target in plan.entries:
+        if key not in by_topic:
+            by_topic[key] = []
+            order.append(key)
+        if isinstance(target, ErrorCode):
+            has_error = True
+            by_topic[key].append(_error_partition(fp.partition, target))
+            continue
+        p = target
+        max_bytes = min(fp.partition_max_bytes, limit)
+        try:
+            records = p.read(fp.fetch_offset, max_bytes, isolation_level=isolation, min_one_batch=min_one)
+            code = ErrorCode.NONE
+        except KafkaError as e:
+            records = b""
+            code = e.code
+            has_error = True
+        n = len(records)
+        if n:
+            min_one = False
+            limit = max(0, limit - n)
+            total += n
+        by_topic[key].append(R.PartitionData(
+            partition_index=fp.partition, error_code=code, high_watermark=p.high_watermark,
+            last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
+            aborted_transactions=[] if isolation == READ_COMMITTED else None,
+            preferred_read_replica=-1, records=records))
+    responses = []
+    for key in order:
+        if version >= 13:
+            responses.append(R.FetchableTopicResponse(topic_id=key, partitions=by_topic[key]))
+        else:
+            responses.append(R.FetchableTopicResponse(topic=key, partitions=by_topic[key]))
+    return responses, total, has_error
+
+
+def _error_partition(index: int, code: ErrorCode):
+    return R.PartitionData(partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                           log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
+                           records=b"")
+
+
+def _response(responses):
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
+async def _delayed(ctx, req, plan: _Plan, version: int, available: int):
+    """DelayedFetch: wait for appends until min_bytes are available or max_wait_ms passes."""
+    broker = ctx.broker
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000.0
+    partitions = [t for _, _, t in plan.entries if not isinstance(t, ErrorCode)]
+    start_sizes = [p.log.size_in_bytes for p in partitions]
+    need = max(req.min_bytes, 1)
+    event = asyncio.Event()
+    wake = event.set
+    for p in partitions:
+        p.add_waiter(wake)
+    broker.fetch_waiters.add(wake)
+    try:
+        while not broker.shutting_down:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+            event.clear()
+            grown = sum(max(0, p.log.size_in_bytes - s) for p, s in zip(partitions, start_sizes))
+            if available + grown >= need or any(broker.replica_manager.get(p.topic, p.partition_id) is not p
+                                                for p in partitions):
+                break
+    finally:
+        for p in partitions:
+            p.remove_waiter(wake)
+        broker.fetch_waiters.discard(wake)
+    plan = _resolve(broker, req, version)
+    responses, _total, _err = _read_all(broker, req, plan, version)
+    return _response(responses)
+
+
+def error_response(req, version, code):
+    responses = []
+    for ft in req.topics:
+        parts = [_error_partition(fp.partition, code) for fp in ft.partitions]
+        if version >= 13:
+            responses.append(R.FetchableTopicResponse(topic_id=ft.topic_id, partitions=parts))
+        else:
+            responses.append(R.FetchableTopicResponse(topic=ft.topic, partitions=parts))
+    return R(error_code=code, session_id=0, responses=responses)

@@ -1,0 +1,31 @@
+"""InitProducerId (key 22), versions 0-5: a producer id and epoch for an idempotent producer.
+
+Without a transactional id, Kafka's ``TransactionCoordinator.handleInitProducerId`` always hands
+out a fresh producer id with epoch 0 — also when an idempotent producer asks to bump its epoch
+after an error (KIP-360, v3+ with its current id and epoch). Ids come from controller-allocated
+blocks and are never reused, also across restarts. A transactional id needs the transaction
+coordinator, which kcompat does not have yet: such requests get NOT_COORDINATOR (what Kafka answers
+on a broker that does not coordinate that id).
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse as R
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, req):
+    if req.transactional_id is not None:
+        # Transactions arrive with the transaction coordinator; until then a transactional
+        # producer is told this broker cannot coordinate its transactional id.
+        return R(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
+    producer_id = ctx.broker.producer_id_manager.generate()
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+
+def error_response(req, version, code):
+    return R(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)

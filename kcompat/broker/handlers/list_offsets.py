@@ -1,0 +1,74 @@
+"""ListOffsets (key 2), versions 1-8: offsets by special timestamp or by time.
+
+As Kafka's ``Partition.fetchOffsetForTimestamp``: LATEST (-1) is the high watermark, or the last
+stable offset for read_committed; EARLIEST (-2) and EARLIEST_LOCAL (-4, KIP-405) the log start
+offset; MAX_TIMESTAMP (-3, KIP-734) the record with the largest timestamp; any other value finds
+the first record whose timestamp is >= the target through the time index. No match, or a match at
+or above the high watermark / LSO, answers offset -1 and timestamp -1 (Spark's
+``startingOffsetsByTimestamp`` depends on it).
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.list_offsets import ListOffsetsResponse as R
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 8
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+READ_COMMITTED = 1
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    isolation = req.isolation_level if version >= 2 else 0
+    topics = []
+    for t in req.topics:
+        parts = []
+        for lp in t.partitions:
+            parts.append(_one(broker, t.name, lp, isolation, version))
+        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+def _one(broker, topic: str, lp, isolation: int, version: int):
+    p = broker.replica_manager.get(topic, lp.partition_index)
+    if p is None:
+        return _error(lp.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if version >= 4 and lp.current_leader_epoch >= 0 and lp.current_leader_epoch != p.leader_epoch:
+        return _error(lp.partition_index, ErrorCode.FENCED_LEADER_EPOCH if lp.current_leader_epoch < p.leader_epoch
+                      else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    fetchable = p.last_stable_offset if isolation == READ_COMMITTED else p.high_watermark
+    ts = lp.timestamp
+    if ts == LATEST:
+        return _ok(lp.partition_index, -1, fetchable, p.leader_epoch)
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return _ok(lp.partition_index, -1, p.log_start_offset, p.leader_epoch)
+    if ts == MAX_TIMESTAMP:
+        found_ts, offset = p.log.max_timestamp_and_offset()
+        if offset < 0 or offset >= fetchable:
+            return _ok(lp.partition_index, -1, -1, -1)
+        return _ok(lp.partition_index, found_ts, offset, p.leader_epoch)
+    found = p.log.offset_for_timestamp(ts)
+    if found is None or found[0] >= fetchable:
+        return _ok(lp.partition_index, -1, -1, -1)
+    offset, found_ts = found
+    return _ok(lp.partition_index, found_ts, offset, p.leader_epoch)
+
+
+def _ok(index: int, timestamp: int, offset: int, leader_epoch: int):
+    return R.ListOffsetsPartitionResponse(partition_index=index, error_code=ErrorCode.NONE, timestamp=timestamp,
+                                          offset=offset, leader_epoch=leader_epoch)
+
+
+def _error(index: int, code: ErrorCode):
+    return R.ListOffsetsPartitionResponse(partition_index=index, error_code=code, timestamp=-1, offset=-1,
+                                          leader_epoch=-1)
+
+
+def error_response(req, version, code):
+    return R(topics=[R.ListOffsetsTopicResponse(name=t.name, partitions=[
+        _error(lp.partition_index, code) for lp in t.partitions]) for t in req.topics])

@@ -1,0 +1,103 @@
+"""Metadata (key 3): brokers, cluster id, controller, topics with their partitions.
+
+As Kafka's ``KafkaApis.handleTopicMetadataRequest``: v0 with an empty topic list and v1+ with a
+null list mean every topic; topics may be looked up by id (v10+, UNKNOWN_TOPIC_ID if absent).
+An unknown topic is auto-created when ``auto.create.topics.enable`` and the request allows it
+(``allow_auto_topic_creation``, implicitly true before v4) — our controller commits synchronously,
+so the response already carries the new topic's partitions. Invalid names get
+INVALID_TOPIC_EXCEPTION; otherwise UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.metadata import MetadataResponse as R
+from kcompat.protocol.primitives import ZERO_UUID
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+AUTHORIZED_OPS_NOT_REQUESTED = -2147483648
+# Without an authorizer every operation is allowed (AclOperation codes).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    version = ctx.api_version
+    image = broker.image
+    topics_out = []
+    want_all = req.topics is None or (version == 0 and not req.topics)
+    include_ops = version >= 8 and req.include_topic_authorized_operations
+    if want_all:
+        for name in sorted(image.topics):
+            topics_out.append(_topic(broker, name, include_ops))
+    else:
+        allow_create = req.allow_auto_topic_creation if version >= 4 else True
+        for t in req.topics:
+            if t.name is None:
+                found = image.topics_by_id.get(t.topic_id)
+                if found is None:
+                    topics_out.append(R.MetadataResponseTopic(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id,
+                        topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED))
+                else:
+                    topics_out.append(_topic(broker, found.name, include_ops))
+                continue
+            topics_out.append(_lookup_or_create(ctx, t.name, allow_create, include_ops))
+    resp = R(
+        throttle_time_ms=0,
+        brokers=[R.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
+                 for node, host, port, rack in broker.live_broker_endpoints(ctx.listener_name)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics_out,
+        cluster_authorized_operations=(CLUSTER_OPERATIONS if version >= 8 and
+                                       req.include_cluster_authorized_operations
+                                       else AUTHORIZED_OPS_NOT_REQUESTED))
+    return resp
+
+
+def _lookup_or_create(ctx, name: str, allow_create: bool, include_ops: bool):
+    broker = ctx.broker
+    if name in broker.image.topics:
+        return _topic(broker, name, include_ops)
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if allow_create and broker.config.get("auto.create.topics.enable") and name not in INTERNAL_TOPICS:
+        result = broker.auto_create_topic(name)
+        if result.error == ErrorCode.NONE or result.error == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return _topic(broker, name, include_ops)
+        return _error_topic(name, result.error)
+    return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _error_topic(name: str, code: ErrorCode):
+    return R.MetadataResponseTopic(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False,
+                                   partitions=[], topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)
+
+
+def _topic(broker, name: str, include_ops: bool):
+    t = broker.image.topics[name]
+    partitions = []
+    for pid in sorted(t.partitions):
+        p = t.partitions[pid]
+        partitions.append(R.MetadataResponsePartition(
+            error_code=ErrorCode.NONE, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[]))
+    return R.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPS_NOT_REQUESTED)
+
+
+def error_response(req, version, code):
+    topics = [] if req.topics is None else [_error_topic(t.name, code) for t in req.topics]
+    return R(brokers=[], cluster_id=None, controller_id=-1, topics=topics,
+             cluster_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)

@@ -1,0 +1,87 @@
+"""Command line: ``kcompat serve [--config server.properties] [--override key=value ...]``.
+
+Like ``kafka-server-start.sh``: a Kafka ``server.properties`` file plus ``--override`` pairs, with
+Kafka's configuration names and defaults. With no configuration at all it starts a single-node
+broker + controller on 127.0.0.1:9092 with its data in ``./kcompat-data``. An unknown key or an
+invalid value prints an error naming the key and exits with status 2. SIGTERM and SIGINT shut the
+broker down cleanly (in-flight requests answered, logs flushed and closed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+EXIT_CONFIG_ERROR = 2
+
+
+class _Formatter(logging.Formatter):
+    """One line per event: ISO-8601 UTC time, level, logger, message."""
+
+    converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created))
+        line = f"{ts}.{int(record.msecs):03d}Z {record.levelname} {record.name} {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def setup_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kcompat", description="A Kafka-wire-compatible message broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run a broker (single node by default)")
+    serve.add_argument("--config", "-c", metavar="server.properties", help="Kafka server.properties file")
+    serve.add_argument("--override", action="append", default=[], metavar="key=value",
+                       help="override a configuration value (repeatable)")
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+async def _serve(config) -> int:
+    from kcompat.broker.broker import Broker
+
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
+    await broker.start()
+    await broker.stopped.wait()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    from kcompat.config import BrokerConfig, ConfigError
+
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except ConfigError as e:
+        print(f"kcompat: invalid configuration: {e}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except OSError as e:
+        print(f"kcompat: cannot read configuration file: {e}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return asyncio.run(_serve(config))
+    return uvloop.run(_serve(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

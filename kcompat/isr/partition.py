@@ -1,0 +1,237 @@
+"""A topic-partition replica hosted by this broker: its log, producer state, and watermarks.
+
+On a single node this broker leads every partition and the high watermark equals the log end
+offset; ISR replication (followers, HW = min LEO of the ISR) extends this class in the replication
+issue. The append path follows Kafka's ``UnifiedLog.appendAsLeader`` + ``LogValidator`` for
+RecordBatch v2, without decoding records (DESIGN.md section 4):
+
+1. exactly one batch per partition per request, complete, magic 2, CRC32C valid
+   (else INVALID_RECORD / CORRUPT_MESSAGE);
+2. size <= ``max.message.bytes`` (else MESSAGE_TOO_LARGE); no control batches from clients;
+3. CreateTime timestamps within ``message.timestamp.before/after.max.ms`` (else INVALID_TIMESTAMP),
+   or LogAppendTime stamped by the broker (CRC recomputed);
+4. idempotent producers: duplicate / epoch / sequence checks (ProducerStateManager);
+5. baseOffset and partitionLeaderEpoch rewritten in place, appended, waiters woken.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from kcompat.log import Log, OffsetOutOfRangeError
+from kcompat.protocol import records as rb
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.txn.producer_state import ProducerStateManager
+
+log = logging.getLogger("kcompat.isr")
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass
+class AppendInfo:
+    """Result of a successful append: ``base_offset`` of the batch (the original one for a
+    retried duplicate), ``log_append_time`` (-1 unless LogAppendTime), ``log_start_offset``."""
+
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class AppendPolicy:
+    """Topic settings the append path enforces (topic configs of the same names)."""
+
+    max_message_bytes: int = 1048588
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 2**63 - 1
+
+
+class Partition:
+    """Leader replica of ``topic``-``partition_id`` over ``log``."""
+
+    def __init__(self, topic: str, partition_id: int, topic_id, log_: Log, *, leader_epoch: int = 0,
+                 policy: AppendPolicy | None = None) -> None:
+        self.topic = topic
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.log = log_
+        self.leader_epoch = leader_epoch
+        self.policy = policy or AppendPolicy()
+        self.producer_state = ProducerStateManager()
+        self._waiters: set[Callable[[], None]] = set()
+        self._load_producer_state()
+        self.log.on_roll = self._on_roll
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition_id})"
+
+    # -- watermarks ------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Single node: every appended batch is on the whole ISR (this broker)."""
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactions yet: the LSO is the high watermark."""
+        return self.high_watermark
+
+    # -- append ----------------------------------------------------------------------------------
+
+    def append(self, records, now_ms: int) -> AppendInfo:
+        """Validate and append one producer batch. ``records`` must be a *writable* buffer
+        (memoryview of a bytearray) holding exactly one batch; baseOffset etc. are rewritten in it.
+
+        Raises KafkaError with INVALID_RECORD, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
+        INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER.
+        """
+        if records is None or len(records) == 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             "Produce requests must have at least one record batch per partition")
+        try:
+            h = rb.parse_header(records, 0)
+        except rb.CorruptRecordError as e:
+            code = ErrorCode.INVALID_RECORD if len(records) >= 17 and records[16] != rb.MAGIC \
+                else ErrorCode.CORRUPT_MESSAGE
+            raise KafkaError(code, str(e)) from None
+        size = h.size
+        if size > len(records):
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "Record batch is truncated")
+        if size < len(records):
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             "Produce requests with version 3 or later must contain exactly one record batch")
+        if size > self.policy.max_message_bytes:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The record batch size {size} bytes exceeds max.message.bytes "
+                             f"({self.policy.max_message_bytes})")
+        if not rb.crc_valid(records, 0, h):
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "Record batch CRC does not match")
+        if h.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "Clients may not write control records")
+        if h.records_count <= 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "Record batch has no records")
+
+        if self.policy.log_append_time:
+            rb.set_log_append_time(records, 0, size, now_ms)
+            max_ts = now_ms
+            append_time = now_ms
+        else:
+            self._check_timestamps(h, now_ms)
+            max_ts = h.max_timestamp
+            append_time = -1
+
+        if h.producer_id >= 0:
+            if h.base_sequence < 0:
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"Idempotent batch from producer {h.producer_id} has no sequence number")
+            dup = self.producer_state.check(h)
+            if dup is not None:
+                return AppendInfo(dup.first_offset, append_time, self.log.log_start_offset, duplicate=True)
+
+        base = self.log.log_end_offset
+        rb.set_base_offset(records, 0, base)
+        rb.set_partition_leader_epoch(records, 0, self.leader_epoch)
+        last = base + h.last_offset_delta
+        self.log.append(records, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=last,
+                        now_ms=now_ms)
+        if h.producer_id >= 0:
+            self.producer_state.update(h, base, max_ts)
+        self._wake()
+        return AppendInfo(base, append_time, self.log.log_start_offset)
+
+    def _check_timestamps(self, h: rb.BatchHeader, now_ms: int) -> None:
+        before = self.policy.timestamp_before_max_ms
+        after = self.policy.timestamp_after_max_ms
+        if before < 2**63 - 1 and h.base_timestamp >= 0 and now_ms - h.base_timestamp > before:
+            raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
+                             f"Timestamp {h.base_timestamp} of a record is out of range: more than "
+                             f"message.timestamp.before.max.ms={before} in the past")
+        if after < 2**63 - 1 and h.max_timestamp - now_ms > after:
+            raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
+                             f"Timestamp {h.max_timestamp} of a record is out of range: more than "
+                             f"message.timestamp.after.max.ms={after} in the future")
+
+    # -- read ------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, isolation_level: int = READ_UNCOMMITTED,
+             min_one_batch: bool = True) -> bytes:
+        """Whole batches from ``offset`` below the HW (LSO for read_committed), at most
+        ``max_bytes`` unless the first batch alone is larger and ``min_one_batch``.
+
+        Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start offset, HW]."""
+        limit = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+        if offset > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"Fetch offset {offset} is above the high watermark {self.high_watermark}")
+        try:
+            return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        except OffsetOutOfRangeError as e:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
+
+    # -- fetch waiters (delayed fetch, DESIGN.md section 8) --------------------------------------
+
+    def add_waiter(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` after the next append (or truncation) of this partition."""
+        self._waiters.add(callback)
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None:
+        self._waiters.discard(callback)
+
+    def _wake(self) -> None:
+        if self._waiters:
+            waiters = list(self._waiters)
+            for cb in waiters:
+                cb()
+
+    # -- producer state persistence --------------------------------------------------------------
+
+    def _load_producer_state(self) -> None:
+        """Latest snapshot at or below the LEO, then the batch headers written after it."""
+        snap = self.log.latest_snapshot(self.log.log_end_offset)
+        start = self.log.log_start_offset
+        if snap is not None:
+            offset, data = snap
+            try:
+                self.producer_state.truncate_and_reload(data)
+                start = max(offset, start)
+            except ValueError as e:
+                log.warning("%s: ignoring corrupt producer snapshot at %d: %s", self, offset, e)
+                self.producer_state.truncate_and_reload(None)
+        for h in self.log.iter_batch_headers(start):
+            if h.producer_id >= 0:
+                self.producer_state.replay(h)
+
+    def _on_roll(self, new_base_offset: int) -> None:
+        self.log.write_snapshot(new_base_offset, self.producer_state.snapshot())
+
+    def write_snapshot(self) -> None:
+        """Snapshot producer state at the LEO (clean shutdown)."""
+        self.log.write_snapshot(self.log.log_end_offset, self.producer_state.snapshot())
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: offset -1 means the high watermark. Returns the new low watermark.
+        Raises KafkaError(OFFSET_OUT_OF_RANGE) above the high watermark."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"Cannot delete records before offset {offset}: the high watermark is "
+                             f"{self.high_watermark}")
+        if offset <= self.log.log_start_offset:
+            return self.log.log_start_offset
+        return self.log.delete_records_before(offset)

@@ -1,0 +1,327 @@
+"""The controller: validates cluster metadata changes and turns them into metadata records.
+
+As Kafka's ``QuorumController`` (``ReplicationControlManager``, ``ConfigurationControlManager``,
+``ProducerIdControlManager``): every operation checks the request against the current image and
+returns the records that make the change plus the per-item results; :meth:`Controller.commit`
+appends the records to the metadata log and applies them to the image (the only way the image
+changes), then hands them to the broker's metadata publisher.
+
+Errors are Kafka's (CreateTopics / DeleteTopics / CreatePartitions / IncrementalAlterConfigs):
+INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
+UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.metadata_records import (
+    ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord, TopicRecord,
+)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+PRODUCER_ID_BLOCK_SIZE = 1000
+METADATA_VERSION = 20  # Kafka 3.8-IV0
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``; raises KafkaError(INVALID_TOPIC_EXCEPTION) with Kafka's message."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+                         f"characters, topic name: {name}")
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+                         f"alphanumerics, '.', '_' and '-'")
+
+
+@dataclass
+class NewTopic:
+    """A topic to create: ``num_partitions``/``replication_factor`` -1 mean the broker defaults;
+    ``assignments`` maps partition index -> replica broker ids (then both counts must be -1)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class Controller:
+    """Single-node controller over a :class:`MetadataImage` and its metadata log.
+
+    ``defaults``: callable returning (num.partitions, default.replication.factor);
+    ``validate_topic_configs``: callable normalizing a {name: value} dict, raising an exception
+    with ``key`` and a message on bad input; ``live_brokers``: callable returning broker ids;
+    ``publish``: called with the committed records after they are applied.
+    """
+
+    def __init__(self, image: MetadataImage, metadata_log, *, node_id: int,
+                 defaults: Callable[[], tuple[int, int]],
+                 validate_topic_configs: Callable[[dict], dict],
+                 live_brokers: Callable[[], list[int]],
+                 delete_topic_enable: Callable[[], bool],
+                 publish: Callable[[list], None]) -> None:
+        self.image = image
+        self.metadata_log = metadata_log
+        self.node_id = node_id
+        self._defaults = defaults
+        self._validate_configs = validate_topic_configs
+        self._live_brokers = live_brokers
+        self._delete_enabled = delete_topic_enable
+        self._publish = publish
+
+    # -- commit ----------------------------------------------------------------------------------
+
+    def commit(self, records: list, now_ms: int) -> None:
+        """Durably append ``records``, apply them to the image, publish them."""
+        if not records:
+            return
+        last = self.metadata_log.append(records, now_ms)
+        first = last - len(records) + 1
+        for i, r in enumerate(records):
+            self.image.apply(r, first + i)
+        self._publish(records)
+
+    def bootstrap(self, now_ms: int) -> None:
+        """First start of a new cluster: finalize metadata.version (Kafka's bootstrap records)."""
+        if "metadata.version" not in self.image.features:
+            self.commit([FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms)
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def create_topics(self, topics: list[NewTopic], *, validate_only: bool, now_ms: int) -> list[TopicResult]:
+        """CreateTopics: returns one result per requested topic, in order."""
+        results = []
+        records: list = []
+        seen: dict[str, int] = {}
+        for t in topics:
+            seen[t.name] = seen.get(t.name, 0) + 1
+        pending_names = set()
+        for t in topics:
+            res = TopicResult(t.name)
+            results.append(res)
+            try:
+                if seen[t.name] > 1:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Duplicate topic name {t.name} in CreateTopics request")
+                validate_topic_name(t.name)
+                if t.name in self.image.topics or t.name in pending_names:
+                    raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+                self._check_collision(t.name, pending_names)
+                new_records, res.topic_id, res.num_partitions, res.replication_factor = \
+                    self._topic_records(t)
+                res.configs = self._validated_configs(t.configs)
+                new_records += [ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=t.name, name=k, value=v)
+                                for k, v in res.configs.items()]
+            except KafkaError as e:
+                res.error, res.message = e.code, e.message
+                continue
+            pending_names.add(t.name)
+            records.extend(new_records)
+        if not validate_only:
+            self.commit(records, now_ms)
+        return results
+
+    def _check_collision(self, name: str, pending: set[str]) -> None:
+        norm = name.replace(".", "_")
+        for other in list(self.image.topics) + list(pending):
+            if other != name and other.replace(".", "_") == norm:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"Topic '{name}' collides with existing topic: {other}")
+
+    def _validated_configs(self, configs: dict) -> dict[str, str]:
+        if not configs:
+            return {}
+        for k, v in configs.items():
+            if v is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {k}")
+        try:
+            return self._validate_configs(dict(configs))
+        except KafkaError:
+            raise
+        except Exception as e:  # ConfigError from kcompat.config
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from e
+
+    def _topic_records(self, t: NewTopic):
+        brokers = sorted(self._live_brokers())
+        default_partitions, default_rf = self._defaults()
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                 "Both cannot be used at the same time.")
+            assignment = self._check_assignments(t.assignments, 0, brokers)
+        else:
+            n = default_partitions if t.num_partitions == -1 else t.num_partitions
+            rf = default_rf if t.replication_factor == -1 else t.replication_factor
+            if n <= 0:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
+            if rf > len(brokers):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Unable to replicate the partition {rf} time(s): The target replication "
+                                 f"factor of {rf} cannot be reached because only {len(brokers)} broker(s) "
+                                 f"are registered.")
+            assignment = self._place(0, n, rf, brokers)
+        topic_id = uuid.uuid4()
+        records: list = [TopicRecord(name=t.name, topic_id=topic_id)]
+        records += self._partition_records(topic_id, assignment)
+        rf_out = len(next(iter(assignment.values())))
+        return records, topic_id, len(assignment), rf_out
+
+    def _place(self, first: int, count: int, rf: int, brokers: list[int]) -> dict[int, list[int]]:
+        """Round-robin placement: partition p leads on brokers[p % n], replicas follow."""
+        n = len(brokers)
+        return {p: [brokers[(p + i) % n] for i in range(rf)] for p in range(first, first + count)}
+
+    def _check_assignments(self, assignments: dict[int, list[int]], first: int, brokers: list[int]):
+        indexes = sorted(assignments)
+        if indexes != list(range(first, first + len(indexes))):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "Partitions should be numbered consecutively starting from "
+                             f"{first}; got {indexes}.")
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "All partitions should have the same non-zero number of replicas.")
+        for p, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Duplicate brokers not allowed in replica assignment: {replicas} "
+                                 f"for partition id {p}.")
+            for b in replicas:
+                if b not in brokers:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"The manual partition assignment includes broker {b}, but no such "
+                                     f"broker is registered.")
+        return {p: list(assignments[p]) for p in indexes}
+
+    def _partition_records(self, topic_id: uuid.UUID, assignment: dict[int, list[int]]) -> list:
+        return [PartitionRecord(partition_id=p, topic_id=topic_id, replicas=list(r), isr=list(r),
+                                leader=r[0], leader_epoch=0, partition_epoch=0)
+                for p, r in assignment.items()]
+
+    def delete_topics(self, names: list[str], ids: list[uuid.UUID], *, now_ms: int) -> tuple[list, list]:
+        """DeleteTopics by name and by id; returns (results by name, results by id) where each
+        result is (name, topic_id, error, message)."""
+        by_name, by_id, records = [], [], []
+        enabled = self._delete_enabled()
+        for name in names:
+            t = self.image.topics.get(name)
+            if not enabled:
+                by_name.append((name, None, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
+            elif t is None:
+                by_name.append((name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "This server does not host this topic-partition."))
+            else:
+                by_name.append((name, t.topic_id, ErrorCode.NONE, None))
+                records.append(RemoveTopicRecord(topic_id=t.topic_id))
+        for tid in ids:
+            t = self.image.topics_by_id.get(tid)
+            if not enabled:
+                by_id.append((None, tid, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
+            elif t is None:
+                by_id.append((None, tid, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."))
+            else:
+                by_id.append((t.name, tid, ErrorCode.NONE, None))
+                records.append(RemoveTopicRecord(topic_id=tid))
+        seen = set()
+        unique = []
+        for r in records:
+            if r.topic_id not in seen:
+                seen.add(r.topic_id)
+                unique.append(r)
+        self.commit(unique, now_ms)
+        return by_name, by_id
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *,
+                          validate_only: bool, now_ms: int) -> None:
+        """CreatePartitions for one topic; raises KafkaError with Kafka's error and message."""
+        t = self.image.topics.get(name)
+        if t is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        current = len(t.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the "
+                             f"requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        brokers = sorted(self._live_brokers())
+        rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Attempted to add {count - current} additional partition(s), but only "
+                                 f"{len(assignments)} assignment(s) were specified.")
+            new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current, brokers)
+        else:
+            if rf > len(brokers):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Unable to replicate the partition {rf} time(s): only {len(brokers)} "
+                                 f"broker(s) are registered.")
+            new = self._place(current, count - current, rf, brokers)
+        if not validate_only:
+            self.commit(self._partition_records(t.topic_id, new), now_ms)
+
+    # -- configs ---------------------------------------------------------------------------------
+
+    def alter_topic_configs(self, name: str, new_configs: dict[str, str], *, validate_only: bool,
+                            now_ms: int) -> None:
+        """Replace the topic's overrides with ``new_configs`` (already merged by the caller)."""
+        if name not in self.image.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        normalized = self._validated_configs(new_configs)
+        self._commit_config_diff(RESOURCE_TOPIC, name, self.image.topic_configs(name), normalized,
+                                 validate_only, now_ms)
+
+    def alter_broker_configs(self, resource_name: str, new_configs: dict[str, str], *,
+                             validate_only: bool, now_ms: int) -> None:
+        """Replace dynamic broker configs of ``resource_name`` ("" = cluster default)."""
+        self._commit_config_diff(RESOURCE_BROKER, resource_name, self.image.broker_configs(resource_name),
+                                 new_configs, validate_only, now_ms)
+
+    def _commit_config_diff(self, rtype: int, rname: str, old: dict, new: dict, validate_only: bool,
+                            now_ms: int) -> None:
+        records = [ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
+                   for k, v in new.items() if old.get(k) != v]
+        records += [ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=None)
+                    for k in old if k not in new]
+        if not validate_only:
+            self.commit(records, now_ms)
+
+    # -- producer ids ----------------------------------------------------------------------------
+
+    def allocate_producer_ids(self, broker_id: int, now_ms: int) -> tuple[int, int]:
+        """AllocateProducerIds: a fresh block ``(first id, length)``; never handed out twice."""
+        start = self.image.next_producer_id
+        self.commit([ProducerIdsRecord(broker_id=broker_id, broker_epoch=0,
+                                       next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)], now_ms)
+        return start, PRODUCER_ID_BLOCK_SIZE

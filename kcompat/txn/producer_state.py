@@ -1,0 +1,193 @@
+"""Per-partition producer state for idempotent producers (KIP-98), as Kafka's ProducerStateManager.
+
+For each producer id the partition remembers the producer epoch and the metadata of its last five
+batches (sequence range, offsets, max timestamp). Before an append, :meth:`check` classifies the
+batch header:
+
+- a retry of one of those five batches -> the cached :class:`BatchMetadata` (the broker answers
+  success with the original offsets and does not write the batch again);
+- an older epoch -> INVALID_PRODUCER_EPOCH;
+- a newer epoch whose first sequence is not 0 -> OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a producer id never seen on this partition starts its state there with any sequence (Kafka
+  accepts it; rejecting it broke franz-go's kfake users).
+
+State is rebuilt after a restart from the latest snapshot (Kafka's ``.snapshot`` format,
+``kafka-specs/storage/ProducerSnapshot.json``) plus the batch headers written after it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import NamedTuple
+
+import crc32c
+
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from kcompat.protocol.storage_records.producer_snapshot import ProducerSnapshot
+
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOT_VERSION = 1
+_INT32_MAX = 0x7FFFFFFF
+_VERSION = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+
+
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer: sequence range, offset range, max timestamp (ms)."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """Kafka's ``ProducerStateManager.inSequence``: next = last + 1, wrapping at 2**31 - 1."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class ProducerStateEntry:
+    """What a partition knows about one producer id."""
+
+    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch",
+                 "current_txn_first_offset", "last_timestamp")
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = -1
+        self.current_txn_first_offset = -1
+        self.last_timestamp = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+class ProducerStateManager:
+    """Producer id -> :class:`ProducerStateEntry` for one partition."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    def check(self, h: BatchHeader) -> BatchMetadata | None:
+        """Validate an idempotent batch header before it is appended.
+
+        Returns the cached metadata if the batch is a duplicate (do not append), None if it may be
+        appended. Raises KafkaError(INVALID_PRODUCER_EPOCH | OUT_OF_ORDER_SEQUENCE_NUMBER).
+        """
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            return None
+        if h.producer_epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"Epoch of producer {h.producer_id} is {h.producer_epoch}, "
+                             f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        first_seq = h.base_sequence
+        dup = entry.find_duplicate(h.producer_epoch, first_seq, h.last_sequence)
+        if dup is not None:
+            return dup
+        if h.producer_epoch > entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                 f"Invalid sequence number for new epoch of producer {h.producer_id} "
+                                 f"(request epoch {h.producer_epoch}, server epoch {entry.producer_epoch}): "
+                                 f"{first_seq} (expected 0)")
+        elif entry.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(entry.last_seq, first_seq):
+            raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                             f"Out of order sequence number for producer {h.producer_id}: {first_seq} "
+                             f"(incoming seq. number), {entry.last_seq} (current end sequence number)")
+        return None
+
+    def update(self, h: BatchHeader, first_offset: int, max_timestamp: int) -> None:
+        """Record an appended batch (``first_offset`` is its assigned base offset)."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
+        elif h.producer_epoch > entry.producer_epoch:
+            entry.producer_epoch = h.producer_epoch
+            entry.batches.clear()
+        if h.is_control:
+            entry.current_txn_first_offset = -1
+            entry.last_timestamp = max_timestamp
+            return
+        if h.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+        last_offset = first_offset + h.last_offset_delta
+        entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset,
+                                           max_timestamp))
+        entry.last_timestamp = max_timestamp
+
+    def replay(self, h: BatchHeader) -> None:
+        """Apply a batch header read back from the log (rebuild after a restart)."""
+        if h.producer_id < 0:
+            return
+        self.update(h, h.base_offset, h.max_timestamp)
+
+    def truncate_and_reload(self, snapshot: bytes | None) -> None:
+        """Reset to the contents of a snapshot (or empty)."""
+        self.producers.clear()
+        if snapshot:
+            self.load_snapshot(snapshot)
+
+    # -- snapshots (Kafka's .snapshot file format) -----------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """Encode the state: int16 version, uint32 CRC32C of what follows, the entries array.
+
+        Only the last batch of each producer is kept, as in Kafka.
+        """
+        entries = []
+        for e in self.producers.values():
+            if e.batches:
+                b = e.batches[-1]
+                entries.append(ProducerSnapshot.ProducerEntry(
+                    producer_id=e.producer_id, epoch=e.producer_epoch, last_sequence=b.last_seq,
+                    last_offset=b.last_offset, offset_delta=b.last_offset - b.first_offset,
+                    timestamp=b.timestamp, coordinator_epoch=e.coordinator_epoch,
+                    current_txn_first_offset=e.current_txn_first_offset))
+            else:
+                entries.append(ProducerSnapshot.ProducerEntry(
+                    producer_id=e.producer_id, epoch=e.producer_epoch, last_sequence=NO_SEQUENCE,
+                    last_offset=-1, offset_delta=0, timestamp=e.last_timestamp,
+                    coordinator_epoch=e.coordinator_epoch,
+                    current_txn_first_offset=e.current_txn_first_offset))
+        out = bytearray(_VERSION.pack(SNAPSHOT_VERSION))
+        ProducerSnapshot(crc=0, producer_entries=entries).write(out, SNAPSHOT_VERSION)
+        _U32.pack_into(out, 2, crc32c.crc32c(memoryview(out)[6:]))
+        return bytes(out)
+
+    def load_snapshot(self, data: bytes) -> None:
+        """Load a snapshot written by :meth:`snapshot` (or by Kafka). Raises ValueError if corrupt."""
+        if len(data) < 6:
+            raise ValueError("producer snapshot too short")
+        (version,) = _VERSION.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"unknown producer snapshot version {version}")
+        (crc,) = _U32.unpack_from(data, 2)
+        if crc32c.crc32c(memoryview(data)[6:]) != crc:
+            raise ValueError("producer snapshot CRC mismatch")
+        snap, _ = ProducerSnapshot.read(memoryview(data), 2, SNAPSHOT_VERSION)
+        for pe in snap.producer_entries:
+            e = ProducerStateEntry(pe.producer_id, pe.epoch)
+            e.coordinator_epoch = pe.coordinator_epoch
+            e.current_txn_first_offset = pe.current_txn_first_offset
+            e.last_timestamp = pe.timestamp
+            if pe.last_sequence != NO_SEQUENCE:
+                first_seq = (pe.last_sequence - pe.offset_delta) & _INT32_MAX
+                e.batches.append(BatchMetadata(first_seq, pe.last_sequence, pe.last_offset - pe.offset_delta,
+                                               pe.last_offset, pe.timestamp))
+            self.producers[pe.producer_id] = e

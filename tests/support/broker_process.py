@@ -1,0 +1,126 @@
+"""Start and stop a real ``python -m kcompat serve`` process for tests and benchmarks.
+
+The broker listens on ``127.0.0.1:0`` (a free port chosen by the OS); the port is read from its
+``started listener <host>:<port>`` log line. Data lives in a directory the caller owns, so a test
+can restart (``stop`` + ``start``) or ``kill9`` + ``start`` the same broker over the same data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+_LISTENER = re.compile(r"started listener (\S+):(\d+)")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class BrokerProcess:
+    """A kcompat broker subprocess. ``bootstrap`` is ``host:port`` once started."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0, log_path: Path | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.overrides = dict(overrides or {})
+        self.host = host
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+        self.bootstrap: str | None = None
+        self.log_path = log_path or (self.data_dir.parent / f"{self.data_dir.name}-broker.log")
+        self._log_lines: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    def args(self) -> list[str]:
+        overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir)}
+        overrides.update(self.overrides)
+        cmd = [sys.executable, "-m", "kcompat", "serve"]
+        for k, v in overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        logf = open(self.log_path, "a")
+        self.proc = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     env=env, cwd=str(ROOT))
+        found = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                logf.write(line)
+                logf.flush()
+                self._log_lines.append(line)
+                m = _LISTENER.search(line)
+                if m and not found.is_set():
+                    self.bootstrap = f"{m.group(1)}:{m.group(2)}"
+                    # keep the same port across restarts so clients can reconnect
+                    self.port = int(m.group(2))
+                    found.set()
+            logf.close()
+            found.set()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        if not found.wait(timeout) or self.bootstrap is None or self.proc.poll() is not None:
+            self.kill9()
+            raise RuntimeError(f"broker did not start; log:\n{''.join(self._log_lines[-50:])}")
+        return self
+
+    def log_text(self) -> str:
+        return "".join(self._log_lines)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            raise RuntimeError("broker did not stop within the timeout after SIGTERM")
+        finally:
+            if self._reader is not None:
+                self._reader.join(5)
+        self.proc = None
+        return rc
+
+    def kill9(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        self.proc = None
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            try:
+                self.stop()
+            except Exception:
+                self.kill9()
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
