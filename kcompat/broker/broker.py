@@ -34,7 +34,7 @@ from kcompat.kraft.image import (
     RESOURCE_TOPIC, MetadataImage, record_type_of,
 )
 from kcompat.kraft.metadata_log import METADATA_TOPIC, MetadataLog
-from kcompat.log import LogConfig, LogManager, read_meta_properties
+from kcompat.log import LogConfig, LogManager, read_meta_properties, remove_tree
 from kcompat.protocol.errors import ErrorCode
 from kcompat.txn.producer_id_manager import ProducerIdManager
 
@@ -51,6 +51,13 @@ def new_cluster_id() -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _background_io(plans, removals) -> None:
+    for plan in plans:
+        plan.sync()
+    for path in removals:
+        remove_tree(path)
 
 
 class Broker:
@@ -92,6 +99,7 @@ class Broker:
         self.log_manager.startup(now, self.cluster_id, self.node_id)
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,
                                               policy_for=self.policy_for, now_ms=self.now_ms)
+        self.log_manager.high_watermark_of = self._high_watermark_of
         self.controller = Controller(
             self.image, self.metadata_log, node_id=self.node_id,
             defaults=lambda: (cfg.get("num.partitions"), cfg.get("default.replication.factor")),
@@ -208,6 +216,10 @@ class Broker:
         return describe_topic(overrides, self.config, include_synonyms=include_synonyms, keys=keys,
                               include_documentation=include_documentation)
 
+    def _high_watermark_of(self, topic: str, partition: int) -> int | None:
+        p = self.replica_manager.get(topic, partition)
+        return p.high_watermark if p is not None else None
+
     def isr_size_and_min(self, topic: str, partition: int) -> tuple[int, int]:
         """(ISR size, effective min.insync.replicas) of a partition, for acks=-1."""
         t = self.image.topics.get(topic)
@@ -242,15 +254,28 @@ class Broker:
     # -- periodic work ---------------------------------------------------------------------------
 
     async def _periodic(self) -> None:
+        """Log maintenance off the request path: retention and checkpoints are quick bookkeeping
+        on the loop; fsyncs and directory removals run on a worker thread (DESIGN.md section 5)."""
         cfg = self.config
+        loop = asyncio.get_running_loop()
         while not self.shutting_down:
             await asyncio.sleep(PERIODIC_INTERVAL_S)
             try:
-                self.log_manager.run_periodic(
-                    self.now_ms(),
-                    retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
-                    flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"),
+                now = self.now_ms()
+                plans = self.log_manager.flush_plans(now, flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"))
+                _deleted, removals = self.log_manager.maintain(
+                    now, retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
                     checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"))
+                for p in self.replica_manager.partitions.values():
+                    if p.log.log_start_offset > 0:
+                        p.log.delete_snapshots_before(p.log.log_start_offset)
+                if plans or removals:
+                    await loop.run_in_executor(None, _background_io, plans, removals)
+                    for plan in plans:
+                        if not plan.log.closed:
+                            plan.log.complete_flush(plan)
+            except asyncio.CancelledError:
+                raise
             except Exception:
                 log.exception("periodic log maintenance failed")
 

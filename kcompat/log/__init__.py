@@ -15,13 +15,14 @@ from kcompat.log.errors import (
 )
 from kcompat.log.index import OffsetIndex, TimeIndex
 from kcompat.log.log import Log
-from kcompat.log.manager import LogManager, parse_topic_partition
+from kcompat.log.log import FlushPlan
+from kcompat.log.manager import LogManager, parse_topic_partition, remove_tree
 from kcompat.log.segment import LogSegment
 
 __all__ = [
-    "CheckpointError", "CorruptLogError", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
+    "CheckpointError", "CorruptLogError", "FlushPlan", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
     "LogDirError", "LogError", "LogManager", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
-    "TimeIndex", "parse_topic_partition", "read_meta_properties", "read_offset_checkpoint",
+    "TimeIndex", "parse_topic_partition", "remove_tree", "read_meta_properties", "read_offset_checkpoint",
     "read_partition_metadata", "topic_id_from_str", "topic_id_to_str", "write_meta_properties",
     "write_offset_checkpoint", "write_partition_metadata",
 ]

@@ -9,6 +9,7 @@ one containing it are scanned. Not thread-safe: call every method from one threa
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
 from collections import OrderedDict
 from pathlib import Path
@@ -383,6 +384,61 @@ class Log(LogReads):
         if target >= self._bases[-1]:
             self._pending_roll_flush = False
 
+    def flush_plan(self, up_to_offset: int | None = None) -> "FlushPlan | None":
+        """The work of :meth:`flush` split for a worker thread (so fsync never blocks the thread
+        that serves requests): returns a :class:`FlushPlan` whose :meth:`FlushPlan.sync` may run
+        on any thread, after which :meth:`complete_flush` must be called on this log's thread to
+        advance the recovery point. None if nothing needs flushing."""
+        self._check_open()
+        target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
+        if target <= self._recovery_point:
+            return None
+        start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+        segments = []
+        paths: list[Path] = []
+        for seg in self._segments[start:]:
+            if seg.base_offset >= target:
+                break
+            taken = seg.take_sync_paths()
+            if taken:
+                segments.append(seg)
+                paths.extend(taken)
+        directory = None
+        if self._dir_dirty:
+            directory = self._directory
+            self._dir_dirty = False
+        return FlushPlan(self, target, segments, paths, directory)
+
+    def complete_flush(self, plan: "FlushPlan") -> None:
+        """Finish a flush plan: advance the recovery point if every fsync succeeded, otherwise
+        mark its segments dirty again so the next flush retries them."""
+        if plan.error is not None:
+            for seg in plan.segments:
+                seg.mark_dirty()
+            if plan.directory is not None:
+                self._dir_dirty = True
+            logger.error("%s: fsync failed, recovery point stays at %d: %s", self._directory,
+                         self._recovery_point, plan.error)
+            return
+        if self._closed or plan.target <= self._recovery_point:
+            return
+        self._recovery_point = min(plan.target, self._leo)
+        self._last_flush_ms = self._clock_ms
+        if plan.target >= self._bases[-1]:
+            self._pending_roll_flush = False
+
+    def due_flush_plan(self, now_ms: int) -> "FlushPlan | None":
+        """:meth:`maybe_flush` as a plan: rolled segments, or everything if ``flush.ms`` elapsed."""
+        self._check_open()
+        self._clock_ms = now_ms
+        if self._leo > self._recovery_point and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self._last_flush_ms = now_ms
+            return self.flush_plan()
+        if self._pending_roll_flush:
+            self._pending_roll_flush = False
+            return self.flush_plan(self._bases[-1])
+        return None
+
     def flush_rolled(self) -> None:
         """fsync segments completed by a roll (up to the active segment's base offset)."""
         if self._pending_roll_flush:
@@ -464,3 +520,35 @@ class Log(LogReads):
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self._directory} is closed")
+
+
+class FlushPlan:
+    """fsync work for one log, prepared by :meth:`Log.flush_plan`. :meth:`sync` opens each file
+    by path and fsyncs it (fsync covers the inode's dirty pages whichever descriptor is used); a
+    file deleted in the meantime (retention) is skipped."""
+
+    __slots__ = ("log", "target", "segments", "paths", "directory", "error")
+
+    def __init__(self, log: Log, target: int, segments: list, paths: list[Path], directory: Path | None) -> None:
+        self.log = log
+        self.target = target
+        self.segments = segments
+        self.paths = paths
+        self.directory = directory
+        self.error: OSError | None = None
+
+    def sync(self) -> None:
+        try:
+            for path in self.paths:
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            if self.directory is not None:
+                fsync_dir(self.directory)
+        except OSError as e:
+            self.error = e

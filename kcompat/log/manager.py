@@ -253,25 +253,51 @@ class LogManager:
         roll (every call), retention (``log.retention.check.interval.ms``), time-based flush
         (``log.flush.scheduler.interval.ms``), recovery-point/log-start checkpoints
         (``log.flush.offset.checkpoint.interval.ms``), removal of ``-delete`` dirs. Returns the
-        number of segments deleted by retention. Cheap when nothing is due."""
-        while self._rolled:
-            tp = self._rolled.pop()
+        number of segments deleted by retention. Everything runs on the calling thread; a server
+        uses :meth:`flush_plans` + :meth:`maintain` to run the fsyncs and directory removals on a
+        worker thread instead."""
+        for plan in self.flush_plans(now_ms, flush_check_ms=flush_check_ms):
+            plan.sync()
+            plan.log.complete_flush(plan)
+        deleted, removals = self.maintain(now_ms, retention_check_interval_ms=retention_check_interval_ms,
+                                          checkpoint_interval_ms=checkpoint_interval_ms)
+        for path in removals:
+            remove_tree(path)
+        return deleted
+
+    def flush_plans(self, now_ms: int, *, flush_check_ms: int) -> list:
+        """Flush work that is due: segments completed by a roll, and logs whose ``flush.ms``
+        elapsed (checked every ``log.flush.scheduler.interval.ms``). Returns
+        :class:`kcompat.log.log.FlushPlan` objects: run ``plan.sync()`` on any thread, then
+        ``plan.log.complete_flush(plan)`` on this one."""
+        rolled, self._rolled = self._rolled, set()
+        check_all = now_ms - self._last_flush >= flush_check_ms
+        if check_all:
+            self._last_flush = now_ms
+        plans = []
+        for tp in (list(self.logs) if check_all else rolled):
             log = self.logs.get(tp)
-            if log is not None and not log.closed:
-                log.flush_rolled()
+            if log is None or log.closed:
+                continue
+            plan = log.due_flush_plan(now_ms)
+            if plan is not None:
+                plans.append(plan)
+        return plans
+
+    def maintain(self, now_ms: int, *, retention_check_interval_ms: int,
+                 checkpoint_interval_ms: int) -> tuple[int, list[Path]]:
+        """Retention and checkpoints when due; returns (segments deleted by retention, ``-delete``
+        dirs now due for removal — remove them with :func:`remove_tree`, on any thread)."""
         deleted = 0
         if now_ms - self._last_retention >= retention_check_interval_ms:
             self._last_retention = now_ms
             for (topic, partition), log in list(self.logs.items()):
                 hw = self.high_watermark_of(topic, partition) if self.high_watermark_of else None
                 deleted += log.apply_retention(now_ms, high_watermark=hw)
-        if now_ms - self._last_flush >= flush_check_ms:
-            self._last_flush = now_ms
-            for log in self.logs.values():
-                log.maybe_flush(now_ms)
         if now_ms - self._last_checkpoint >= checkpoint_interval_ms:
             self._last_checkpoint = now_ms
             self.checkpoint(force=False)
+        removals = []
         if self._pending_deletes:
             keep = []
             for item in self._pending_deletes:
@@ -280,12 +306,11 @@ class LogManager:
                     item[1] = now_ms + delay
                     keep.append(item)
                 elif now_ms >= due:
-                    logger.info("removing deleted partition dir %s", path)
-                    shutil.rmtree(path, ignore_errors=True)
+                    removals.append(path)
                 else:
                     keep.append(item)
             self._pending_deletes = keep
-        return deleted
+        return deleted, removals
 
     def checkpoint(self, *, force: bool = True) -> None:
         """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` in every
@@ -323,3 +348,9 @@ class LogManager:
         self.logs.clear()
         self._dir_of.clear()
         logger.info("log manager shut down cleanly")
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a deleted partition's directory (safe on any thread: nothing refers to it)."""
+    logger.info("removing deleted partition dir %s", path)
+    shutil.rmtree(path, ignore_errors=True)

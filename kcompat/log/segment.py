@@ -449,6 +449,18 @@ class LogSegment:
         self.time_index.fsync()
         self.dirty = False
 
+    def take_sync_paths(self) -> list[Path]:
+        """For a flush run on another thread: the files :meth:`flush` would fsync (empty if
+        nothing was written since the last flush). Clears ``dirty`` now, so writes made while the
+        fsync runs mark the segment dirty again; call :meth:`mark_dirty` if the fsync fails."""
+        if not self.dirty:
+            return []
+        self.dirty = False
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def mark_dirty(self) -> None:
+        self.dirty = True
+
     def release(self) -> None:
         """Close the fd and drop index mappings of an inactive segment (reopened on demand)."""
         if self.active:
