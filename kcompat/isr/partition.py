@@ -147,7 +147,11 @@ class Partition:
         rb.set_base_offset(records, 0, base)
         rb.set_partition_leader_epoch(records, 0, self.leader_epoch)
         last = base + h.last_offset_delta
-        self.log.append(records, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=last,
+        # The record holding the max timestamp is known without decoding only for a single record
+        # or LogAppendTime (every record has it: the first). Otherwise -1: the log finds it by
+        # decoding that one batch if ListOffsets MAX_TIMESTAMP asks (KIP-734, KAFKA-16310).
+        exact = base if h.records_count == 1 or self.policy.log_append_time else -1
+        self.log.append(records, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=exact,
                         now_ms=now_ms)
         if h.producer_id >= 0:
             self.producer_state.update(h, base, max_ts)

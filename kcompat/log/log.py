@@ -140,8 +140,9 @@ class Log(LogReads):
         ``batches``: bytes-like with one or more whole batches, the first base offset equal to
         ``log_end_offset``; ``last_offset``: last offset of the last batch; ``max_timestamp`` /
         ``offset_of_max_timestamp``: largest record timestamp (ms) and the first record carrying
-        it. Rolls first if needed (Kafka ``UnifiedLog.maybeRoll``), writes with pwrite (in the
-        page cache on return), and fsyncs once ``flush.messages`` offsets are unflushed.
+        it (-1 if the caller does not know it without decoding). Rolls first if needed (Kafka
+        ``UnifiedLog.maybeRoll``), writes with pwrite (in the page cache on return), and fsyncs
+        once ``flush.messages`` offsets are unflushed.
 
         Raises ValueError on misframed input or offsets not following the LEO; OSError if the
         write fails (the segment is cut back to its previous size).
@@ -172,7 +173,9 @@ class Log(LogReads):
         self._leo = last_offset + 1
         self._size += n
         if self._max_ts_cache is not None and max_timestamp > self._max_ts_cache[0]:
-            self._max_ts_cache = (max_timestamp, offset_of_max_timestamp)
+            # an unknown (-1) exact offset is found by decoding when next asked
+            self._max_ts_cache = ((max_timestamp, offset_of_max_timestamp) if offset_of_max_timestamp >= 0
+                                  else None)
         if self._leo - self._recovery_point >= self._config.flush_messages:
             self.flush()
 

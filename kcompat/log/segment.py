@@ -286,7 +286,8 @@ class LogSegment:
             for rel, size, blast, bmax in batches:
                 self._index_batch(pos0 + rel, size, blast, bmax)
         if self._max_ts != prev_max:
-            self._max_ts_exact = offset_of_max_timestamp if self._max_ts == max_timestamp else None
+            self._max_ts_exact = (offset_of_max_timestamp
+                                  if self._max_ts == max_timestamp and offset_of_max_timestamp >= 0 else None)
         self.next_offset = last_offset + 1
 
     def _index_batch(self, pos: int, size: int, last: int, max_ts: int) -> None:
