@@ -11,14 +11,15 @@ them.
 from __future__ import annotations
 
 from kcompat.broker.handlers import (
-    api_versions, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
+    alter_configs, api_versions, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
     describe_configs, fetch, incremental_alter_configs, init_producer_id, list_offsets, metadata,
     produce,
 )
 
 _MODULES = (
     produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics, delete_records,
-    init_producer_id, describe_configs, create_partitions, incremental_alter_configs, describe_cluster,
+    init_producer_id, describe_configs, alter_configs, create_partitions, incremental_alter_configs,
+    describe_cluster,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

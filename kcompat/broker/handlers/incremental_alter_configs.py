@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from kcompat.broker.config_changes import BROKER_LOGGER, TOPIC, current_configs, replace_configs
 from kcompat.config import ConfigError, apply_incremental
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse as R
@@ -19,7 +20,6 @@ API_KEY = 44
 MIN_VERSION = 0
 MAX_VERSION = 1
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
            "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
 
@@ -45,35 +45,22 @@ def handle(ctx, req):
 
 
 def _alter(broker, res, ops, validate_only: bool) -> None:
-    now = broker.now_ms()
-    if res.resource_type == TOPIC:
-        name = res.resource_name
-        if name not in broker.image.topics:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
-        new = apply_incremental(broker.image.topic_configs(name), ops, resource="topic")
-        broker.controller.alter_topic_configs(name, new, validate_only=validate_only, now_ms=now)
-    elif res.resource_type == BROKER:
-        name = res.resource_name
-        if name not in ("", str(broker.node_id)):
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
-        per_broker = name != ""
-        current = broker.image.broker_configs(name)
-        new = apply_incremental(current, ops, resource="broker")
-        updates = {k: v for k, v in new.items() if current.get(k) != v}
-        updates.update({k: None for k in current if k not in new})
-        broker.config.validate_dynamic_update(updates, per_broker=per_broker)
-        broker.controller.alter_broker_configs(name, new, validate_only=validate_only, now_ms=now)
-    elif res.resource_type == BROKER_LOGGER:
-        for logger_name, op, value in ops:
-            level = _LEVELS.get((value or "").upper()) if op == 0 else logging.NOTSET
-            if op not in (0, 1) or (op == 0 and level is None):
-                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {logger_name} to {value}")
-            if not validate_only:
-                target = logging.getLogger() if logger_name == "root" else logging.getLogger(logger_name)
-                target.setLevel(level)
-    else:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+    if res.resource_type == BROKER_LOGGER:
+        _set_log_levels(ops, validate_only)
+        return
+    current = current_configs(broker, res.resource_type, res.resource_name)
+    new = apply_incremental(current, ops, resource="topic" if res.resource_type == TOPIC else "broker")
+    replace_configs(broker, res.resource_type, res.resource_name, new, validate_only=validate_only)
+
+
+def _set_log_levels(ops, validate_only: bool) -> None:
+    for logger_name, op, value in ops:
+        level = _LEVELS.get((value or "").upper()) if op == 0 else logging.NOTSET
+        if op not in (0, 1) or (op == 0 and level is None):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {logger_name} to {value}")
+        if not validate_only:
+            target = logging.getLogger() if logger_name == "root" else logging.getLogger(logger_name)
+            target.setLevel(level)
 
 
 def error_response(req, version, code):

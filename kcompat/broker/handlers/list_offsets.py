@@ -10,6 +10,8 @@ or above the high watermark / LSO, answers offset -1 and timestamp -1 (Spark's
 
 from __future__ import annotations
 
+from collections import Counter
+
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_offsets import ListOffsetsResponse as R
 
@@ -25,10 +27,15 @@ def handle(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     isolation = req.isolation_level if version >= 2 else 0
+    seen = Counter((t.name, lp.partition_index) for t in req.topics for lp in t.partitions)
     topics = []
     for t in req.topics:
         parts = []
         for lp in t.partitions:
+            if seen[(t.name, lp.partition_index)] > 1:
+                # Kafka's handleListOffsetRequest: a partition listed twice is INVALID_REQUEST
+                parts.append(_error(lp.partition_index, ErrorCode.INVALID_REQUEST))
+                continue
             parts.append(_one(broker, t.name, lp, isolation, version))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

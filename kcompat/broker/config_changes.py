@@ -1,0 +1,42 @@
+"""Changing topic and broker configs: the step shared by AlterConfigs and IncrementalAlterConfigs.
+
+Both APIs end in "the resource's dynamic configs become exactly this set": for a TOPIC, its
+overrides (validated, INVALID_CONFIG on bad names/values); for a BROKER, the dynamic configs of
+this broker (``"<id>"``) or of the cluster default (``""``), refusing read-only keys with Kafka's
+message. Raises KafkaError or kcompat.config.ConfigError.
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.errors import ErrorCode, KafkaError
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+def current_configs(broker, resource_type: int, resource_name: str) -> dict[str, str]:
+    """The dynamic configs a resource has now. Raises KafkaError for unknown resources."""
+    if resource_type == TOPIC:
+        if resource_name not in broker.image.topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist.")
+        return broker.image.topic_configs(resource_name)
+    if resource_type == BROKER:
+        if resource_name not in ("", str(broker.node_id)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                             f"but received {resource_name}")
+        return broker.image.broker_configs(resource_name)
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def replace_configs(broker, resource_type: int, resource_name: str, new: dict[str, str], *,
+                    validate_only: bool) -> None:
+    """Make ``new`` the resource's complete set of dynamic configs (committed as ConfigRecords)."""
+    current = current_configs(broker, resource_type, resource_name)
+    now = broker.now_ms()
+    if resource_type == TOPIC:
+        broker.controller.alter_topic_configs(resource_name, new, validate_only=validate_only, now_ms=now)
+        return
+    updates = {k: v for k, v in new.items() if current.get(k) != v}
+    updates.update({k: None for k in current if k not in new})
+    broker.config.validate_dynamic_update(updates, per_broker=resource_name != "")
+    broker.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)

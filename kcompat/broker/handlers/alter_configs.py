@@ -1,0 +1,43 @@
+"""AlterConfigs (key 33), versions 0-2: replace a resource's whole set of dynamic configs.
+
+The pre-KIP-339 API that confluent-kafka's ``AdminClient.alter_configs`` and older tools use:
+configs not named in the request are removed (Kafka's semantics, which is why
+IncrementalAlterConfigs exists). TOPIC and BROKER resources, as IncrementalAlterConfigs.
+"""
+
+from __future__ import annotations
+
+from kcompat.broker.config_changes import replace_configs
+from kcompat.config import ConfigError
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.alter_configs import AlterConfigsResponse as R
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def handle(ctx, req):
+    out = []
+    for res in req.resources:
+        code, message = ErrorCode.NONE, None
+        try:
+            names = [c.name for c in res.configs]
+            if len(set(names)) != len(names):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            new = {c.name: c.value for c in res.configs}
+            if any(v is None for v in new.values()):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for AlterConfigs")
+            replace_configs(ctx.broker, res.resource_type, res.resource_name, new, validate_only=req.validate_only)
+        except KafkaError as e:
+            code, message = e.code, e.message
+        except ConfigError as e:
+            code, message = ErrorCode[e.error], e.message
+        out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                  resource_type=res.resource_type, resource_name=res.resource_name))
+    return R(throttle_time_ms=0, responses=out)
+
+
+def error_response(req, version, code):
+    return R(responses=[R.AlterConfigsResourceResponse(error_code=code, resource_type=res.resource_type,
+                                                       resource_name=res.resource_name) for res in req.resources])
