@@ -296,6 +296,9 @@ def struct_ref(msg: Message, st: Struct) -> str:
     return f"{msg.name}.{st.name}" if st is not msg.root else msg.name
 
 
+EMPTY_STRUCTS: dict[str, list[str]] = {}  # message name -> struct refs needing an _EMPTY instance
+
+
 class Emitter:
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -576,6 +579,10 @@ def emit_write(e: Emitter, ind: int, msg: Message, st: Struct) -> None:
                         continue
                     c = cond(msg, a, b)
                     d = default_expr(msg, f)
+                    if f.default == "STRUCT":
+                        # compare with a shared empty instance instead of building one per write
+                        d = f"{struct_ref(msg, f.struct)}._EMPTY"
+                        EMPTY_STRUCTS.setdefault(msg.name, []).append(struct_ref(msg, f.struct))
                     test = f"self.{f.attr} != {d}" if d not in ("None",) else f"self.{f.attr} is not None"
                     e(ind + 2, f"if {'' if c == 'True' else c + ' and '}{test}:")
                     e(ind + 3, "t = bytearray()")
@@ -660,6 +667,11 @@ def generate_dir(spec_dir: Path, subdir: str, package: str, by_api: bool) -> dic
             e()
             e()
             emit_struct(e, 0, m, m.root, True)
+            empties = sorted(set(EMPTY_STRUCTS.pop(m.name, [])))
+            if empties:
+                e()
+                for ref in empties:
+                    e(0, f"{ref}._EMPTY = {ref}()  # default value of tagged fields of this type")
             if m.api_key is not None and m.kind in ("request", "response"):
                 registry.append((m.api_key, m.kind, mod, m.name, module_title(m.name)))
             elif m.api_key is not None:

@@ -246,7 +246,7 @@ class ConsumerGroupMemberMetadataValue:
         w_ncstr(out, self.server_assignor)
         if version >= 0:
             tagged = list(self.unknown_tagged_fields or ())
-            if self.classic_member_metadata != ConsumerGroupMemberMetadataValue.ClassicMemberMetadata():
+            if self.classic_member_metadata != ConsumerGroupMemberMetadataValue.ClassicMemberMetadata._EMPTY:
                 t = bytearray()
                 if self.classic_member_metadata is None:
                     t.append(255)
@@ -256,3 +256,6 @@ class ConsumerGroupMemberMetadataValue:
                 tagged.append((0, t))
             tagged.sort(key=_tag_of)
             w_tagged(out, tagged)
+
+
+ConsumerGroupMemberMetadataValue.ClassicMemberMetadata._EMPTY = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata()  # default value of tagged fields of this type

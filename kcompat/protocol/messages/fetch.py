@@ -592,13 +592,15 @@ class FetchRequest:
                 t = bytearray()
                 w_ncstr(t, self.cluster_id)
                 tagged.append((0, t))
-            if version >= 15 and self.replica_state != FetchRequest.ReplicaState():
+            if version >= 15 and self.replica_state != FetchRequest.ReplicaState._EMPTY:
                 t = bytearray()
                 self.replica_state.write(t, version)
                 tagged.append((1, t))
             tagged.sort(key=_tag_of)
             w_tagged(out, tagged)
 
+
+FetchRequest.ReplicaState._EMPTY = FetchRequest.ReplicaState()  # default value of tagged fields of this type
 
 
 class FetchResponse:
@@ -1005,15 +1007,15 @@ class FetchResponse:
                 w_ncrecords(out, self.records)
             if version >= 12:
                 tagged = list(self.unknown_tagged_fields or ())
-                if version >= 12 and self.diverging_epoch != FetchResponse.EpochEndOffset():
+                if version >= 12 and self.diverging_epoch != FetchResponse.EpochEndOffset._EMPTY:
                     t = bytearray()
                     self.diverging_epoch.write(t, version)
                     tagged.append((0, t))
-                if version >= 12 and self.current_leader != FetchResponse.LeaderIdAndEpoch():
+                if version >= 12 and self.current_leader != FetchResponse.LeaderIdAndEpoch._EMPTY:
                     t = bytearray()
                     self.current_leader.write(t, version)
                     tagged.append((1, t))
-                if version >= 12 and self.snapshot_id != FetchResponse.SnapshotId():
+                if version >= 12 and self.snapshot_id != FetchResponse.SnapshotId._EMPTY:
                     t = bytearray()
                     self.snapshot_id.write(t, version)
                     tagged.append((2, t))
@@ -1328,3 +1330,8 @@ class FetchResponse:
                 tagged.append((0, t))
             tagged.sort(key=_tag_of)
             w_tagged(out, tagged)
+
+
+FetchResponse.EpochEndOffset._EMPTY = FetchResponse.EpochEndOffset()  # default value of tagged fields of this type
+FetchResponse.LeaderIdAndEpoch._EMPTY = FetchResponse.LeaderIdAndEpoch()  # default value of tagged fields of this type
+FetchResponse.SnapshotId._EMPTY = FetchResponse.SnapshotId()  # default value of tagged fields of this type

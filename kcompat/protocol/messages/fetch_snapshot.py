@@ -499,7 +499,7 @@ class FetchSnapshotResponse:
             w_ncrecords(out, self.unaligned_records)
             if version >= 0:
                 tagged = list(self.unknown_tagged_fields or ())
-                if self.current_leader != FetchSnapshotResponse.LeaderIdAndEpoch():
+                if self.current_leader != FetchSnapshotResponse.LeaderIdAndEpoch._EMPTY:
                     t = bytearray()
                     self.current_leader.write(t, version)
                     tagged.append((0, t))
@@ -731,3 +731,6 @@ class FetchSnapshotResponse:
                 tagged.append((0, t))
             tagged.sort(key=_tag_of)
             w_tagged(out, tagged)
+
+
+FetchSnapshotResponse.LeaderIdAndEpoch._EMPTY = FetchSnapshotResponse.LeaderIdAndEpoch()  # default value of tagged fields of this type

@@ -543,7 +543,7 @@ class ProduceResponse:
                 w_ncstr(out, self.error_message)
             if version >= 9:
                 tagged = list(self.unknown_tagged_fields or ())
-                if version >= 10 and self.current_leader != ProduceResponse.LeaderIdAndEpoch():
+                if version >= 10 and self.current_leader != ProduceResponse.LeaderIdAndEpoch._EMPTY:
                     t = bytearray()
                     self.current_leader.write(t, version)
                     tagged.append((0, t))
@@ -828,3 +828,6 @@ class ProduceResponse:
                 tagged.append((0, t))
             tagged.sort(key=_tag_of)
             w_tagged(out, tagged)
+
+
+ProduceResponse.LeaderIdAndEpoch._EMPTY = ProduceResponse.LeaderIdAndEpoch()  # default value of tagged fields of this type

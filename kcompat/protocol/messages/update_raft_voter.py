@@ -350,9 +350,12 @@ class UpdateRaftVoterResponse:
         out += I16.pack(self.error_code)
         if version >= 0:
             tagged = list(self.unknown_tagged_fields or ())
-            if self.current_leader != UpdateRaftVoterResponse.CurrentLeader():
+            if self.current_leader != UpdateRaftVoterResponse.CurrentLeader._EMPTY:
                 t = bytearray()
                 self.current_leader.write(t, version)
                 tagged.append((0, t))
             tagged.sort(key=_tag_of)
             w_tagged(out, tagged)
+
+
+UpdateRaftVoterResponse.CurrentLeader._EMPTY = UpdateRaftVoterResponse.CurrentLeader()  # default value of tagged fields of this type
