@@ -52,6 +52,35 @@ class AppendPolicy:
     timestamp_after_max_ms: int = 2**63 - 1
 
 
+def _unframed_batch_error(records, detail: str) -> KafkaError:
+    """Kafka's answer when the produced bytes do not start with one whole v2 batch
+    (``ByteBufferLogInputStream.nextBatch`` + ``ProduceRequest.validateRecords``): no complete
+    batch (fewer than 17 bytes, or batchLength beyond the bytes sent) -> INVALID_RECORD; a
+    batchLength below 14 or a magic outside 0..2 -> CORRUPT_MESSAGE; magic 0 or 1 -> INVALID_RECORD;
+    a whole magic-2 batch that is still malformed (shorter than its header) -> CORRUPT_MESSAGE."""
+    n = len(records)
+    no_batch = KafkaError(ErrorCode.INVALID_RECORD,
+                          f"Produce requests with version 3 or later must have at least one record batch "
+                          f"per partition ({detail})")
+    if n < rb.LOG_OVERHEAD:
+        return no_batch
+    length = int.from_bytes(records[8:12], "big", signed=True)
+    if length < 14:
+        return KafkaError(ErrorCode.CORRUPT_MESSAGE,
+                          f"Record size {length} is less than the minimum record overhead (14)")
+    if n < 17:
+        return no_batch
+    magic = records[16] - 256 if records[16] > 127 else records[16]
+    if not 0 <= magic <= rb.MAGIC:
+        return KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}")
+    if length + rb.LOG_OVERHEAD > n:
+        return no_batch
+    if magic != rb.MAGIC:
+        return KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 or later are only "
+                                                    "allowed to contain record batches with magic version 2")
+    return KafkaError(ErrorCode.CORRUPT_MESSAGE, detail)
+
+
 class Partition:
     """Leader replica of ``topic``-``partition_id`` over ``log``."""
 
@@ -106,12 +135,10 @@ class Partition:
         try:
             h = rb.parse_header(records, 0)
         except rb.CorruptRecordError as e:
-            code = ErrorCode.INVALID_RECORD if len(records) >= 17 and records[16] != rb.MAGIC \
-                else ErrorCode.CORRUPT_MESSAGE
-            raise KafkaError(code, str(e)) from None
+            raise _unframed_batch_error(records, str(e)) from None
         size = h.size
         if size > len(records):
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "Record batch is truncated")
+            raise _unframed_batch_error(records, "Record batch is truncated")
         if size < len(records):
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              "Produce requests with version 3 or later must contain exactly one record batch")
@@ -125,6 +152,11 @@ class Partition:
             raise KafkaError(ErrorCode.INVALID_RECORD, "Clients may not write control records")
         if h.records_count <= 0:
             raise KafkaError(ErrorCode.INVALID_RECORD, "Record batch has no records")
+        if h.last_offset_delta + 1 != h.records_count:
+            # Kafka's LogValidator.validateBatch for client batches: offsets would not match records
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
+                             f"records {h.records_count}")
 
         if self.policy.log_append_time:
             rb.set_log_append_time(records, 0, size, now_ms)

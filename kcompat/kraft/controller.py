@@ -28,6 +28,9 @@ from kcompat.protocol.metadata_records import (
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK_SIZE = 1000
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: CreateTopics adding more partitions
+# in one request fails with POLICY_VIOLATION (a huge count must not stall the broker placing them).
+MAX_PARTITIONS_PER_BATCH = 10_000
 METADATA_VERSION = 20  # Kafka 3.8-IV0
 
 
@@ -115,6 +118,9 @@ class Controller:
 
     def create_topics(self, topics: list[NewTopic], *, validate_only: bool, now_ms: int) -> list[TopicResult]:
         """CreateTopics: returns one result per requested topic, in order."""
+        if self._total_new_partitions(topics) > MAX_PARTITIONS_PER_BATCH:
+            return [TopicResult(t.name, ErrorCode.POLICY_VIOLATION,
+                                "Excessively large number of partitions per request.") for t in topics]
         results = []
         records: list = []
         seen: dict[str, int] = {}
@@ -145,6 +151,19 @@ class Controller:
         if not validate_only:
             self.commit(records, now_ms)
         return results
+
+    def _total_new_partitions(self, topics: list[NewTopic]) -> int:
+        """Kafka's ``validateTotalNumberOfPartitions``: assignments, else the count (-1 = default)."""
+        default_partitions = self._defaults()[0]
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += default_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
 
     def _check_collision(self, name: str, pending: set[str]) -> None:
         norm = name.replace(".", "_")
@@ -274,6 +293,12 @@ class Controller:
                              f"requested {count}.")
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if count - current > MAX_PARTITIONS_PER_BATCH:
+            # Kafka collects the records in a BoundedList of MAX_RECORDS_PER_USER_OP (10000); the
+            # overflow is not an ApiException, so the topic fails with UNKNOWN_SERVER_ERROR
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                             f"Cannot add another element to the list because it would exceed the maximum "
+                             f"length of {MAX_PARTITIONS_PER_BATCH}")
         brokers = sorted(self._live_brokers())
         rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
         if assignments is not None:

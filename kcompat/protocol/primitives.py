@@ -169,7 +169,8 @@ def r_nstr(buf, off: int):
         return None, off
     _check(buf, off, n, "string")
     end = off + n
-    return str(buf[off:end], "utf-8"), end
+    # invalid UTF-8 becomes U+FFFD, as Java's new String(bytes, UTF_8) in Kafka's readers
+    return str(buf[off:end], "utf-8", "replace"), end
 
 
 def r_str(buf, off: int):
@@ -188,7 +189,7 @@ def r_ncstr(buf, off: int):
     n -= 1
     _check(buf, off, n, "compact string")
     end = off + n
-    return str(buf[off:end], "utf-8"), end
+    return str(buf[off:end], "utf-8", "replace"), end
 
 
 def r_cstr(buf, off: int):

@@ -180,7 +180,10 @@ class ProducerStateManager:
         (crc,) = _U32.unpack_from(data, 2)
         if crc32c.crc32c(memoryview(data)[6:]) != crc:
             raise ValueError("producer snapshot CRC mismatch")
-        snap, _ = ProducerSnapshot.read(memoryview(data), 2, SNAPSHOT_VERSION)
+        try:
+            snap, _ = ProducerSnapshot.read(memoryview(data), 2, SNAPSHOT_VERSION)
+        except struct.error as e:  # a fixed-size field cut short (DecodeError is a ValueError already)
+            raise ValueError(f"producer snapshot truncated: {e}") from None
         for pe in snap.producer_entries:
             e = ProducerStateEntry(pe.producer_id, pe.epoch)
             e.coordinator_epoch = pe.coordinator_epoch

@@ -96,6 +96,12 @@ def _read_all(broker, req, plan: _Plan, version: int):
             continue
         p = target
         max_bytes = min(fp.partition_max_bytes, limit)
+        if max_bytes < 0:
+            # Kafka's LogSegment.read rejects a negative size (IllegalArgumentException): the
+            # partition fails with UNKNOWN_SERVER_ERROR, the rest of the fetch goes on
+            has_error = True
+            by_topic[key].append(_error_partition(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR))
+            continue
         try:
             records = p.read(fp.fetch_offset, max_bytes, isolation_level=isolation, min_one_batch=min_one)
             code = ErrorCode.NONE

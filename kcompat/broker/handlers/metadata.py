@@ -33,6 +33,10 @@ def handle(ctx, req):
     topics_out = []
     want_all = req.topics is None or (version == 0 and not req.topics)
     include_ops = version >= 8 and req.include_topic_authorized_operations
+    if not want_all and version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics):
+        # Kafka: "Topic name can not be null" / "Topic IDs are not supported" before v12
+        # (InvalidRequestException -> every topic answered INVALID_REQUEST)
+        return error_response(req, version, ErrorCode.INVALID_REQUEST)
     if want_all:
         for name in sorted(image.topics):
             topics_out.append(_topic(broker, name, include_ops))
@@ -98,6 +102,8 @@ def _topic(broker, name: str, include_ops: bool):
 
 
 def error_response(req, version, code):
-    topics = [] if req.topics is None else [_error_topic(t.name, code) for t in req.topics]
+    # the response name is not nullable before v12: Kafka answers a null name as ""
+    topics = [] if req.topics is None else [_error_topic(t.name if t.name is not None else "", code)
+                                            for t in req.topics]
     return R(brokers=[], cluster_id=None, controller_id=-1, topics=topics,
              cluster_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)

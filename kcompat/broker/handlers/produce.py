@@ -58,7 +58,10 @@ def _append(broker, topic: str, pd, acks: int, now: int, version: int):
             try:
                 validate_topic_name(topic)
             except KafkaError as e:
-                return _error(pd.index, e.code, version, e.message)
+                # Kafka: a topic not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION for
+                # Produce, whatever its name (INVALID_TOPIC_EXCEPTION is Metadata's answer)
+                return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
+                              f"This server does not host this topic-partition. ({e.message})")
             if broker.config.get("auto.create.topics.enable"):
                 broker.auto_create_topic(topic)
                 partition = broker.replica_manager.get(topic, pd.index)
