@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from kcompat.broker.handlers import (
     alter_configs, api_versions, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
-    describe_configs, fetch, incremental_alter_configs, init_producer_id, list_offsets, metadata,
+    describe_configs, fetch, find_coordinator, incremental_alter_configs, init_producer_id, list_offsets, metadata,
     produce,
 )
 
 _MODULES = (
-    produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics, delete_records,
+    produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics, delete_topics, delete_records,
     init_producer_id, describe_configs, alter_configs, create_partitions, incremental_alter_configs,
     describe_cluster,
 )

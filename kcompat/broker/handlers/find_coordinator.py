@@ -1,0 +1,54 @@
+"""FindCoordinator (key 10), versions 0-6: which broker coordinates a group or transactional id.
+
+Key types (KIP-98): 0 GROUP, 1 TRANSACTION (from v1); batched lookups of several keys from v4
+(KIP-699). On a single node this broker is the group coordinator. There is no transaction
+coordinator yet (it arrives with transactions), so transactional ids get COORDINATOR_NOT_AVAILABLE,
+which Kafka also answers while ``__transaction_state`` does not exist. An unknown key type is
+INVALID_REQUEST.
+
+Advertising this API also matters to librdkafka beyond groups: it only enables LZ4 compression
+for brokers that support FindCoordinator (its feature map uses it as the 0.9+ marker) and
+otherwise sends LZ4-configured batches uncompressed.
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+GROUP, TRANSACTION = 0, 1
+
+
+def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one key."""
+    if key_type == GROUP:
+        host, port = ctx.broker.advertised_endpoint(ctx.listener_name)
+        return ErrorCode.NONE, None, ctx.broker.node_id, host, port
+    if key_type == TRANSACTION:
+        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1)
+    return ErrorCode.INVALID_REQUEST, f"Invalid coordinator type {key_type}", -1, "", -1
+
+
+def handle(ctx, req):
+    version = ctx.api_version
+    key_type = req.key_type if version >= 1 else GROUP
+    if version >= 4:
+        coordinators = []
+        for key in req.coordinator_keys:
+            code, message, node, host, port = _lookup(ctx, key, key_type)
+            coordinators.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=code,
+                                              error_message=message))
+        return R(throttle_time_ms=0, coordinators=coordinators)
+    code, message, node, host, port = _lookup(ctx, req.key, key_type)
+    return R(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port)
+
+
+def error_response(req, version, code):
+    if version >= 4:
+        return R(coordinators=[R.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code)
+                               for k in req.coordinator_keys])
+    return R(error_code=code, node_id=-1, host="", port=-1)
