@@ -425,7 +425,7 @@ def mutable_default(f: Field) -> bool:
 
 def emit_struct(e: Emitter, ind: int, msg: Message, st: Struct, top: bool) -> None:
     name = st.name
-    e(ind, f"class {name}:")
+    e(ind, f"class {name}(Struct):")
     doc = st.about or (f"{msg.name} {msg.kind}" if top else f"Element of {msg.name}.")
     if top:
         vv = f"{msg.valid.lo}-{msg.valid.hi}"
@@ -471,16 +471,6 @@ def emit_struct(e: Emitter, ind: int, msg: Message, st: Struct, top: bool) -> No
         else:
             e(ind + 2, f"self.{f.attr} = {f.attr}")
     e(ind + 2, "self.unknown_tagged_fields = unknown_tagged_fields")
-    e()
-    e(ind + 1, "def __eq__(self, other):")
-    e(ind + 2, "if type(other) is not type(self):")
-    e(ind + 3, "return NotImplemented")
-    e(ind + 2, "return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)")
-    e()
-    e(ind + 1, "__hash__ = None")
-    e()
-    e(ind + 1, "def __repr__(self):")
-    e(ind + 2, "return _repr(self)")
     e()
     emit_read(e, ind + 1, msg, st)
     emit_write(e, ind + 1, msg, st)
@@ -606,7 +596,7 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = {all!r}
 '''

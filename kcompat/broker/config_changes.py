@@ -8,6 +8,9 @@ message. Raises KafkaError or kcompat.config.ConfigError.
 
 from __future__ import annotations
 
+from typing import Callable
+
+from kcompat.config import ConfigError
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -40,3 +43,23 @@ def replace_configs(broker, resource_type: int, resource_name: str, new: dict[st
     updates.update({k: None for k in current if k not in new})
     broker.config.validate_dynamic_update(updates, per_broker=resource_name != "")
     broker.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
+
+
+def alter_each(resources, change: Callable[[object], None]) -> list[tuple[object, ErrorCode, str | None]]:
+    """Apply ``change(resource)`` to every resource of an (Incremental)AlterConfigs request,
+    each on its own: a resource naming a config twice is INVALID_REQUEST; KafkaError and
+    ConfigError become that resource's error code and message. Returns (resource, code, message)."""
+    results = []
+    for res in resources:
+        code, message = ErrorCode.NONE, None
+        try:
+            names = [c.name for c in res.configs]
+            if len(set(names)) != len(names):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            change(res)
+        except KafkaError as e:
+            code, message = e.code, e.message
+        except ConfigError as e:
+            code, message = ErrorCode[e.error], e.message
+        results.append((res, code, message))
+    return results

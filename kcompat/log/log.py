@@ -9,7 +9,6 @@ one containing it are scanned. Not thread-safe: call every method from one threa
 from __future__ import annotations
 
 import bisect
-import os
 import shutil
 from collections import OrderedDict
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Callable
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import LogClosedError
-from kcompat.log.fileio import fsync_dir, logger
+from kcompat.log.fileio import fsync_dir, fsync_path, logger
 from kcompat.log.loader import load_segments
 from kcompat.log.reads import LogReads
 from kcompat.log.segment import BatchInfo, LogSegment
@@ -543,14 +542,7 @@ class FlushPlan:
     def sync(self) -> None:
         try:
             for path in self.paths:
-                try:
-                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                except FileNotFoundError:
-                    continue
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_path(path)
             if self.directory is not None:
                 fsync_dir(self.directory)
         except OSError as e:

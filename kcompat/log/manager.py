@@ -215,36 +215,36 @@ class LogManager:
         """Close the log and rename its dir to ``<topic>-<partition>.<uuid hex>-delete``; the dir
         is removed by ``run_periodic`` after ``file.delete.delay.ms`` (counted from ``now_ms``,
         or from the next ``run_periodic`` call). KeyError if the partition has no log."""
-        tp = (topic, partition)
-        log = self.logs.pop(tp)
-        d = self._dir_of.pop(tp)
-        self._topic_ids.pop(tp, None)
-        self._rolled.discard(tp)
-        log.close_without_flush()
-        target = d / f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
-        os.rename(log.directory, target)
-        fsync_dir(d)
+        log, target = self._set_aside(topic, partition, "delete", flush=False)
         delay = log.config.file_delete_delay_ms
         self._pending_deletes.append([target, None if now_ms is None else now_ms + delay, delay])
-        self._checkpoint_dir(d, force=False)
         logger.info("partition %s-%d scheduled for deletion as %s", topic, partition, target)
 
     def mark_stray(self, topic: str, partition: int) -> Path:
         """Set aside a log the cluster metadata does not assign to this broker: close it and
         rename its dir to ``<topic>-<partition>.<uuid hex>-stray`` (Kafka 3.7+, KAFKA-15813).
         Stray dirs are never loaded or deleted automatically. Returns the new path."""
+        _log, target = self._set_aside(topic, partition, "stray", flush=True)
+        logger.warning("partition %s-%d set aside as stray: %s", topic, partition, target)
+        return target
+
+    def _set_aside(self, topic: str, partition: int, suffix: str, *, flush: bool) -> tuple[Log, Path]:
+        """Forget a partition's log, close it and rename its dir ``<tp>.<uuid hex>-<suffix>``
+        (a name start-up does not load). KeyError if the partition has no log."""
         tp = (topic, partition)
         log = self.logs.pop(tp)
         d = self._dir_of.pop(tp)
         self._topic_ids.pop(tp, None)
         self._rolled.discard(tp)
-        log.close()
-        target = d / f"{topic}-{partition}.{uuid.uuid4().hex}-stray"
+        if flush:
+            log.close()
+        else:
+            log.close_without_flush()
+        target = d / f"{topic}-{partition}.{uuid.uuid4().hex}-{suffix}"
         os.rename(log.directory, target)
         fsync_dir(d)
         self._checkpoint_dir(d, force=False)
-        logger.warning("partition %s-%d set aside as stray: %s", topic, partition, target)
-        return target
+        return log, target
 
     # -- periodic work ------------------------------------------------------------------------------
     def run_periodic(self, now_ms: int, *, retention_check_interval_ms: int,

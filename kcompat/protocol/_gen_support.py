@@ -17,10 +17,22 @@ class _Default:
 _DEFAULT = _Default()
 
 
-def _repr(obj) -> str:
-    fields = ", ".join(f"{s}={getattr(obj, s)!r}" for s in obj.__slots__
-                       if s != "unknown_tagged_fields" or getattr(obj, s))
-    return f"{type(obj).__qualname__}({fields})"
+class Struct:
+    """Base of every generated message and struct class: field-wise equality and a readable repr.
+    Subclasses declare their fields in ``__slots__`` (plus ``unknown_tagged_fields``)."""
+
+    __slots__ = ()
+    __hash__ = None  # mutable
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{s}={getattr(self, s)!r}" for s in self.__slots__
+                           if s != "unknown_tagged_fields" or getattr(self, s))
+        return f"{type(self).__qualname__}({fields})"
 
 
 def _tag_of(entry) -> int:

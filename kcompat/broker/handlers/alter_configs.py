@@ -7,8 +7,7 @@ IncrementalAlterConfigs exists). TOPIC and BROKER resources, as IncrementalAlter
 
 from __future__ import annotations
 
-from kcompat.broker.config_changes import replace_configs
-from kcompat.config import ConfigError
+from kcompat.broker.config_changes import alter_each, replace_configs
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.alter_configs import AlterConfigsResponse as R
 
@@ -18,24 +17,16 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
-    out = []
-    for res in req.resources:
-        code, message = ErrorCode.NONE, None
-        try:
-            names = [c.name for c in res.configs]
-            if len(set(names)) != len(names):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            new = {c.name: c.value for c in res.configs}
-            if any(v is None for v in new.values()):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for AlterConfigs")
-            replace_configs(ctx.broker, res.resource_type, res.resource_name, new, validate_only=req.validate_only)
-        except KafkaError as e:
-            code, message = e.code, e.message
-        except ConfigError as e:
-            code, message = ErrorCode[e.error], e.message
-        out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
-                                                  resource_type=res.resource_type, resource_name=res.resource_name))
-    return R(throttle_time_ms=0, responses=out)
+    def change(res) -> None:
+        new = {c.name: c.value for c in res.configs}
+        if any(v is None for v in new.values()):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for AlterConfigs")
+        replace_configs(ctx.broker, res.resource_type, res.resource_name, new, validate_only=req.validate_only)
+
+    return R(throttle_time_ms=0, responses=[
+        R.AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=res.resource_type,
+                                       resource_name=res.resource_name)
+        for res, code, message in alter_each(req.resources, change)])
 
 
 def error_response(req, version, code):

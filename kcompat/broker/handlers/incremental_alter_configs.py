@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from kcompat.broker.config_changes import BROKER_LOGGER, TOPIC, current_configs, replace_configs
-from kcompat.config import ConfigError, apply_incremental
+from kcompat.broker.config_changes import BROKER_LOGGER, TOPIC, alter_each, current_configs, replace_configs
+from kcompat.config import apply_incremental
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse as R
 
@@ -25,23 +25,14 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
 
 
 def handle(ctx, req):
-    broker = ctx.broker
-    out = []
-    for res in req.resources:
+    def change(res) -> None:
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-        code, message = ErrorCode.NONE, None
-        try:
-            names = [c.name for c in res.configs]
-            if len(set(names)) != len(names):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            _alter(broker, res, ops, req.validate_only)
-        except KafkaError as e:
-            code, message = e.code, e.message
-        except ConfigError as e:
-            code, message = ErrorCode[e.error], e.message
-        out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
-                                                  resource_type=res.resource_type, resource_name=res.resource_name))
-    return R(throttle_time_ms=0, responses=out)
+        _alter(ctx.broker, res, ops, req.validate_only)
+
+    return R(throttle_time_ms=0, responses=[
+        R.AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=res.resource_type,
+                                       resource_name=res.resource_name)
+        for res, code, message in alter_each(req.resources, change)])
 
 
 def _alter(broker, res, ops, validate_only: bool) -> None:

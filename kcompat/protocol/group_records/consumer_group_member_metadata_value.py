@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ConsumerGroupMemberMetadataValue']
 
 
-class ConsumerGroupMemberMetadataValue:
+class ConsumerGroupMemberMetadataValue(Struct):
     """Kafka ConsumerGroupMemberMetadataValue (data), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/group-coordinator/ConsumerGroupMemberMetadataValue.json."""
@@ -29,7 +29,7 @@ class ConsumerGroupMemberMetadataValue:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class ClassicProtocol:
+    class ClassicProtocol(Struct):
         """The list of protocols that the member supports if the consumer uses the classic protocol."""
 
         __slots__ = ('name', 'metadata', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ConsumerGroupMemberMetadataValue:
             self.name = name
             self.metadata = metadata
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -83,7 +73,7 @@ class ConsumerGroupMemberMetadataValue:
                 else:
                     out.append(0)
 
-    class ClassicMemberMetadata:
+    class ClassicMemberMetadata(Struct):
         """The classic member metadata which includes the supported protocols of the consumer if it uses the classic protocol. The metadata is null if the consumer uses the consumer protocol."""
 
         __slots__ = ('session_timeout_ms', 'supported_protocols', 'unknown_tagged_fields')
@@ -97,16 +87,6 @@ class ConsumerGroupMemberMetadataValue:
             self.session_timeout_ms = session_timeout_ms
             self.supported_protocols = [] if supported_protocols is _DEFAULT else supported_protocols
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -170,16 +150,6 @@ class ConsumerGroupMemberMetadataValue:
         self.server_assignor = server_assignor
         self.classic_member_metadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata() if classic_member_metadata is _DEFAULT else classic_member_metadata
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

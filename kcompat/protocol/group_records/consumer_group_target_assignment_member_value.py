@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ConsumerGroupTargetAssignmentMemberValue']
 
 
-class ConsumerGroupTargetAssignmentMemberValue:
+class ConsumerGroupTargetAssignmentMemberValue(Struct):
     """Kafka ConsumerGroupTargetAssignmentMemberValue (data), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/group-coordinator/ConsumerGroupTargetAssignmentMemberValue.json."""
@@ -29,7 +29,7 @@ class ConsumerGroupTargetAssignmentMemberValue:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicPartition:
+    class TopicPartition(Struct):
         """The assigned partitions."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ConsumerGroupTargetAssignmentMemberValue:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -96,16 +86,6 @@ class ConsumerGroupTargetAssignmentMemberValue:
     def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
         self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['GroupMetadataValue']
 
 
-class GroupMetadataValue:
+class GroupMetadataValue(Struct):
     """Kafka GroupMetadataValue (data), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/group-coordinator/GroupMetadataValue.json."""
@@ -29,7 +29,7 @@ class GroupMetadataValue:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ()
 
-    class MemberMetadata:
+    class MemberMetadata(Struct):
         """Element of GroupMetadataValue."""
 
         __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment', 'unknown_tagged_fields')
@@ -55,16 +55,6 @@ class GroupMetadataValue:
             self.subscription = subscription
             self.assignment = assignment
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -184,16 +174,6 @@ class GroupMetadataValue:
         self.current_state_timestamp = current_state_timestamp
         self.members = [] if members is _DEFAULT else members
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareGroupPartitionMetadataValue']
 
 
-class ShareGroupPartitionMetadataValue:
+class ShareGroupPartitionMetadataValue(Struct):
     """Kafka ShareGroupPartitionMetadataValue (data), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/group-coordinator/ShareGroupPartitionMetadataValue.json."""
@@ -29,7 +29,7 @@ class ShareGroupPartitionMetadataValue:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionMetadata:
+    class PartitionMetadata(Struct):
         """Partitions mapped to a set of racks. If the rack information is unavailable for all the partitions, an empty list is stored"""
 
         __slots__ = ('partition', 'racks', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ShareGroupPartitionMetadataValue:
             self.partition = partition
             self.racks = [] if racks is _DEFAULT else racks
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -93,7 +83,7 @@ class ShareGroupPartitionMetadataValue:
                 else:
                     out.append(0)
 
-    class TopicMetadata:
+    class TopicMetadata(Struct):
         """The list of topic metadata."""
 
         __slots__ = ('topic_id', 'topic_name', 'num_partitions', 'partition_metadata', 'unknown_tagged_fields')
@@ -111,16 +101,6 @@ class ShareGroupPartitionMetadataValue:
             self.num_partitions = num_partitions
             self.partition_metadata = [] if partition_metadata is _DEFAULT else partition_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -176,16 +156,6 @@ class ShareGroupPartitionMetadataValue:
     def __init__(self, topics=_DEFAULT, unknown_tagged_fields=None):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareGroupStatePartitionMetadataValue']
 
 
-class ShareGroupStatePartitionMetadataValue:
+class ShareGroupStatePartitionMetadataValue(Struct):
     """Kafka ShareGroupStatePartitionMetadataValue (data), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/group-coordinator/ShareGroupStatePartitionMetadataValue.json."""
@@ -29,7 +29,7 @@ class ShareGroupStatePartitionMetadataValue:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicPartitionsInfo:
+    class TopicPartitionsInfo(Struct):
         """Element of ShareGroupStatePartitionMetadataValue."""
 
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class ShareGroupStatePartitionMetadataValue:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -95,7 +85,7 @@ class ShareGroupStatePartitionMetadataValue:
                 else:
                     out.append(0)
 
-    class TopicInfo:
+    class TopicInfo(Struct):
         """Element of ShareGroupStatePartitionMetadataValue."""
 
         __slots__ = ('topic_id', 'topic_name', 'unknown_tagged_fields')
@@ -109,16 +99,6 @@ class ShareGroupStatePartitionMetadataValue:
             self.topic_id = topic_id
             self.topic_name = topic_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -158,16 +138,6 @@ class ShareGroupStatePartitionMetadataValue:
         self.initialized_topics = [] if initialized_topics is _DEFAULT else initialized_topics
         self.deleting_topics = [] if deleting_topics is _DEFAULT else deleting_topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

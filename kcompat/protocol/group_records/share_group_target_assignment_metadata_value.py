@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareGroupTargetAssignmentMetadataValue']
 
 
-class ShareGroupTargetAssignmentMetadataValue:
+class ShareGroupTargetAssignmentMetadataValue(Struct):
     """Kafka ShareGroupTargetAssignmentMetadataValue (data), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/group-coordinator/ShareGroupTargetAssignmentMetadataValue.json."""
@@ -36,16 +36,6 @@ class ShareGroupTargetAssignmentMetadataValue:
     def __init__(self, assignment_epoch=0, unknown_tagged_fields=None):
         self.assignment_epoch = assignment_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

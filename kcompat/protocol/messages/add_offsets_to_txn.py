@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse']
 
 
-class AddOffsetsToTxnRequest:
+class AddOffsetsToTxnRequest(Struct):
     """Kafka AddOffsetsToTxnRequest (request, API key 25), versions 0-4, flexible versions 3+.
 
     Generated from kafka-specs/message/AddOffsetsToTxnRequest.json."""
@@ -42,16 +42,6 @@ class AddOffsetsToTxnRequest:
         self.producer_epoch = producer_epoch
         self.group_id = group_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -106,7 +96,7 @@ class AddOffsetsToTxnRequest:
 
 
 
-class AddOffsetsToTxnResponse:
+class AddOffsetsToTxnResponse(Struct):
     """Kafka AddOffsetsToTxnResponse (response, API key 25), versions 0-4, flexible versions 3+.
 
     Generated from kafka-specs/message/AddOffsetsToTxnResponse.json."""
@@ -128,16 +118,6 @@ class AddOffsetsToTxnResponse:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AddPartitionsToTxnRequest', 'AddPartitionsToTxnResponse']
 
 
-class AddPartitionsToTxnRequest:
+class AddPartitionsToTxnRequest(Struct):
     """Kafka AddPartitionsToTxnRequest (request, API key 24), versions 0-5, flexible versions 3+.
 
     Generated from kafka-specs/message/AddPartitionsToTxnRequest.json."""
@@ -29,7 +29,7 @@ class AddPartitionsToTxnRequest:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class AddPartitionsToTxnTopic:
+    class AddPartitionsToTxnTopic(Struct):
         """Element of AddPartitionsToTxnRequest."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AddPartitionsToTxnRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -111,7 +101,7 @@ class AddPartitionsToTxnRequest:
                 else:
                     out.append(0)
 
-    class AddPartitionsToTxnTransaction:
+    class AddPartitionsToTxnTransaction(Struct):
         """List of transactions to add partitions to."""
 
         __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', 'unknown_tagged_fields')
@@ -131,16 +121,6 @@ class AddPartitionsToTxnRequest:
             self.verify_only = verify_only
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -226,16 +206,6 @@ class AddPartitionsToTxnRequest:
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _DEFAULT else v3_and_below_topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -343,7 +313,7 @@ class AddPartitionsToTxnRequest:
 
 
 
-class AddPartitionsToTxnResponse:
+class AddPartitionsToTxnResponse(Struct):
     """Kafka AddPartitionsToTxnResponse (response, API key 24), versions 0-5, flexible versions 3+.
 
     Generated from kafka-specs/message/AddPartitionsToTxnResponse.json."""
@@ -356,7 +326,7 @@ class AddPartitionsToTxnResponse:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ()
 
-    class AddPartitionsToTxnPartitionResult:
+    class AddPartitionsToTxnPartitionResult(Struct):
         """Element of AddPartitionsToTxnResponse."""
 
         __slots__ = ('partition_index', 'partition_error_code', 'unknown_tagged_fields')
@@ -370,16 +340,6 @@ class AddPartitionsToTxnResponse:
             self.partition_index = partition_index
             self.partition_error_code = partition_error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -408,7 +368,7 @@ class AddPartitionsToTxnResponse:
                 else:
                     out.append(0)
 
-    class AddPartitionsToTxnTopicResult:
+    class AddPartitionsToTxnTopicResult(Struct):
         """Element of AddPartitionsToTxnResponse."""
 
         __slots__ = ('name', 'results_by_partition', 'unknown_tagged_fields')
@@ -422,16 +382,6 @@ class AddPartitionsToTxnResponse:
             self.name = name
             self.results_by_partition = [] if results_by_partition is _DEFAULT else results_by_partition
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -500,7 +450,7 @@ class AddPartitionsToTxnResponse:
                 else:
                     out.append(0)
 
-    class AddPartitionsToTxnResult:
+    class AddPartitionsToTxnResult(Struct):
         """Results categorized by transactional ID."""
 
         __slots__ = ('transactional_id', 'topic_results', 'unknown_tagged_fields')
@@ -514,16 +464,6 @@ class AddPartitionsToTxnResponse:
             self.transactional_id = transactional_id
             self.topic_results = [] if topic_results is _DEFAULT else topic_results
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -586,16 +526,6 @@ class AddPartitionsToTxnResponse:
         self.results_by_transaction = [] if results_by_transaction is _DEFAULT else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _DEFAULT else results_by_topic_v3_and_below
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

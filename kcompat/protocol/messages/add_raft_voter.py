@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AddRaftVoterRequest', 'AddRaftVoterResponse']
 
 
-class AddRaftVoterRequest:
+class AddRaftVoterRequest(Struct):
     """Kafka AddRaftVoterRequest (request, API key 80), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AddRaftVoterRequest.json."""
@@ -29,7 +29,7 @@ class AddRaftVoterRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller', 'broker')
 
-    class Listener:
+    class Listener(Struct):
         """The endpoints that can be used to communicate with the voter"""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class AddRaftVoterRequest:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -103,16 +93,6 @@ class AddRaftVoterRequest:
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is _DEFAULT else listeners
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -164,7 +144,7 @@ class AddRaftVoterRequest:
 
 
 
-class AddRaftVoterResponse:
+class AddRaftVoterResponse(Struct):
     """Kafka AddRaftVoterResponse (response, API key 80), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AddRaftVoterResponse.json."""
@@ -188,16 +168,6 @@ class AddRaftVoterResponse:
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AllocateProducerIdsRequest', 'AllocateProducerIdsResponse']
 
 
-class AllocateProducerIdsRequest:
+class AllocateProducerIdsRequest(Struct):
     """Kafka AllocateProducerIdsRequest (request, API key 67), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AllocateProducerIdsRequest.json."""
@@ -38,16 +38,6 @@ class AllocateProducerIdsRequest:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -78,7 +68,7 @@ class AllocateProducerIdsRequest:
 
 
 
-class AllocateProducerIdsResponse:
+class AllocateProducerIdsResponse(Struct):
     """Kafka AllocateProducerIdsResponse (response, API key 67), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AllocateProducerIdsResponse.json."""
@@ -104,16 +94,6 @@ class AllocateProducerIdsResponse:
         self.producer_id_start = producer_id_start
         self.producer_id_len = producer_id_len
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

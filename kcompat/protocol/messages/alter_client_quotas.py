@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AlterClientQuotasRequest', 'AlterClientQuotasResponse']
 
 
-class AlterClientQuotasRequest:
+class AlterClientQuotasRequest(Struct):
     """Kafka AlterClientQuotasRequest (request, API key 49), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/AlterClientQuotasRequest.json."""
@@ -29,7 +29,7 @@ class AlterClientQuotasRequest:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class EntityData:
+    class EntityData(Struct):
         """The quota entity to alter."""
 
         __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AlterClientQuotasRequest:
             self.entity_type = entity_type
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -95,7 +85,7 @@ class AlterClientQuotasRequest:
                 else:
                     out.append(0)
 
-    class OpData:
+    class OpData(Struct):
         """An individual quota configuration entry to alter."""
 
         __slots__ = ('key', 'value', 'remove', 'unknown_tagged_fields')
@@ -111,16 +101,6 @@ class AlterClientQuotasRequest:
             self.value = value
             self.remove = remove
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -161,7 +141,7 @@ class AlterClientQuotasRequest:
                 else:
                     out.append(0)
 
-    class EntryData:
+    class EntryData(Struct):
         """The quota configuration entries to alter."""
 
         __slots__ = ('entity', 'ops', 'unknown_tagged_fields')
@@ -175,16 +155,6 @@ class AlterClientQuotasRequest:
             self.entity = [] if entity is _DEFAULT else entity
             self.ops = [] if ops is _DEFAULT else ops
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -285,16 +255,6 @@ class AlterClientQuotasRequest:
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -355,7 +315,7 @@ class AlterClientQuotasRequest:
 
 
 
-class AlterClientQuotasResponse:
+class AlterClientQuotasResponse(Struct):
     """Kafka AlterClientQuotasResponse (response, API key 49), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/AlterClientQuotasResponse.json."""
@@ -368,7 +328,7 @@ class AlterClientQuotasResponse:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class EntityData:
+    class EntityData(Struct):
         """The quota entity to alter."""
 
         __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
@@ -382,16 +342,6 @@ class AlterClientQuotasResponse:
             self.entity_type = entity_type
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -434,7 +384,7 @@ class AlterClientQuotasResponse:
                 else:
                     out.append(0)
 
-    class EntryData:
+    class EntryData(Struct):
         """The quota configuration entries to alter."""
 
         __slots__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields')
@@ -450,16 +400,6 @@ class AlterClientQuotasResponse:
             self.error_message = error_message
             self.entity = [] if entity is _DEFAULT else entity
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -536,16 +476,6 @@ class AlterClientQuotasResponse:
         self.throttle_time_ms = throttle_time_ms
         self.entries = [] if entries is _DEFAULT else entries
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

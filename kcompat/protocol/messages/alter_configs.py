@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AlterConfigsRequest', 'AlterConfigsResponse']
 
 
-class AlterConfigsRequest:
+class AlterConfigsRequest(Struct):
     """Kafka AlterConfigsRequest (request, API key 33), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/AlterConfigsRequest.json."""
@@ -29,7 +29,7 @@ class AlterConfigsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class AlterableConfig:
+    class AlterableConfig(Struct):
         """The configurations."""
 
         __slots__ = ('name', 'value', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AlterConfigsRequest:
             self.name = name
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -95,7 +85,7 @@ class AlterConfigsRequest:
                 else:
                     out.append(0)
 
-    class AlterConfigsResource:
+    class AlterConfigsResource(Struct):
         """The updates for each resource."""
 
         __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
@@ -111,16 +101,6 @@ class AlterConfigsRequest:
             self.resource_name = resource_name
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -202,16 +182,6 @@ class AlterConfigsRequest:
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -272,7 +242,7 @@ class AlterConfigsRequest:
 
 
 
-class AlterConfigsResponse:
+class AlterConfigsResponse(Struct):
     """Kafka AlterConfigsResponse (response, API key 33), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/AlterConfigsResponse.json."""
@@ -285,7 +255,7 @@ class AlterConfigsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class AlterConfigsResourceResponse:
+    class AlterConfigsResourceResponse(Struct):
         """The responses for each resource."""
 
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields')
@@ -303,16 +273,6 @@ class AlterConfigsResponse:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -370,16 +330,6 @@ class AlterConfigsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

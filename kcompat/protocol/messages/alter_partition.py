@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AlterPartitionRequest', 'AlterPartitionResponse']
 
 
-class AlterPartitionRequest:
+class AlterPartitionRequest(Struct):
     """Kafka AlterPartitionRequest (request, API key 56), versions 0-3, flexible versions 0+.
 
     Generated from kafka-specs/message/AlterPartitionRequest.json."""
@@ -29,7 +29,7 @@ class AlterPartitionRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('zkBroker', 'controller')
 
-    class BrokerState:
+    class BrokerState(Struct):
         """Element of AlterPartitionRequest."""
 
         __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AlterPartitionRequest:
             self.broker_id = broker_id
             self.broker_epoch = broker_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -89,7 +79,7 @@ class AlterPartitionRequest:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of AlterPartitionRequest."""
 
         __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
@@ -111,16 +101,6 @@ class AlterPartitionRequest:
             self.leader_recovery_state = leader_recovery_state
             self.partition_epoch = partition_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -192,7 +172,7 @@ class AlterPartitionRequest:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of AlterPartitionRequest."""
 
         __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
@@ -208,16 +188,6 @@ class AlterPartitionRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -283,16 +253,6 @@ class AlterPartitionRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -337,7 +297,7 @@ class AlterPartitionRequest:
 
 
 
-class AlterPartitionResponse:
+class AlterPartitionResponse(Struct):
     """Kafka AlterPartitionResponse (response, API key 56), versions 0-3, flexible versions 0+.
 
     Generated from kafka-specs/message/AlterPartitionResponse.json."""
@@ -350,7 +310,7 @@ class AlterPartitionResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of AlterPartitionResponse."""
 
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
@@ -374,16 +334,6 @@ class AlterPartitionResponse:
             self.leader_recovery_state = leader_recovery_state
             self.partition_epoch = partition_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -438,7 +388,7 @@ class AlterPartitionResponse:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of AlterPartitionResponse."""
 
         __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
@@ -454,16 +404,6 @@ class AlterPartitionResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -528,16 +468,6 @@ class AlterPartitionResponse:
         self.error_code = error_code
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

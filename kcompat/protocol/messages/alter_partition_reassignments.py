@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse']
 
 
-class AlterPartitionReassignmentsRequest:
+class AlterPartitionReassignmentsRequest(Struct):
     """Kafka AlterPartitionReassignmentsRequest (request, API key 45), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AlterPartitionReassignmentsRequest.json."""
@@ -29,7 +29,7 @@ class AlterPartitionReassignmentsRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker', 'controller', 'zkBroker')
 
-    class ReassignablePartition:
+    class ReassignablePartition(Struct):
         """The partitions to reassign."""
 
         __slots__ = ('partition_index', 'replicas', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AlterPartitionReassignmentsRequest:
             self.partition_index = partition_index
             self.replicas = [] if replicas is _DEFAULT else replicas
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -88,7 +78,7 @@ class AlterPartitionReassignmentsRequest:
                 else:
                     out.append(0)
 
-    class ReassignableTopic:
+    class ReassignableTopic(Struct):
         """The topics to reassign."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -102,16 +92,6 @@ class AlterPartitionReassignmentsRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -163,16 +143,6 @@ class AlterPartitionReassignmentsRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -214,7 +184,7 @@ class AlterPartitionReassignmentsRequest:
 
 
 
-class AlterPartitionReassignmentsResponse:
+class AlterPartitionReassignmentsResponse(Struct):
     """Kafka AlterPartitionReassignmentsResponse (response, API key 45), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AlterPartitionReassignmentsResponse.json."""
@@ -227,7 +197,7 @@ class AlterPartitionReassignmentsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class ReassignablePartitionResponse:
+    class ReassignablePartitionResponse(Struct):
         """The responses to partitions to reassign"""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -243,16 +213,6 @@ class AlterPartitionReassignmentsResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -283,7 +243,7 @@ class AlterPartitionReassignmentsResponse:
                 else:
                     out.append(0)
 
-    class ReassignableTopicResponse:
+    class ReassignableTopicResponse(Struct):
         """The responses to topics to reassign."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -297,16 +257,6 @@ class AlterPartitionReassignmentsResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -361,16 +311,6 @@ class AlterPartitionReassignmentsResponse:
         self.error_message = error_message
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

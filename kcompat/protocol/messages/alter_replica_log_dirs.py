@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AlterReplicaLogDirsRequest', 'AlterReplicaLogDirsResponse']
 
 
-class AlterReplicaLogDirsRequest:
+class AlterReplicaLogDirsRequest(Struct):
     """Kafka AlterReplicaLogDirsRequest (request, API key 34), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/AlterReplicaLogDirsRequest.json."""
@@ -29,7 +29,7 @@ class AlterReplicaLogDirsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class AlterReplicaLogDirTopic:
+    class AlterReplicaLogDirTopic(Struct):
         """The topics to add to the directory."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AlterReplicaLogDirsRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -111,7 +101,7 @@ class AlterReplicaLogDirsRequest:
                 else:
                     out.append(0)
 
-    class AlterReplicaLogDir:
+    class AlterReplicaLogDir(Struct):
         """The alterations to make for each directory."""
 
         __slots__ = ('path', 'topics', 'unknown_tagged_fields')
@@ -125,16 +115,6 @@ class AlterReplicaLogDirsRequest:
             self.path = path
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -211,16 +191,6 @@ class AlterReplicaLogDirsRequest:
         self.dirs = [] if dirs is _DEFAULT else dirs
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -278,7 +248,7 @@ class AlterReplicaLogDirsRequest:
 
 
 
-class AlterReplicaLogDirsResponse:
+class AlterReplicaLogDirsResponse(Struct):
     """Kafka AlterReplicaLogDirsResponse (response, API key 34), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/AlterReplicaLogDirsResponse.json."""
@@ -291,7 +261,7 @@ class AlterReplicaLogDirsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class AlterReplicaLogDirPartitionResult:
+    class AlterReplicaLogDirPartitionResult(Struct):
         """The results for each partition."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
@@ -305,16 +275,6 @@ class AlterReplicaLogDirsResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -343,7 +303,7 @@ class AlterReplicaLogDirsResponse:
                 else:
                     out.append(0)
 
-    class AlterReplicaLogDirTopicResult:
+    class AlterReplicaLogDirTopicResult(Struct):
         """The results for each topic."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -357,16 +317,6 @@ class AlterReplicaLogDirsResponse:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -444,16 +394,6 @@ class AlterReplicaLogDirsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

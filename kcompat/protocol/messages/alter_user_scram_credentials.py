@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse']
 
 
-class AlterUserScramCredentialsRequest:
+class AlterUserScramCredentialsRequest(Struct):
     """Kafka AlterUserScramCredentialsRequest (request, API key 51), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AlterUserScramCredentialsRequest.json."""
@@ -29,7 +29,7 @@ class AlterUserScramCredentialsRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class ScramCredentialDeletion:
+    class ScramCredentialDeletion(Struct):
         """The SCRAM credentials to remove."""
 
         __slots__ = ('name', 'mechanism', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class AlterUserScramCredentialsRequest:
             self.name = name
             self.mechanism = mechanism
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -82,7 +72,7 @@ class AlterUserScramCredentialsRequest:
                 else:
                     out.append(0)
 
-    class ScramCredentialUpsertion:
+    class ScramCredentialUpsertion(Struct):
         """The SCRAM credentials to update/insert."""
 
         __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tagged_fields')
@@ -102,16 +92,6 @@ class AlterUserScramCredentialsRequest:
             self.salt = salt
             self.salted_password = salted_password
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -161,16 +141,6 @@ class AlterUserScramCredentialsRequest:
         self.deletions = [] if deletions is _DEFAULT else deletions
         self.upsertions = [] if upsertions is _DEFAULT else upsertions
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -225,7 +195,7 @@ class AlterUserScramCredentialsRequest:
 
 
 
-class AlterUserScramCredentialsResponse:
+class AlterUserScramCredentialsResponse(Struct):
     """Kafka AlterUserScramCredentialsResponse (response, API key 51), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AlterUserScramCredentialsResponse.json."""
@@ -238,7 +208,7 @@ class AlterUserScramCredentialsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class AlterUserScramCredentialsResult:
+    class AlterUserScramCredentialsResult(Struct):
         """The results for deletions and alterations, one per affected user."""
 
         __slots__ = ('user', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -254,16 +224,6 @@ class AlterUserScramCredentialsResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -304,16 +264,6 @@ class AlterUserScramCredentialsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']
 
 
-class ApiVersionsRequest:
+class ApiVersionsRequest(Struct):
     """Kafka ApiVersionsRequest (request, API key 18), versions 0-4, flexible versions 3+.
 
     Generated from kafka-specs/message/ApiVersionsRequest.json."""
@@ -38,16 +38,6 @@ class ApiVersionsRequest:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -88,7 +78,7 @@ class ApiVersionsRequest:
 
 
 
-class ApiVersionsResponse:
+class ApiVersionsResponse(Struct):
     """Kafka ApiVersionsResponse (response, API key 18), versions 0-4, flexible versions 3+.
 
     Generated from kafka-specs/message/ApiVersionsResponse.json."""
@@ -101,7 +91,7 @@ class ApiVersionsResponse:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ()
 
-    class ApiVersion:
+    class ApiVersion(Struct):
         """The APIs supported by the broker."""
 
         __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields')
@@ -117,16 +107,6 @@ class ApiVersionsResponse:
             self.min_version = min_version
             self.max_version = max_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -158,7 +138,7 @@ class ApiVersionsResponse:
                 else:
                     out.append(0)
 
-    class SupportedFeatureKey:
+    class SupportedFeatureKey(Struct):
         """Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted."""
 
         __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields')
@@ -174,16 +154,6 @@ class ApiVersionsResponse:
             self.min_version = min_version
             self.max_version = max_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -228,7 +198,7 @@ class ApiVersionsResponse:
                 else:
                     out.append(0)
 
-    class FinalizedFeatureKey:
+    class FinalizedFeatureKey(Struct):
         """List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0."""
 
         __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields')
@@ -244,16 +214,6 @@ class ApiVersionsResponse:
             self.max_version_level = max_version_level
             self.min_version_level = min_version_level
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -317,16 +277,6 @@ class ApiVersionsResponse:
         self.finalized_features = [] if finalized_features is _DEFAULT else finalized_features
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

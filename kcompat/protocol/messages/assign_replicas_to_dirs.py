@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse']
 
 
-class AssignReplicasToDirsRequest:
+class AssignReplicasToDirsRequest(Struct):
     """Kafka AssignReplicasToDirsRequest (request, API key 73), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AssignReplicasToDirsRequest.json."""
@@ -29,7 +29,7 @@ class AssignReplicasToDirsRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of AssignReplicasToDirsRequest."""
 
         __slots__ = ('partition_index', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class AssignReplicasToDirsRequest:
         def __init__(self, partition_index=0, unknown_tagged_fields=None):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -76,7 +66,7 @@ class AssignReplicasToDirsRequest:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of AssignReplicasToDirsRequest."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -90,16 +80,6 @@ class AssignReplicasToDirsRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -141,7 +121,7 @@ class AssignReplicasToDirsRequest:
                 else:
                     out.append(0)
 
-    class DirectoryData:
+    class DirectoryData(Struct):
         """Element of AssignReplicasToDirsRequest."""
 
         __slots__ = ('id', 'topics', 'unknown_tagged_fields')
@@ -155,16 +135,6 @@ class AssignReplicasToDirsRequest:
             self.id = id
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -218,16 +188,6 @@ class AssignReplicasToDirsRequest:
         self.directories = [] if directories is _DEFAULT else directories
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -272,7 +232,7 @@ class AssignReplicasToDirsRequest:
 
 
 
-class AssignReplicasToDirsResponse:
+class AssignReplicasToDirsResponse(Struct):
     """Kafka AssignReplicasToDirsResponse (response, API key 73), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/AssignReplicasToDirsResponse.json."""
@@ -285,7 +245,7 @@ class AssignReplicasToDirsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of AssignReplicasToDirsResponse."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
@@ -299,16 +259,6 @@ class AssignReplicasToDirsResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -337,7 +287,7 @@ class AssignReplicasToDirsResponse:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of AssignReplicasToDirsResponse."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -351,16 +301,6 @@ class AssignReplicasToDirsResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -402,7 +342,7 @@ class AssignReplicasToDirsResponse:
                 else:
                     out.append(0)
 
-    class DirectoryData:
+    class DirectoryData(Struct):
         """Element of AssignReplicasToDirsResponse."""
 
         __slots__ = ('id', 'topics', 'unknown_tagged_fields')
@@ -416,16 +356,6 @@ class AssignReplicasToDirsResponse:
             self.id = id
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -478,16 +408,6 @@ class AssignReplicasToDirsResponse:
         self.error_code = error_code
         self.directories = [] if directories is _DEFAULT else directories
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['BeginQuorumEpochRequest', 'BeginQuorumEpochResponse']
 
 
-class BeginQuorumEpochRequest:
+class BeginQuorumEpochRequest(Struct):
     """Kafka BeginQuorumEpochRequest (request, API key 53), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/BeginQuorumEpochRequest.json."""
@@ -29,7 +29,7 @@ class BeginQuorumEpochRequest:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of BeginQuorumEpochRequest."""
 
         __slots__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class BeginQuorumEpochRequest:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -96,7 +86,7 @@ class BeginQuorumEpochRequest:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of BeginQuorumEpochRequest."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -110,16 +100,6 @@ class BeginQuorumEpochRequest:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -188,7 +168,7 @@ class BeginQuorumEpochRequest:
                 else:
                     out.append(0)
 
-    class LeaderEndpoint:
+    class LeaderEndpoint(Struct):
         """Endpoints for the leader"""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
@@ -204,16 +184,6 @@ class BeginQuorumEpochRequest:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -272,16 +242,6 @@ class BeginQuorumEpochRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.leader_endpoints = [] if leader_endpoints is _DEFAULT else leader_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -374,7 +334,7 @@ class BeginQuorumEpochRequest:
 
 
 
-class BeginQuorumEpochResponse:
+class BeginQuorumEpochResponse(Struct):
     """Kafka BeginQuorumEpochResponse (response, API key 53), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/BeginQuorumEpochResponse.json."""
@@ -387,7 +347,7 @@ class BeginQuorumEpochResponse:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of BeginQuorumEpochResponse."""
 
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -405,16 +365,6 @@ class BeginQuorumEpochResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -449,7 +399,7 @@ class BeginQuorumEpochResponse:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of BeginQuorumEpochResponse."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -463,16 +413,6 @@ class BeginQuorumEpochResponse:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -541,7 +481,7 @@ class BeginQuorumEpochResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all leaders enumerated in PartitionData"""
 
         __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
@@ -557,16 +497,6 @@ class BeginQuorumEpochResponse:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -622,16 +552,6 @@ class BeginQuorumEpochResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

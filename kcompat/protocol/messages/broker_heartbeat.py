@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['BrokerHeartbeatRequest', 'BrokerHeartbeatResponse']
 
 
-class BrokerHeartbeatRequest:
+class BrokerHeartbeatRequest(Struct):
     """Kafka BrokerHeartbeatRequest (request, API key 63), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/BrokerHeartbeatRequest.json."""
@@ -46,16 +46,6 @@ class BrokerHeartbeatRequest:
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is _DEFAULT else offline_log_dirs
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -120,7 +110,7 @@ class BrokerHeartbeatRequest:
 
 
 
-class BrokerHeartbeatResponse:
+class BrokerHeartbeatResponse(Struct):
     """Kafka BrokerHeartbeatResponse (response, API key 63), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/BrokerHeartbeatResponse.json."""
@@ -148,16 +138,6 @@ class BrokerHeartbeatResponse:
         self.is_fenced = is_fenced
         self.should_shut_down = should_shut_down
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['BrokerRegistrationRequest', 'BrokerRegistrationResponse']
 
 
-class BrokerRegistrationRequest:
+class BrokerRegistrationRequest(Struct):
     """Kafka BrokerRegistrationRequest (request, API key 62), versions 0-4, flexible versions 0+.
 
     Generated from kafka-specs/message/BrokerRegistrationRequest.json."""
@@ -29,7 +29,7 @@ class BrokerRegistrationRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class Listener:
+    class Listener(Struct):
         """The listeners of this broker"""
 
         __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class BrokerRegistrationRequest:
             self.port = port
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -93,7 +83,7 @@ class BrokerRegistrationRequest:
                 else:
                     out.append(0)
 
-    class Feature:
+    class Feature(Struct):
         """The features on this broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted."""
 
         __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
@@ -109,16 +99,6 @@ class BrokerRegistrationRequest:
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -174,16 +154,6 @@ class BrokerRegistrationRequest:
         self.log_dirs = [] if log_dirs is _DEFAULT else log_dirs
         self.previous_broker_epoch = previous_broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -284,7 +254,7 @@ class BrokerRegistrationRequest:
 
 
 
-class BrokerRegistrationResponse:
+class BrokerRegistrationResponse(Struct):
     """Kafka BrokerRegistrationResponse (response, API key 62), versions 0-4, flexible versions 0+.
 
     Generated from kafka-specs/message/BrokerRegistrationResponse.json."""
@@ -308,16 +278,6 @@ class BrokerRegistrationResponse:
         self.error_code = error_code
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse']
 
 
-class ConsumerGroupHeartbeatRequest:
+class ConsumerGroupHeartbeatRequest(Struct):
     """Kafka ConsumerGroupHeartbeatRequest (request, API key 68), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/ConsumerGroupHeartbeatRequest.json."""
@@ -29,7 +29,7 @@ class ConsumerGroupHeartbeatRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class TopicPartitions:
+    class TopicPartitions(Struct):
         """null if it didn't change since the last heartbeat; the partitions owned by the member."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ConsumerGroupHeartbeatRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -114,16 +104,6 @@ class ConsumerGroupHeartbeatRequest:
         self.server_assignor = server_assignor
         self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -204,7 +184,7 @@ class ConsumerGroupHeartbeatRequest:
 
 
 
-class ConsumerGroupHeartbeatResponse:
+class ConsumerGroupHeartbeatResponse(Struct):
     """Kafka ConsumerGroupHeartbeatResponse (response, API key 68), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/ConsumerGroupHeartbeatResponse.json."""
@@ -217,7 +197,7 @@ class ConsumerGroupHeartbeatResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicPartitions:
+    class TopicPartitions(Struct):
         """Element of ConsumerGroupHeartbeatResponse."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -231,16 +211,6 @@ class ConsumerGroupHeartbeatResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -277,7 +247,7 @@ class ConsumerGroupHeartbeatResponse:
                 else:
                     out.append(0)
 
-    class Assignment:
+    class Assignment(Struct):
         """null if not provided; the assignment otherwise."""
 
         __slots__ = ('topic_partitions', 'unknown_tagged_fields')
@@ -289,16 +259,6 @@ class ConsumerGroupHeartbeatResponse:
         def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
             self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -355,16 +315,6 @@ class ConsumerGroupHeartbeatResponse:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

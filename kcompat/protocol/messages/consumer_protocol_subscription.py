@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ConsumerProtocolSubscription']
 
 
-class ConsumerProtocolSubscription:
+class ConsumerProtocolSubscription(Struct):
     """Kafka ConsumerProtocolSubscription (data), versions 0-3, flexible versions none.
 
     Generated from kafka-specs/message/ConsumerProtocolSubscription.json."""
@@ -29,7 +29,7 @@ class ConsumerProtocolSubscription:
     FLEXIBLE_MIN = None  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicPartition:
+    class TopicPartition(Struct):
         """Element of ConsumerProtocolSubscription."""
 
         __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ConsumerProtocolSubscription:
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -101,16 +91,6 @@ class ConsumerProtocolSubscription:
         self.generation_id = generation_id
         self.rack_id = rack_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

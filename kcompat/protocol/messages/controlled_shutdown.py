@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
 
 
-class ControlledShutdownRequest:
+class ControlledShutdownRequest(Struct):
     """Kafka ControlledShutdownRequest (request, API key 7), versions 0-3, flexible versions 3+.
 
     Generated from kafka-specs/message/ControlledShutdownRequest.json."""
@@ -38,16 +38,6 @@ class ControlledShutdownRequest:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -82,7 +72,7 @@ class ControlledShutdownRequest:
 
 
 
-class ControlledShutdownResponse:
+class ControlledShutdownResponse(Struct):
     """Kafka ControlledShutdownResponse (response, API key 7), versions 0-3, flexible versions 3+.
 
     Generated from kafka-specs/message/ControlledShutdownResponse.json."""
@@ -95,7 +85,7 @@ class ControlledShutdownResponse:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ()
 
-    class RemainingPartition:
+    class RemainingPartition(Struct):
         """The partitions that the broker still leads."""
 
         __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
@@ -109,16 +99,6 @@ class ControlledShutdownResponse:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -165,16 +145,6 @@ class ControlledShutdownResponse:
         self.error_code = error_code
         self.remaining_partitions = [] if remaining_partitions is _DEFAULT else remaining_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

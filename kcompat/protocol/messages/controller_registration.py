@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ControllerRegistrationRequest', 'ControllerRegistrationResponse']
 
 
-class ControllerRegistrationRequest:
+class ControllerRegistrationRequest(Struct):
     """Kafka ControllerRegistrationRequest (request, API key 70), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ControllerRegistrationRequest.json."""
@@ -29,7 +29,7 @@ class ControllerRegistrationRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class Listener:
+    class Listener(Struct):
         """The listeners of this controller"""
 
         __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class ControllerRegistrationRequest:
             self.port = port
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -93,7 +83,7 @@ class ControllerRegistrationRequest:
                 else:
                     out.append(0)
 
-    class Feature:
+    class Feature(Struct):
         """The features on this controller"""
 
         __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
@@ -109,16 +99,6 @@ class ControllerRegistrationRequest:
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -166,16 +146,6 @@ class ControllerRegistrationRequest:
         self.listeners = [] if listeners is _DEFAULT else listeners
         self.features = [] if features is _DEFAULT else features
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -240,7 +210,7 @@ class ControllerRegistrationRequest:
 
 
 
-class ControllerRegistrationResponse:
+class ControllerRegistrationResponse(Struct):
     """Kafka ControllerRegistrationResponse (response, API key 70), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ControllerRegistrationResponse.json."""
@@ -264,16 +234,6 @@ class ControllerRegistrationResponse:
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['CreateAclsRequest', 'CreateAclsResponse']
 
 
-class CreateAclsRequest:
+class CreateAclsRequest(Struct):
     """Kafka CreateAclsRequest (request, API key 30), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/CreateAclsRequest.json."""
@@ -29,7 +29,7 @@ class CreateAclsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class AclCreation:
+    class AclCreation(Struct):
         """The ACLs that we want to create."""
 
         __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
@@ -53,16 +53,6 @@ class CreateAclsRequest:
             self.operation = operation
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -145,16 +135,6 @@ class CreateAclsRequest:
         self.creations = [] if creations is _DEFAULT else creations
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -212,7 +192,7 @@ class CreateAclsRequest:
 
 
 
-class CreateAclsResponse:
+class CreateAclsResponse(Struct):
     """Kafka CreateAclsResponse (response, API key 30), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/CreateAclsResponse.json."""
@@ -225,7 +205,7 @@ class CreateAclsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class AclCreationResult:
+    class AclCreationResult(Struct):
         """The results for each ACL creation."""
 
         __slots__ = ('error_code', 'error_message', 'unknown_tagged_fields')
@@ -239,16 +219,6 @@ class CreateAclsResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -291,16 +261,6 @@ class CreateAclsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

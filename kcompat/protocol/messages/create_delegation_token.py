@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['CreateDelegationTokenRequest', 'CreateDelegationTokenResponse']
 
 
-class CreateDelegationTokenRequest:
+class CreateDelegationTokenRequest(Struct):
     """Kafka CreateDelegationTokenRequest (request, API key 38), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/CreateDelegationTokenRequest.json."""
@@ -29,7 +29,7 @@ class CreateDelegationTokenRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class CreatableRenewers:
+    class CreatableRenewers(Struct):
         """A list of those who are allowed to renew this token before it expires."""
 
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class CreateDelegationTokenRequest:
             self.principal_type = principal_type
             self.principal_name = principal_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -112,16 +102,6 @@ class CreateDelegationTokenRequest:
         self.renewers = [] if renewers is _DEFAULT else renewers
         self.max_lifetime_ms = max_lifetime_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -195,7 +175,7 @@ class CreateDelegationTokenRequest:
 
 
 
-class CreateDelegationTokenResponse:
+class CreateDelegationTokenResponse(Struct):
     """Kafka CreateDelegationTokenResponse (response, API key 38), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/CreateDelegationTokenResponse.json."""
@@ -235,16 +215,6 @@ class CreateDelegationTokenResponse:
         self.hmac = hmac
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

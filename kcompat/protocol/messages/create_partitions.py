@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['CreatePartitionsRequest', 'CreatePartitionsResponse']
 
 
-class CreatePartitionsRequest:
+class CreatePartitionsRequest(Struct):
     """Kafka CreatePartitionsRequest (request, API key 37), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/CreatePartitionsRequest.json."""
@@ -29,7 +29,7 @@ class CreatePartitionsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class CreatePartitionsAssignment:
+    class CreatePartitionsAssignment(Struct):
         """The new partition assignments."""
 
         __slots__ = ('broker_ids', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class CreatePartitionsRequest:
         def __init__(self, broker_ids=_DEFAULT, unknown_tagged_fields=None):
             self.broker_ids = [] if broker_ids is _DEFAULT else broker_ids
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -97,7 +87,7 @@ class CreatePartitionsRequest:
                 else:
                     out.append(0)
 
-    class CreatePartitionsTopic:
+    class CreatePartitionsTopic(Struct):
         """Each topic that we want to create new partitions inside."""
 
         __slots__ = ('name', 'count', 'assignments', 'unknown_tagged_fields')
@@ -113,16 +103,6 @@ class CreatePartitionsRequest:
             self.count = count
             self.assignments = [] if assignments is _DEFAULT else assignments
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -206,16 +186,6 @@ class CreatePartitionsRequest:
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -279,7 +249,7 @@ class CreatePartitionsRequest:
 
 
 
-class CreatePartitionsResponse:
+class CreatePartitionsResponse(Struct):
     """Kafka CreatePartitionsResponse (response, API key 37), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/CreatePartitionsResponse.json."""
@@ -292,7 +262,7 @@ class CreatePartitionsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class CreatePartitionsTopicResult:
+    class CreatePartitionsTopicResult(Struct):
         """The partition creation results for each topic."""
 
         __slots__ = ('name', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -308,16 +278,6 @@ class CreatePartitionsResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -372,16 +332,6 @@ class CreatePartitionsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['CreateTopicsRequest', 'CreateTopicsResponse']
 
 
-class CreateTopicsRequest:
+class CreateTopicsRequest(Struct):
     """Kafka CreateTopicsRequest (request, API key 19), versions 0-7, flexible versions 5+.
 
     Generated from kafka-specs/message/CreateTopicsRequest.json."""
@@ -29,7 +29,7 @@ class CreateTopicsRequest:
     FLEXIBLE_MIN = 5  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class CreatableReplicaAssignment:
+    class CreatableReplicaAssignment(Struct):
         """The manual partition assignment, or the empty array if we are using automatic assignment."""
 
         __slots__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class CreateTopicsRequest:
             self.partition_index = partition_index
             self.broker_ids = [] if broker_ids is _DEFAULT else broker_ids
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -102,7 +92,7 @@ class CreateTopicsRequest:
                 else:
                     out.append(0)
 
-    class CreatableTopicConfig:
+    class CreatableTopicConfig(Struct):
         """The custom topic configurations to set."""
 
         __slots__ = ('name', 'value', 'unknown_tagged_fields')
@@ -116,16 +106,6 @@ class CreateTopicsRequest:
             self.name = name
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -168,7 +148,7 @@ class CreateTopicsRequest:
                 else:
                     out.append(0)
 
-    class CreatableTopic:
+    class CreatableTopic(Struct):
         """The topics to create."""
 
         __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields')
@@ -188,16 +168,6 @@ class CreateTopicsRequest:
             self.assignments = [] if assignments is _DEFAULT else assignments
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -318,16 +288,6 @@ class CreateTopicsRequest:
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -395,7 +355,7 @@ class CreateTopicsRequest:
 
 
 
-class CreateTopicsResponse:
+class CreateTopicsResponse(Struct):
     """Kafka CreateTopicsResponse (response, API key 19), versions 0-7, flexible versions 5+.
 
     Generated from kafka-specs/message/CreateTopicsResponse.json."""
@@ -408,7 +368,7 @@ class CreateTopicsResponse:
     FLEXIBLE_MIN = 5  # first flexible version, or None
     LISTENERS = ()
 
-    class CreatableTopicConfigs:
+    class CreatableTopicConfigs(Struct):
         """Configuration of the topic."""
 
         __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tagged_fields')
@@ -428,16 +388,6 @@ class CreateTopicsResponse:
             self.config_source = config_source
             self.is_sensitive = is_sensitive
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -495,7 +445,7 @@ class CreateTopicsResponse:
                 else:
                     out.append(0)
 
-    class CreatableTopicResult:
+    class CreatableTopicResult(Struct):
         """Results for each topic we tried to create."""
 
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs', 'unknown_tagged_fields')
@@ -521,16 +471,6 @@ class CreateTopicsResponse:
             self.replication_factor = replication_factor
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -641,16 +581,6 @@ class CreateTopicsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

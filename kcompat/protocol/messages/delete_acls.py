@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DeleteAclsRequest', 'DeleteAclsResponse']
 
 
-class DeleteAclsRequest:
+class DeleteAclsRequest(Struct):
     """Kafka DeleteAclsRequest (request, API key 31), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/DeleteAclsRequest.json."""
@@ -29,7 +29,7 @@ class DeleteAclsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class DeleteAclsFilter:
+    class DeleteAclsFilter(Struct):
         """The filters to use when deleting ACLs."""
 
         __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields')
@@ -53,16 +53,6 @@ class DeleteAclsRequest:
             self.operation = operation
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -133,16 +123,6 @@ class DeleteAclsRequest:
         self.filters = [] if filters is _DEFAULT else filters
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -200,7 +180,7 @@ class DeleteAclsRequest:
 
 
 
-class DeleteAclsResponse:
+class DeleteAclsResponse(Struct):
     """Kafka DeleteAclsResponse (response, API key 31), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/DeleteAclsResponse.json."""
@@ -213,7 +193,7 @@ class DeleteAclsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class DeleteAclsMatchingAcl:
+    class DeleteAclsMatchingAcl(Struct):
         """The ACLs which matched this filter."""
 
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
@@ -241,16 +221,6 @@ class DeleteAclsResponse:
             self.operation = operation
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -336,7 +306,7 @@ class DeleteAclsResponse:
                 else:
                     out.append(0)
 
-    class DeleteAclsFilterResult:
+    class DeleteAclsFilterResult(Struct):
         """The results for each filter."""
 
         __slots__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields')
@@ -352,16 +322,6 @@ class DeleteAclsResponse:
             self.error_message = error_message
             self.matching_acls = [] if matching_acls is _DEFAULT else matching_acls
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -438,16 +398,6 @@ class DeleteAclsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is _DEFAULT else filter_results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
 
 
-class DeleteGroupsRequest:
+class DeleteGroupsRequest(Struct):
     """Kafka DeleteGroupsRequest (request, API key 42), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/DeleteGroupsRequest.json."""
@@ -36,16 +36,6 @@ class DeleteGroupsRequest:
     def __init__(self, groups_names=_DEFAULT, unknown_tagged_fields=None):
         self.groups_names = [] if groups_names is _DEFAULT else groups_names
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -104,7 +94,7 @@ class DeleteGroupsRequest:
 
 
 
-class DeleteGroupsResponse:
+class DeleteGroupsResponse(Struct):
     """Kafka DeleteGroupsResponse (response, API key 42), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/DeleteGroupsResponse.json."""
@@ -117,7 +107,7 @@ class DeleteGroupsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class DeletableGroupResult:
+    class DeletableGroupResult(Struct):
         """The deletion results"""
 
         __slots__ = ('group_id', 'error_code', 'unknown_tagged_fields')
@@ -131,16 +121,6 @@ class DeleteGroupsResponse:
             self.group_id = group_id
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -187,16 +167,6 @@ class DeleteGroupsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DeleteRecordsRequest', 'DeleteRecordsResponse']
 
 
-class DeleteRecordsRequest:
+class DeleteRecordsRequest(Struct):
     """Kafka DeleteRecordsRequest (request, API key 21), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/DeleteRecordsRequest.json."""
@@ -29,7 +29,7 @@ class DeleteRecordsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class DeleteRecordsPartition:
+    class DeleteRecordsPartition(Struct):
         """Each partition that we want to delete records from."""
 
         __slots__ = ('partition_index', 'offset', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class DeleteRecordsRequest:
             self.partition_index = partition_index
             self.offset = offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -81,7 +71,7 @@ class DeleteRecordsRequest:
                 else:
                     out.append(0)
 
-    class DeleteRecordsTopic:
+    class DeleteRecordsTopic(Struct):
         """Each topic that we want to delete records from."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -95,16 +85,6 @@ class DeleteRecordsRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -183,16 +163,6 @@ class DeleteRecordsRequest:
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -253,7 +223,7 @@ class DeleteRecordsRequest:
 
 
 
-class DeleteRecordsResponse:
+class DeleteRecordsResponse(Struct):
     """Kafka DeleteRecordsResponse (response, API key 21), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/DeleteRecordsResponse.json."""
@@ -266,7 +236,7 @@ class DeleteRecordsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class DeleteRecordsPartitionResult:
+    class DeleteRecordsPartitionResult(Struct):
         """Each partition that we wanted to delete records from."""
 
         __slots__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tagged_fields')
@@ -282,16 +252,6 @@ class DeleteRecordsResponse:
             self.low_watermark = low_watermark
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -323,7 +283,7 @@ class DeleteRecordsResponse:
                 else:
                     out.append(0)
 
-    class DeleteRecordsTopicResult:
+    class DeleteRecordsTopicResult(Struct):
         """Each topic that we wanted to delete records from."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -337,16 +297,6 @@ class DeleteRecordsResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -424,16 +374,6 @@ class DeleteRecordsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse']
 
 
-class DeleteShareGroupStateRequest:
+class DeleteShareGroupStateRequest(Struct):
     """Kafka DeleteShareGroupStateRequest (request, API key 86), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DeleteShareGroupStateRequest.json."""
@@ -29,7 +29,7 @@ class DeleteShareGroupStateRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The data for the partitions."""
 
         __slots__ = ('partition', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class DeleteShareGroupStateRequest:
         def __init__(self, partition=0, unknown_tagged_fields=None):
             self.partition = partition
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -76,7 +66,7 @@ class DeleteShareGroupStateRequest:
                 else:
                     out.append(0)
 
-    class DeleteStateData:
+    class DeleteStateData(Struct):
         """The data for the topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -90,16 +80,6 @@ class DeleteShareGroupStateRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -151,16 +131,6 @@ class DeleteShareGroupStateRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -203,7 +173,7 @@ class DeleteShareGroupStateRequest:
 
 
 
-class DeleteShareGroupStateResponse:
+class DeleteShareGroupStateResponse(Struct):
     """Kafka DeleteShareGroupStateResponse (response, API key 86), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DeleteShareGroupStateResponse.json."""
@@ -216,7 +186,7 @@ class DeleteShareGroupStateResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionResult:
+    class PartitionResult(Struct):
         """The results for the partitions."""
 
         __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -232,16 +202,6 @@ class DeleteShareGroupStateResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -272,7 +232,7 @@ class DeleteShareGroupStateResponse:
                 else:
                     out.append(0)
 
-    class DeleteStateResult:
+    class DeleteStateResult(Struct):
         """The delete results"""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -286,16 +246,6 @@ class DeleteShareGroupStateResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -344,16 +294,6 @@ class DeleteShareGroupStateResponse:
     def __init__(self, results=_DEFAULT, unknown_tagged_fields=None):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

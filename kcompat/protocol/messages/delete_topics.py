@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DeleteTopicsRequest', 'DeleteTopicsResponse']
 
 
-class DeleteTopicsRequest:
+class DeleteTopicsRequest(Struct):
     """Kafka DeleteTopicsRequest (request, API key 20), versions 0-6, flexible versions 4+.
 
     Generated from kafka-specs/message/DeleteTopicsRequest.json."""
@@ -29,7 +29,7 @@ class DeleteTopicsRequest:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class DeleteTopicState:
+    class DeleteTopicState(Struct):
         """The name or topic ID of the topic"""
 
         __slots__ = ('name', 'topic_id', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class DeleteTopicsRequest:
             self.name = name
             self.topic_id = topic_id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -100,16 +90,6 @@ class DeleteTopicsRequest:
         self.topic_names = [] if topic_names is _DEFAULT else topic_names
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -192,7 +172,7 @@ class DeleteTopicsRequest:
 
 
 
-class DeleteTopicsResponse:
+class DeleteTopicsResponse(Struct):
     """Kafka DeleteTopicsResponse (response, API key 20), versions 0-6, flexible versions 4+.
 
     Generated from kafka-specs/message/DeleteTopicsResponse.json."""
@@ -205,7 +185,7 @@ class DeleteTopicsResponse:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ()
 
-    class DeletableTopicResult:
+    class DeletableTopicResult(Struct):
         """The results for each topic we tried to delete."""
 
         __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -223,16 +203,6 @@ class DeleteTopicsResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -297,16 +267,6 @@ class DeleteTopicsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeAclsRequest', 'DescribeAclsResponse']
 
 
-class DescribeAclsRequest:
+class DescribeAclsRequest(Struct):
     """Kafka DescribeAclsRequest (request, API key 29), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/DescribeAclsRequest.json."""
@@ -48,16 +48,6 @@ class DescribeAclsRequest:
         self.operation = operation
         self.permission_type = permission_type
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -122,7 +112,7 @@ class DescribeAclsRequest:
 
 
 
-class DescribeAclsResponse:
+class DescribeAclsResponse(Struct):
     """Kafka DescribeAclsResponse (response, API key 29), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/DescribeAclsResponse.json."""
@@ -135,7 +125,7 @@ class DescribeAclsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class AclDescription:
+    class AclDescription(Struct):
         """The ACLs."""
 
         __slots__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
@@ -153,16 +143,6 @@ class DescribeAclsResponse:
             self.operation = operation
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -215,7 +195,7 @@ class DescribeAclsResponse:
                 else:
                     out.append(0)
 
-    class DescribeAclsResource:
+    class DescribeAclsResource(Struct):
         """Each Resource that is referenced in an ACL."""
 
         __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields')
@@ -233,16 +213,6 @@ class DescribeAclsResponse:
             self.pattern_type = pattern_type
             self.acls = [] if acls is _DEFAULT else acls
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -334,16 +304,6 @@ class DescribeAclsResponse:
         self.error_message = error_message
         self.resources = [] if resources is _DEFAULT else resources
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

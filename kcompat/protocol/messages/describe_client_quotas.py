@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeClientQuotasRequest', 'DescribeClientQuotasResponse']
 
 
-class DescribeClientQuotasRequest:
+class DescribeClientQuotasRequest(Struct):
     """Kafka DescribeClientQuotasRequest (request, API key 48), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/DescribeClientQuotasRequest.json."""
@@ -29,7 +29,7 @@ class DescribeClientQuotasRequest:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class ComponentData:
+    class ComponentData(Struct):
         """Filter components to apply to quota entities."""
 
         __slots__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class DescribeClientQuotasRequest:
             self.match_type = match_type
             self.match = match
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -109,16 +99,6 @@ class DescribeClientQuotasRequest:
         self.components = [] if components is _DEFAULT else components
         self.strict = strict
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -180,7 +160,7 @@ class DescribeClientQuotasRequest:
 
 
 
-class DescribeClientQuotasResponse:
+class DescribeClientQuotasResponse(Struct):
     """Kafka DescribeClientQuotasResponse (response, API key 48), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/DescribeClientQuotasResponse.json."""
@@ -193,7 +173,7 @@ class DescribeClientQuotasResponse:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class EntityData:
+    class EntityData(Struct):
         """The quota entity description."""
 
         __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
@@ -207,16 +187,6 @@ class DescribeClientQuotasResponse:
             self.entity_type = entity_type
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -259,7 +229,7 @@ class DescribeClientQuotasResponse:
                 else:
                     out.append(0)
 
-    class ValueData:
+    class ValueData(Struct):
         """The quota values for the entity."""
 
         __slots__ = ('key', 'value', 'unknown_tagged_fields')
@@ -273,16 +243,6 @@ class DescribeClientQuotasResponse:
             self.key = key
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -320,7 +280,7 @@ class DescribeClientQuotasResponse:
                 else:
                     out.append(0)
 
-    class EntryData:
+    class EntryData(Struct):
         """A result entry."""
 
         __slots__ = ('entity', 'values', 'unknown_tagged_fields')
@@ -334,16 +294,6 @@ class DescribeClientQuotasResponse:
             self.entity = [] if entity is _DEFAULT else entity
             self.values = [] if values is _DEFAULT else values
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -447,16 +397,6 @@ class DescribeClientQuotasResponse:
         self.error_message = error_message
         self.entries = [] if entries is _DEFAULT else entries
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

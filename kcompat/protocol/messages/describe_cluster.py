@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeClusterRequest', 'DescribeClusterResponse']
 
 
-class DescribeClusterRequest:
+class DescribeClusterRequest(Struct):
     """Kafka DescribeClusterRequest (request, API key 60), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeClusterRequest.json."""
@@ -38,16 +38,6 @@ class DescribeClusterRequest:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -82,7 +72,7 @@ class DescribeClusterRequest:
 
 
 
-class DescribeClusterResponse:
+class DescribeClusterResponse(Struct):
     """Kafka DescribeClusterResponse (response, API key 60), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeClusterResponse.json."""
@@ -95,7 +85,7 @@ class DescribeClusterResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class DescribeClusterBroker:
+    class DescribeClusterBroker(Struct):
         """Each broker in the response."""
 
         __slots__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
@@ -113,16 +103,6 @@ class DescribeClusterResponse:
             self.port = port
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -178,16 +158,6 @@ class DescribeClusterResponse:
         self.brokers = [] if brokers is _DEFAULT else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeConfigsRequest', 'DescribeConfigsResponse']
 
 
-class DescribeConfigsRequest:
+class DescribeConfigsRequest(Struct):
     """Kafka DescribeConfigsRequest (request, API key 32), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/message/DescribeConfigsRequest.json."""
@@ -29,7 +29,7 @@ class DescribeConfigsRequest:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class DescribeConfigsResource:
+    class DescribeConfigsResource(Struct):
         """The resources whose configurations we want to describe."""
 
         __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class DescribeConfigsRequest:
             self.resource_name = resource_name
             self.configuration_keys = [] if configuration_keys is _DEFAULT else configuration_keys
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -138,16 +128,6 @@ class DescribeConfigsRequest:
         self.include_documentation = include_documentation
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -219,7 +199,7 @@ class DescribeConfigsRequest:
 
 
 
-class DescribeConfigsResponse:
+class DescribeConfigsResponse(Struct):
     """Kafka DescribeConfigsResponse (response, API key 32), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/message/DescribeConfigsResponse.json."""
@@ -232,7 +212,7 @@ class DescribeConfigsResponse:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ()
 
-    class DescribeConfigsSynonym:
+    class DescribeConfigsSynonym(Struct):
         """The synonyms for this configuration key."""
 
         __slots__ = ('name', 'value', 'source', 'unknown_tagged_fields')
@@ -248,16 +228,6 @@ class DescribeConfigsResponse:
             self.value = value
             self.source = source
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -311,7 +281,7 @@ class DescribeConfigsResponse:
                 else:
                     out.append(0)
 
-    class DescribeConfigsResourceResult:
+    class DescribeConfigsResourceResult(Struct):
         """Each listed configuration."""
 
         __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
@@ -339,16 +309,6 @@ class DescribeConfigsResponse:
             self.config_type = config_type
             self.documentation = documentation
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -464,7 +424,7 @@ class DescribeConfigsResponse:
                 else:
                     out.append(0)
 
-    class DescribeConfigsResult:
+    class DescribeConfigsResult(Struct):
         """The results for each resource."""
 
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
@@ -484,16 +444,6 @@ class DescribeConfigsResponse:
             self.resource_name = resource_name
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -585,16 +535,6 @@ class DescribeConfigsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse']
 
 
-class DescribeDelegationTokenRequest:
+class DescribeDelegationTokenRequest(Struct):
     """Kafka DescribeDelegationTokenRequest (request, API key 41), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/DescribeDelegationTokenRequest.json."""
@@ -29,7 +29,7 @@ class DescribeDelegationTokenRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class DescribeDelegationTokenOwner:
+    class DescribeDelegationTokenOwner(Struct):
         """Each owner that we want to describe delegation tokens for, or null to describe all tokens."""
 
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class DescribeDelegationTokenRequest:
             self.principal_type = principal_type
             self.principal_name = principal_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -106,16 +96,6 @@ class DescribeDelegationTokenRequest:
     def __init__(self, owners=_DEFAULT, unknown_tagged_fields=None):
         self.owners = [] if owners is _DEFAULT else owners
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -174,7 +154,7 @@ class DescribeDelegationTokenRequest:
 
 
 
-class DescribeDelegationTokenResponse:
+class DescribeDelegationTokenResponse(Struct):
     """Kafka DescribeDelegationTokenResponse (response, API key 41), versions 0-3, flexible versions 2+.
 
     Generated from kafka-specs/message/DescribeDelegationTokenResponse.json."""
@@ -187,7 +167,7 @@ class DescribeDelegationTokenResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class DescribedDelegationTokenRenewer:
+    class DescribedDelegationTokenRenewer(Struct):
         """Those who are able to renew this token before it expires."""
 
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
@@ -201,16 +181,6 @@ class DescribeDelegationTokenResponse:
             self.principal_type = principal_type
             self.principal_name = principal_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -257,7 +227,7 @@ class DescribeDelegationTokenResponse:
                 else:
                     out.append(0)
 
-    class DescribedDelegationToken:
+    class DescribedDelegationToken(Struct):
         """The tokens."""
 
         __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields')
@@ -287,16 +257,6 @@ class DescribeDelegationTokenResponse:
             self.hmac = hmac
             self.renewers = [] if renewers is _DEFAULT else renewers
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -437,16 +397,6 @@ class DescribeDelegationTokenResponse:
         self.tokens = [] if tokens is _DEFAULT else tokens
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
 
 
-class DescribeGroupsRequest:
+class DescribeGroupsRequest(Struct):
     """Kafka DescribeGroupsRequest (request, API key 15), versions 0-5, flexible versions 5+.
 
     Generated from kafka-specs/message/DescribeGroupsRequest.json."""
@@ -38,16 +38,6 @@ class DescribeGroupsRequest:
         self.groups = [] if groups is _DEFAULT else groups
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -113,7 +103,7 @@ class DescribeGroupsRequest:
 
 
 
-class DescribeGroupsResponse:
+class DescribeGroupsResponse(Struct):
     """Kafka DescribeGroupsResponse (response, API key 15), versions 0-5, flexible versions 5+.
 
     Generated from kafka-specs/message/DescribeGroupsResponse.json."""
@@ -126,7 +116,7 @@ class DescribeGroupsResponse:
     FLEXIBLE_MIN = 5  # first flexible version, or None
     LISTENERS = ()
 
-    class DescribedGroupMember:
+    class DescribedGroupMember(Struct):
         """The group members."""
 
         __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tagged_fields')
@@ -148,16 +138,6 @@ class DescribeGroupsResponse:
             self.member_metadata = member_metadata
             self.member_assignment = member_assignment
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -250,7 +230,7 @@ class DescribeGroupsResponse:
                 else:
                     out.append(0)
 
-    class DescribedGroup:
+    class DescribedGroup(Struct):
         """Each described group."""
 
         __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields')
@@ -274,16 +254,6 @@ class DescribeGroupsResponse:
             self.members = [] if members is _DEFAULT else members
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -407,16 +377,6 @@ class DescribeGroupsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeLogDirsRequest', 'DescribeLogDirsResponse']
 
 
-class DescribeLogDirsRequest:
+class DescribeLogDirsRequest(Struct):
     """Kafka DescribeLogDirsRequest (request, API key 35), versions 0-4, flexible versions 2+.
 
     Generated from kafka-specs/message/DescribeLogDirsRequest.json."""
@@ -29,7 +29,7 @@ class DescribeLogDirsRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class DescribableLogDirTopic:
+    class DescribableLogDirTopic(Struct):
         """Each topic that we want to describe log directories for, or null for all topics."""
 
         __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class DescribeLogDirsRequest:
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -119,16 +109,6 @@ class DescribeLogDirsRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -186,7 +166,7 @@ class DescribeLogDirsRequest:
 
 
 
-class DescribeLogDirsResponse:
+class DescribeLogDirsResponse(Struct):
     """Kafka DescribeLogDirsResponse (response, API key 35), versions 0-4, flexible versions 2+.
 
     Generated from kafka-specs/message/DescribeLogDirsResponse.json."""
@@ -199,7 +179,7 @@ class DescribeLogDirsResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class DescribeLogDirsPartition:
+    class DescribeLogDirsPartition(Struct):
         """Element of DescribeLogDirsResponse."""
 
         __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields')
@@ -217,16 +197,6 @@ class DescribeLogDirsResponse:
             self.offset_lag = offset_lag
             self.is_future_key = is_future_key
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -261,7 +231,7 @@ class DescribeLogDirsResponse:
                 else:
                     out.append(0)
 
-    class DescribeLogDirsTopic:
+    class DescribeLogDirsTopic(Struct):
         """Each topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -275,16 +245,6 @@ class DescribeLogDirsResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -353,7 +313,7 @@ class DescribeLogDirsResponse:
                 else:
                     out.append(0)
 
-    class DescribeLogDirsResult:
+    class DescribeLogDirsResult(Struct):
         """The log directories."""
 
         __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tagged_fields')
@@ -373,16 +333,6 @@ class DescribeLogDirsResponse:
             self.total_bytes = total_bytes
             self.usable_bytes = usable_bytes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -479,16 +429,6 @@ class DescribeLogDirsResponse:
         self.error_code = error_code
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

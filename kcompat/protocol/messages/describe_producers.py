@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeProducersRequest', 'DescribeProducersResponse']
 
 
-class DescribeProducersRequest:
+class DescribeProducersRequest(Struct):
     """Kafka DescribeProducersRequest (request, API key 61), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeProducersRequest.json."""
@@ -29,7 +29,7 @@ class DescribeProducersRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class TopicRequest:
+    class TopicRequest(Struct):
         """Element of DescribeProducersRequest."""
 
         __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class DescribeProducersRequest:
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -97,16 +87,6 @@ class DescribeProducersRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -145,7 +125,7 @@ class DescribeProducersRequest:
 
 
 
-class DescribeProducersResponse:
+class DescribeProducersResponse(Struct):
     """Kafka DescribeProducersResponse (response, API key 61), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeProducersResponse.json."""
@@ -158,7 +138,7 @@ class DescribeProducersResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class ProducerState:
+    class ProducerState(Struct):
         """Element of DescribeProducersResponse."""
 
         __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset', 'unknown_tagged_fields')
@@ -180,16 +160,6 @@ class DescribeProducersResponse:
             self.coordinator_epoch = coordinator_epoch
             self.current_txn_start_offset = current_txn_start_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -230,7 +200,7 @@ class DescribeProducersResponse:
                 else:
                     out.append(0)
 
-    class PartitionResponse:
+    class PartitionResponse(Struct):
         """Each partition in the response."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers', 'unknown_tagged_fields')
@@ -248,16 +218,6 @@ class DescribeProducersResponse:
             self.error_message = error_message
             self.active_producers = [] if active_producers is _DEFAULT else active_producers
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -303,7 +263,7 @@ class DescribeProducersResponse:
                 else:
                     out.append(0)
 
-    class TopicResponse:
+    class TopicResponse(Struct):
         """Each topic in the response."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -317,16 +277,6 @@ class DescribeProducersResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -377,16 +327,6 @@ class DescribeProducersResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeQuorumRequest', 'DescribeQuorumResponse']
 
 
-class DescribeQuorumRequest:
+class DescribeQuorumRequest(Struct):
     """Kafka DescribeQuorumRequest (request, API key 55), versions 0-2, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeQuorumRequest.json."""
@@ -29,7 +29,7 @@ class DescribeQuorumRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker', 'controller')
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of DescribeQuorumRequest."""
 
         __slots__ = ('partition_index', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class DescribeQuorumRequest:
         def __init__(self, partition_index=0, unknown_tagged_fields=None):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -76,7 +66,7 @@ class DescribeQuorumRequest:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of DescribeQuorumRequest."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -90,16 +80,6 @@ class DescribeQuorumRequest:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -149,16 +129,6 @@ class DescribeQuorumRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -197,7 +167,7 @@ class DescribeQuorumRequest:
 
 
 
-class DescribeQuorumResponse:
+class DescribeQuorumResponse(Struct):
     """Kafka DescribeQuorumResponse (response, API key 55), versions 0-2, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeQuorumResponse.json."""
@@ -210,7 +180,7 @@ class DescribeQuorumResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class ReplicaState:
+    class ReplicaState(Struct):
         """Element of DescribeQuorumResponse."""
 
         __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields')
@@ -230,16 +200,6 @@ class DescribeQuorumResponse:
             self.last_fetch_timestamp = last_fetch_timestamp
             self.last_caught_up_timestamp = last_caught_up_timestamp
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -290,7 +250,7 @@ class DescribeQuorumResponse:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of DescribeQuorumResponse."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields')
@@ -316,16 +276,6 @@ class DescribeQuorumResponse:
             self.current_voters = [] if current_voters is _DEFAULT else current_voters
             self.observers = [] if observers is _DEFAULT else observers
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -399,7 +349,7 @@ class DescribeQuorumResponse:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of DescribeQuorumResponse."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -413,16 +363,6 @@ class DescribeQuorumResponse:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -464,7 +404,7 @@ class DescribeQuorumResponse:
                 else:
                     out.append(0)
 
-    class Listener:
+    class Listener(Struct):
         """The listeners of this controller"""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
@@ -480,16 +420,6 @@ class DescribeQuorumResponse:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -535,7 +465,7 @@ class DescribeQuorumResponse:
                 else:
                     out.append(0)
 
-    class Node:
+    class Node(Struct):
         """Element of DescribeQuorumResponse."""
 
         __slots__ = ('node_id', 'listeners', 'unknown_tagged_fields')
@@ -549,16 +479,6 @@ class DescribeQuorumResponse:
             self.node_id = node_id
             self.listeners = [] if listeners is _DEFAULT else listeners
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -620,16 +540,6 @@ class DescribeQuorumResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.nodes = [] if nodes is _DEFAULT else nodes
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

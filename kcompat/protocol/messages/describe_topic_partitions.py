@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse']
 
 
-class DescribeTopicPartitionsRequest:
+class DescribeTopicPartitionsRequest(Struct):
     """Kafka DescribeTopicPartitionsRequest (request, API key 75), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeTopicPartitionsRequest.json."""
@@ -29,7 +29,7 @@ class DescribeTopicPartitionsRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class TopicRequest:
+    class TopicRequest(Struct):
         """The topics to fetch details for."""
 
         __slots__ = ('name', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class DescribeTopicPartitionsRequest:
         def __init__(self, name='', unknown_tagged_fields=None):
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -77,7 +67,7 @@ class DescribeTopicPartitionsRequest:
                 else:
                     out.append(0)
 
-    class Cursor:
+    class Cursor(Struct):
         """The first topic and partition index to fetch details for."""
 
         __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
@@ -91,16 +81,6 @@ class DescribeTopicPartitionsRequest:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -141,16 +121,6 @@ class DescribeTopicPartitionsRequest:
         self.response_partition_limit = response_partition_limit
         self.cursor = cursor
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -204,7 +174,7 @@ class DescribeTopicPartitionsRequest:
 
 
 
-class DescribeTopicPartitionsResponse:
+class DescribeTopicPartitionsResponse(Struct):
     """Kafka DescribeTopicPartitionsResponse (response, API key 75), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeTopicPartitionsResponse.json."""
@@ -217,7 +187,7 @@ class DescribeTopicPartitionsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class DescribeTopicPartitionsResponsePartition:
+    class DescribeTopicPartitionsResponsePartition(Struct):
         """Each partition in the topic."""
 
         __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tagged_fields')
@@ -245,16 +215,6 @@ class DescribeTopicPartitionsResponse:
             self.last_known_elr = [] if last_known_elr is _DEFAULT else last_known_elr
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -339,7 +299,7 @@ class DescribeTopicPartitionsResponse:
                 else:
                     out.append(0)
 
-    class DescribeTopicPartitionsResponseTopic:
+    class DescribeTopicPartitionsResponseTopic(Struct):
         """Each topic in the response."""
 
         __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
@@ -361,16 +321,6 @@ class DescribeTopicPartitionsResponse:
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -423,7 +373,7 @@ class DescribeTopicPartitionsResponse:
                 else:
                     out.append(0)
 
-    class Cursor:
+    class Cursor(Struct):
         """The next topic and partition index to fetch details for."""
 
         __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
@@ -437,16 +387,6 @@ class DescribeTopicPartitionsResponse:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -487,16 +427,6 @@ class DescribeTopicPartitionsResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.next_cursor = next_cursor
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeTransactionsRequest', 'DescribeTransactionsResponse']
 
 
-class DescribeTransactionsRequest:
+class DescribeTransactionsRequest(Struct):
     """Kafka DescribeTransactionsRequest (request, API key 65), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeTransactionsRequest.json."""
@@ -36,16 +36,6 @@ class DescribeTransactionsRequest:
     def __init__(self, transactional_ids=_DEFAULT, unknown_tagged_fields=None):
         self.transactional_ids = [] if transactional_ids is _DEFAULT else transactional_ids
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -85,7 +75,7 @@ class DescribeTransactionsRequest:
 
 
 
-class DescribeTransactionsResponse:
+class DescribeTransactionsResponse(Struct):
     """Kafka DescribeTransactionsResponse (response, API key 65), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeTransactionsResponse.json."""
@@ -98,7 +88,7 @@ class DescribeTransactionsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicData:
+    class TopicData(Struct):
         """The set of partitions included in the current transaction (if active). When a transaction is preparing to commit or abort, this will include only partitions which do not have markers."""
 
         __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
@@ -112,16 +102,6 @@ class DescribeTransactionsResponse:
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -158,7 +138,7 @@ class DescribeTransactionsResponse:
                 else:
                     out.append(0)
 
-    class TransactionState:
+    class TransactionState(Struct):
         """Element of DescribeTransactionsResponse."""
 
         __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics', 'unknown_tagged_fields')
@@ -184,16 +164,6 @@ class DescribeTransactionsResponse:
             self.producer_epoch = producer_epoch
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -263,16 +233,6 @@ class DescribeTransactionsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is _DEFAULT else transaction_states
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse']
 
 
-class DescribeUserScramCredentialsRequest:
+class DescribeUserScramCredentialsRequest(Struct):
     """Kafka DescribeUserScramCredentialsRequest (request, API key 50), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeUserScramCredentialsRequest.json."""
@@ -29,7 +29,7 @@ class DescribeUserScramCredentialsRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class UserName:
+    class UserName(Struct):
         """The users to describe, or null/empty to describe all users."""
 
         __slots__ = ('name', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class DescribeUserScramCredentialsRequest:
         def __init__(self, name='', unknown_tagged_fields=None):
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -84,16 +74,6 @@ class DescribeUserScramCredentialsRequest:
     def __init__(self, users=_DEFAULT, unknown_tagged_fields=None):
         self.users = [] if users is _DEFAULT else users
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -133,7 +113,7 @@ class DescribeUserScramCredentialsRequest:
 
 
 
-class DescribeUserScramCredentialsResponse:
+class DescribeUserScramCredentialsResponse(Struct):
     """Kafka DescribeUserScramCredentialsResponse (response, API key 50), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/DescribeUserScramCredentialsResponse.json."""
@@ -146,7 +126,7 @@ class DescribeUserScramCredentialsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class CredentialInfo:
+    class CredentialInfo(Struct):
         """The mechanism and related information associated with the user's SCRAM credentials."""
 
         __slots__ = ('mechanism', 'iterations', 'unknown_tagged_fields')
@@ -160,16 +140,6 @@ class DescribeUserScramCredentialsResponse:
             self.mechanism = mechanism
             self.iterations = iterations
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -198,7 +168,7 @@ class DescribeUserScramCredentialsResponse:
                 else:
                     out.append(0)
 
-    class DescribeUserScramCredentialsResult:
+    class DescribeUserScramCredentialsResult(Struct):
         """The results for descriptions, one per user."""
 
         __slots__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields')
@@ -216,16 +186,6 @@ class DescribeUserScramCredentialsResponse:
             self.error_message = error_message
             self.credential_infos = [] if credential_infos is _DEFAULT else credential_infos
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -285,16 +245,6 @@ class DescribeUserScramCredentialsResponse:
         self.error_message = error_message
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ElectLeadersRequest', 'ElectLeadersResponse']
 
 
-class ElectLeadersRequest:
+class ElectLeadersRequest(Struct):
     """Kafka ElectLeadersRequest (request, API key 43), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/ElectLeadersRequest.json."""
@@ -29,7 +29,7 @@ class ElectLeadersRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class TopicPartitions:
+    class TopicPartitions(Struct):
         """The topic partitions to elect leaders."""
 
         __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ElectLeadersRequest:
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -123,16 +113,6 @@ class ElectLeadersRequest:
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -200,7 +180,7 @@ class ElectLeadersRequest:
 
 
 
-class ElectLeadersResponse:
+class ElectLeadersResponse(Struct):
     """Kafka ElectLeadersResponse (response, API key 43), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/ElectLeadersResponse.json."""
@@ -213,7 +193,7 @@ class ElectLeadersResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionResult:
+    class PartitionResult(Struct):
         """The results for each partition"""
 
         __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -229,16 +209,6 @@ class ElectLeadersResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -275,7 +245,7 @@ class ElectLeadersResponse:
                 else:
                     out.append(0)
 
-    class ReplicaElectionResult:
+    class ReplicaElectionResult(Struct):
         """The election results, or an empty array if the requester did not have permission and the request asks for all partitions."""
 
         __slots__ = ('topic', 'partition_result', 'unknown_tagged_fields')
@@ -289,16 +259,6 @@ class ElectLeadersResponse:
             self.topic = topic
             self.partition_result = [] if partition_result is _DEFAULT else partition_result
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -378,16 +338,6 @@ class ElectLeadersResponse:
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is _DEFAULT else replica_election_results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['EndQuorumEpochRequest', 'EndQuorumEpochResponse']
 
 
-class EndQuorumEpochRequest:
+class EndQuorumEpochRequest(Struct):
     """Kafka EndQuorumEpochRequest (request, API key 54), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/EndQuorumEpochRequest.json."""
@@ -29,7 +29,7 @@ class EndQuorumEpochRequest:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class ReplicaInfo:
+    class ReplicaInfo(Struct):
         """A sorted list of preferred candidates to start the election"""
 
         __slots__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class EndQuorumEpochRequest:
             self.candidate_id = candidate_id
             self.candidate_directory_id = candidate_directory_id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -90,7 +80,7 @@ class EndQuorumEpochRequest:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of EndQuorumEpochRequest."""
 
         __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields')
@@ -110,16 +100,6 @@ class EndQuorumEpochRequest:
             self.preferred_successors = [] if preferred_successors is _DEFAULT else preferred_successors
             self.preferred_candidates = [] if preferred_candidates is _DEFAULT else preferred_candidates
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -184,7 +164,7 @@ class EndQuorumEpochRequest:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of EndQuorumEpochRequest."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -198,16 +178,6 @@ class EndQuorumEpochRequest:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -276,7 +246,7 @@ class EndQuorumEpochRequest:
                 else:
                     out.append(0)
 
-    class LeaderEndpoint:
+    class LeaderEndpoint(Struct):
         """Endpoints for the leader"""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
@@ -292,16 +262,6 @@ class EndQuorumEpochRequest:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -358,16 +318,6 @@ class EndQuorumEpochRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.leader_endpoints = [] if leader_endpoints is _DEFAULT else leader_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -453,7 +403,7 @@ class EndQuorumEpochRequest:
 
 
 
-class EndQuorumEpochResponse:
+class EndQuorumEpochResponse(Struct):
     """Kafka EndQuorumEpochResponse (response, API key 54), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/EndQuorumEpochResponse.json."""
@@ -466,7 +416,7 @@ class EndQuorumEpochResponse:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of EndQuorumEpochResponse."""
 
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -484,16 +434,6 @@ class EndQuorumEpochResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -528,7 +468,7 @@ class EndQuorumEpochResponse:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of EndQuorumEpochResponse."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -542,16 +482,6 @@ class EndQuorumEpochResponse:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -620,7 +550,7 @@ class EndQuorumEpochResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all leaders enumerated in PartitionData"""
 
         __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
@@ -636,16 +566,6 @@ class EndQuorumEpochResponse:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -701,16 +621,6 @@ class EndQuorumEpochResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['EndTxnRequest', 'EndTxnResponse']
 
 
-class EndTxnRequest:
+class EndTxnRequest(Struct):
     """Kafka EndTxnRequest (request, API key 26), versions 0-5, flexible versions 3+.
 
     Generated from kafka-specs/message/EndTxnRequest.json."""
@@ -42,16 +42,6 @@ class EndTxnRequest:
         self.producer_epoch = producer_epoch
         self.committed = committed
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -97,7 +87,7 @@ class EndTxnRequest:
 
 
 
-class EndTxnResponse:
+class EndTxnResponse(Struct):
     """Kafka EndTxnResponse (response, API key 26), versions 0-5, flexible versions 3+.
 
     Generated from kafka-specs/message/EndTxnResponse.json."""
@@ -123,16 +113,6 @@ class EndTxnResponse:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

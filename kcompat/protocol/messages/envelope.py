@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['EnvelopeRequest', 'EnvelopeResponse']
 
 
-class EnvelopeRequest:
+class EnvelopeRequest(Struct):
     """Kafka EnvelopeRequest (request, API key 58), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/EnvelopeRequest.json."""
@@ -40,16 +40,6 @@ class EnvelopeRequest:
         self.request_principal = request_principal
         self.client_host_address = client_host_address
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -84,7 +74,7 @@ class EnvelopeRequest:
 
 
 
-class EnvelopeResponse:
+class EnvelopeResponse(Struct):
     """Kafka EnvelopeResponse (response, API key 58), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/EnvelopeResponse.json."""
@@ -106,16 +96,6 @@ class EnvelopeResponse:
         self.response_data = response_data
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

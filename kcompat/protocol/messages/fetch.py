@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['FetchRequest', 'FetchResponse']
 
 
-class FetchRequest:
+class FetchRequest(Struct):
     """Kafka FetchRequest (request, API key 1), versions 0-17, flexible versions 12+.
 
     Generated from kafka-specs/message/FetchRequest.json."""
@@ -29,7 +29,7 @@ class FetchRequest:
     FLEXIBLE_MIN = 12  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class ReplicaState:
+    class ReplicaState(Struct):
         """Element of FetchRequest."""
 
         __slots__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class FetchRequest:
             self.replica_id = replica_id
             self.replica_epoch = replica_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -89,7 +79,7 @@ class FetchRequest:
                 else:
                     out.append(0)
 
-    class FetchPartition:
+    class FetchPartition(Struct):
         """The partitions to fetch."""
 
         __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields')
@@ -113,16 +103,6 @@ class FetchRequest:
             self.partition_max_bytes = partition_max_bytes
             self.replica_directory_id = replica_directory_id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -189,7 +169,7 @@ class FetchRequest:
                 tagged.sort(key=_tag_of)
                 w_tagged(out, tagged)
 
-    class FetchTopic:
+    class FetchTopic(Struct):
         """The topics to fetch."""
 
         __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
@@ -205,16 +185,6 @@ class FetchRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -293,7 +263,7 @@ class FetchRequest:
                 else:
                     out.append(0)
 
-    class ForgottenTopic:
+    class ForgottenTopic(Struct):
         """In an incremental fetch request, the partitions to remove."""
 
         __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
@@ -309,16 +279,6 @@ class FetchRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -418,16 +378,6 @@ class FetchRequest:
         self.forgotten_topics_data = [] if forgotten_topics_data is _DEFAULT else forgotten_topics_data
         self.rack_id = rack_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -603,7 +553,7 @@ class FetchRequest:
 FetchRequest.ReplicaState._EMPTY = FetchRequest.ReplicaState()  # default value of tagged fields of this type
 
 
-class FetchResponse:
+class FetchResponse(Struct):
     """Kafka FetchResponse (response, API key 1), versions 0-17, flexible versions 12+.
 
     Generated from kafka-specs/message/FetchResponse.json."""
@@ -616,7 +566,7 @@ class FetchResponse:
     FLEXIBLE_MIN = 12  # first flexible version, or None
     LISTENERS = ()
 
-    class EpochEndOffset:
+    class EpochEndOffset(Struct):
         """In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge"""
 
         __slots__ = ('epoch', 'end_offset', 'unknown_tagged_fields')
@@ -630,16 +580,6 @@ class FetchResponse:
             self.epoch = epoch
             self.end_offset = end_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -676,7 +616,7 @@ class FetchResponse:
                 else:
                     out.append(0)
 
-    class LeaderIdAndEpoch:
+    class LeaderIdAndEpoch(Struct):
         """Element of FetchResponse."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -690,16 +630,6 @@ class FetchResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -736,7 +666,7 @@ class FetchResponse:
                 else:
                     out.append(0)
 
-    class SnapshotId:
+    class SnapshotId(Struct):
         """In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch that should be used in the FetchSnapshot request."""
 
         __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
@@ -750,16 +680,6 @@ class FetchResponse:
             self.end_offset = end_offset
             self.epoch = epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -788,7 +708,7 @@ class FetchResponse:
                 else:
                     out.append(0)
 
-    class AbortedTransaction:
+    class AbortedTransaction(Struct):
         """The aborted transactions."""
 
         __slots__ = ('producer_id', 'first_offset', 'unknown_tagged_fields')
@@ -802,16 +722,6 @@ class FetchResponse:
             self.producer_id = producer_id
             self.first_offset = first_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -848,7 +758,7 @@ class FetchResponse:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The topic partitions."""
 
         __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', 'unknown_tagged_fields')
@@ -880,16 +790,6 @@ class FetchResponse:
             self.preferred_read_replica = preferred_read_replica
             self.records = records
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -1022,7 +922,7 @@ class FetchResponse:
                 tagged.sort(key=_tag_of)
                 w_tagged(out, tagged)
 
-    class FetchableTopicResponse:
+    class FetchableTopicResponse(Struct):
         """The response topics."""
 
         __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
@@ -1038,16 +938,6 @@ class FetchResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -1126,7 +1016,7 @@ class FetchResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all current-leaders enumerated in PartitionData, with errors NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
@@ -1144,16 +1034,6 @@ class FetchResponse:
             self.port = port
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -1219,16 +1099,6 @@ class FetchResponse:
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['FetchSnapshotRequest', 'FetchSnapshotResponse']
 
 
-class FetchSnapshotRequest:
+class FetchSnapshotRequest(Struct):
     """Kafka FetchSnapshotRequest (request, API key 59), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/FetchSnapshotRequest.json."""
@@ -29,7 +29,7 @@ class FetchSnapshotRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class SnapshotId:
+    class SnapshotId(Struct):
         """The snapshot endOffset and epoch to fetch"""
 
         __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class FetchSnapshotRequest:
             self.end_offset = end_offset
             self.epoch = epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -81,7 +71,7 @@ class FetchSnapshotRequest:
                 else:
                     out.append(0)
 
-    class PartitionSnapshot:
+    class PartitionSnapshot(Struct):
         """The partitions to fetch"""
 
         __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields')
@@ -101,16 +91,6 @@ class FetchSnapshotRequest:
             self.position = position
             self.replica_directory_id = replica_directory_id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -158,7 +138,7 @@ class FetchSnapshotRequest:
                 tagged.sort(key=_tag_of)
                 w_tagged(out, tagged)
 
-    class TopicSnapshot:
+    class TopicSnapshot(Struct):
         """The topics to fetch"""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -172,16 +152,6 @@ class FetchSnapshotRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -236,16 +206,6 @@ class FetchSnapshotRequest:
         self.max_bytes = max_bytes
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -303,7 +263,7 @@ class FetchSnapshotRequest:
 
 
 
-class FetchSnapshotResponse:
+class FetchSnapshotResponse(Struct):
     """Kafka FetchSnapshotResponse (response, API key 59), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/FetchSnapshotResponse.json."""
@@ -316,7 +276,7 @@ class FetchSnapshotResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class SnapshotId:
+    class SnapshotId(Struct):
         """The snapshot endOffset and epoch fetched"""
 
         __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
@@ -330,16 +290,6 @@ class FetchSnapshotResponse:
             self.end_offset = end_offset
             self.epoch = epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -368,7 +318,7 @@ class FetchSnapshotResponse:
                 else:
                     out.append(0)
 
-    class LeaderIdAndEpoch:
+    class LeaderIdAndEpoch(Struct):
         """Element of FetchSnapshotResponse."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -382,16 +332,6 @@ class FetchSnapshotResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -420,7 +360,7 @@ class FetchSnapshotResponse:
                 else:
                     out.append(0)
 
-    class PartitionSnapshot:
+    class PartitionSnapshot(Struct):
         """The partitions to fetch."""
 
         __slots__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields')
@@ -444,16 +384,6 @@ class FetchSnapshotResponse:
             self.position = position
             self.unaligned_records = unaligned_records
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -506,7 +436,7 @@ class FetchSnapshotResponse:
                 tagged.sort(key=_tag_of)
                 w_tagged(out, tagged)
 
-    class TopicSnapshot:
+    class TopicSnapshot(Struct):
         """The topics to fetch."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -520,16 +450,6 @@ class FetchSnapshotResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -571,7 +491,7 @@ class FetchSnapshotResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all current-leaders enumerated in PartitionSnapshot"""
 
         __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
@@ -587,16 +507,6 @@ class FetchSnapshotResponse:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -654,16 +564,6 @@ class FetchSnapshotResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

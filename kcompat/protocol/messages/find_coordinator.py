@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['FindCoordinatorRequest', 'FindCoordinatorResponse']
 
 
-class FindCoordinatorRequest:
+class FindCoordinatorRequest(Struct):
     """Kafka FindCoordinatorRequest (request, API key 10), versions 0-6, flexible versions 3+.
 
     Generated from kafka-specs/message/FindCoordinatorRequest.json."""
@@ -40,16 +40,6 @@ class FindCoordinatorRequest:
         self.key_type = key_type
         self.coordinator_keys = [] if coordinator_keys is _DEFAULT else coordinator_keys
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -114,7 +104,7 @@ class FindCoordinatorRequest:
 
 
 
-class FindCoordinatorResponse:
+class FindCoordinatorResponse(Struct):
     """Kafka FindCoordinatorResponse (response, API key 10), versions 0-6, flexible versions 3+.
 
     Generated from kafka-specs/message/FindCoordinatorResponse.json."""
@@ -127,7 +117,7 @@ class FindCoordinatorResponse:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ()
 
-    class Coordinator:
+    class Coordinator(Struct):
         """Each coordinator result in the response"""
 
         __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -149,16 +139,6 @@ class FindCoordinatorResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -243,16 +223,6 @@ class FindCoordinatorResponse:
         self.port = port
         self.coordinators = [] if coordinators is _DEFAULT else coordinators
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse']
 
 
-class GetTelemetrySubscriptionsRequest:
+class GetTelemetrySubscriptionsRequest(Struct):
     """Kafka GetTelemetrySubscriptionsRequest (request, API key 71), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/GetTelemetrySubscriptionsRequest.json."""
@@ -36,16 +36,6 @@ class GetTelemetrySubscriptionsRequest:
     def __init__(self, client_instance_id=ZERO_UUID, unknown_tagged_fields=None):
         self.client_instance_id = client_instance_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -74,7 +64,7 @@ class GetTelemetrySubscriptionsRequest:
 
 
 
-class GetTelemetrySubscriptionsResponse:
+class GetTelemetrySubscriptionsResponse(Struct):
     """Kafka GetTelemetrySubscriptionsResponse (response, API key 71), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/GetTelemetrySubscriptionsResponse.json."""
@@ -110,16 +100,6 @@ class GetTelemetrySubscriptionsResponse:
         self.delta_temporality = delta_temporality
         self.requested_metrics = [] if requested_metrics is _DEFAULT else requested_metrics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

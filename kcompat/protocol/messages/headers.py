@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RequestHeader', 'ResponseHeader']
 
 
-class RequestHeader:
+class RequestHeader(Struct):
     """Kafka RequestHeader (header), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/RequestHeader.json."""
@@ -42,16 +42,6 @@ class RequestHeader:
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -91,7 +81,7 @@ class RequestHeader:
 
 
 
-class ResponseHeader:
+class ResponseHeader(Struct):
     """Kafka ResponseHeader (header), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/ResponseHeader.json."""
@@ -111,16 +101,6 @@ class ResponseHeader:
     def __init__(self, correlation_id=0, unknown_tagged_fields=None):
         self.correlation_id = correlation_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

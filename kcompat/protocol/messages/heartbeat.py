@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
 
 
-class HeartbeatRequest:
+class HeartbeatRequest(Struct):
     """Kafka HeartbeatRequest (request, API key 12), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/message/HeartbeatRequest.json."""
@@ -42,16 +42,6 @@ class HeartbeatRequest:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -113,7 +103,7 @@ class HeartbeatRequest:
 
 
 
-class HeartbeatResponse:
+class HeartbeatResponse(Struct):
     """Kafka HeartbeatResponse (response, API key 12), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/message/HeartbeatResponse.json."""
@@ -135,16 +125,6 @@ class HeartbeatResponse:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

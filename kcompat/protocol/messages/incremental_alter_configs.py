@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse']
 
 
-class IncrementalAlterConfigsRequest:
+class IncrementalAlterConfigsRequest(Struct):
     """Kafka IncrementalAlterConfigsRequest (request, API key 44), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/IncrementalAlterConfigsRequest.json."""
@@ -29,7 +29,7 @@ class IncrementalAlterConfigsRequest:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class AlterableConfig:
+    class AlterableConfig(Struct):
         """The configurations."""
 
         __slots__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class IncrementalAlterConfigsRequest:
             self.config_operation = config_operation
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -100,7 +90,7 @@ class IncrementalAlterConfigsRequest:
                 else:
                     out.append(0)
 
-    class AlterConfigsResource:
+    class AlterConfigsResource(Struct):
         """The incremental updates for each resource."""
 
         __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
@@ -116,16 +106,6 @@ class IncrementalAlterConfigsRequest:
             self.resource_name = resource_name
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -207,16 +187,6 @@ class IncrementalAlterConfigsRequest:
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -277,7 +247,7 @@ class IncrementalAlterConfigsRequest:
 
 
 
-class IncrementalAlterConfigsResponse:
+class IncrementalAlterConfigsResponse(Struct):
     """Kafka IncrementalAlterConfigsResponse (response, API key 44), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/IncrementalAlterConfigsResponse.json."""
@@ -290,7 +260,7 @@ class IncrementalAlterConfigsResponse:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class AlterConfigsResourceResponse:
+    class AlterConfigsResourceResponse(Struct):
         """The responses for each resource."""
 
         __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields')
@@ -308,16 +278,6 @@ class IncrementalAlterConfigsResponse:
             self.resource_type = resource_type
             self.resource_name = resource_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -375,16 +335,6 @@ class IncrementalAlterConfigsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['InitProducerIdRequest', 'InitProducerIdResponse']
 
 
-class InitProducerIdRequest:
+class InitProducerIdRequest(Struct):
     """Kafka InitProducerIdRequest (request, API key 22), versions 0-5, flexible versions 2+.
 
     Generated from kafka-specs/message/InitProducerIdRequest.json."""
@@ -42,16 +42,6 @@ class InitProducerIdRequest:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -101,7 +91,7 @@ class InitProducerIdRequest:
 
 
 
-class InitProducerIdResponse:
+class InitProducerIdResponse(Struct):
     """Kafka InitProducerIdResponse (response, API key 22), versions 0-5, flexible versions 2+.
 
     Generated from kafka-specs/message/InitProducerIdResponse.json."""
@@ -127,16 +117,6 @@ class InitProducerIdResponse:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse']
 
 
-class InitializeShareGroupStateRequest:
+class InitializeShareGroupStateRequest(Struct):
     """Kafka InitializeShareGroupStateRequest (request, API key 83), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/InitializeShareGroupStateRequest.json."""
@@ -29,7 +29,7 @@ class InitializeShareGroupStateRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The data for the partitions."""
 
         __slots__ = ('partition', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class InitializeShareGroupStateRequest:
             self.state_epoch = state_epoch
             self.start_offset = start_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -86,7 +76,7 @@ class InitializeShareGroupStateRequest:
                 else:
                     out.append(0)
 
-    class InitializeStateData:
+    class InitializeStateData(Struct):
         """The data for the topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -100,16 +90,6 @@ class InitializeShareGroupStateRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -161,16 +141,6 @@ class InitializeShareGroupStateRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -213,7 +183,7 @@ class InitializeShareGroupStateRequest:
 
 
 
-class InitializeShareGroupStateResponse:
+class InitializeShareGroupStateResponse(Struct):
     """Kafka InitializeShareGroupStateResponse (response, API key 83), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/InitializeShareGroupStateResponse.json."""
@@ -226,7 +196,7 @@ class InitializeShareGroupStateResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionResult:
+    class PartitionResult(Struct):
         """The results for the partitions."""
 
         __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -242,16 +212,6 @@ class InitializeShareGroupStateResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -282,7 +242,7 @@ class InitializeShareGroupStateResponse:
                 else:
                     out.append(0)
 
-    class InitializeStateResult:
+    class InitializeStateResult(Struct):
         """The initialization results"""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -296,16 +256,6 @@ class InitializeShareGroupStateResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -354,16 +304,6 @@ class InitializeShareGroupStateResponse:
     def __init__(self, results=_DEFAULT, unknown_tagged_fields=None):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

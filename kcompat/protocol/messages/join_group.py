@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
 
 
-class JoinGroupRequest:
+class JoinGroupRequest(Struct):
     """Kafka JoinGroupRequest (request, API key 11), versions 0-9, flexible versions 6+.
 
     Generated from kafka-specs/message/JoinGroupRequest.json."""
@@ -29,7 +29,7 @@ class JoinGroupRequest:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class JoinGroupRequestProtocol:
+    class JoinGroupRequestProtocol(Struct):
         """The list of protocols that the member supports."""
 
         __slots__ = ('name', 'metadata', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class JoinGroupRequest:
             self.name = name
             self.metadata = metadata
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -120,16 +110,6 @@ class JoinGroupRequest:
         self.protocols = [] if protocols is _DEFAULT else protocols
         self.reason = reason
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -250,7 +230,7 @@ class JoinGroupRequest:
 
 
 
-class JoinGroupResponse:
+class JoinGroupResponse(Struct):
     """Kafka JoinGroupResponse (response, API key 11), versions 0-9, flexible versions 6+.
 
     Generated from kafka-specs/message/JoinGroupResponse.json."""
@@ -263,7 +243,7 @@ class JoinGroupResponse:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ()
 
-    class JoinGroupResponseMember:
+    class JoinGroupResponseMember(Struct):
         """Element of JoinGroupResponse."""
 
         __slots__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tagged_fields')
@@ -279,16 +259,6 @@ class JoinGroupResponse:
             self.group_instance_id = group_instance_id
             self.metadata = metadata
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -368,16 +338,6 @@ class JoinGroupResponse:
         self.member_id = member_id
         self.members = [] if members is _DEFAULT else members
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

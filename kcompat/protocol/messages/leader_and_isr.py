@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
 
 
-class LeaderAndIsrRequest:
+class LeaderAndIsrRequest(Struct):
     """Kafka LeaderAndIsrRequest (request, API key 4), versions 0-7, flexible versions 4+.
 
     Generated from kafka-specs/message/LeaderAndIsrRequest.json."""
@@ -29,7 +29,7 @@ class LeaderAndIsrRequest:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ('zkBroker',)
 
-    class LeaderAndIsrPartitionState:
+    class LeaderAndIsrPartitionState(Struct):
         """Element of LeaderAndIsrRequest."""
 
         __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tagged_fields')
@@ -63,16 +63,6 @@ class LeaderAndIsrRequest:
             self.is_new = is_new
             self.leader_recovery_state = leader_recovery_state
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -232,7 +222,7 @@ class LeaderAndIsrRequest:
                 else:
                     out.append(0)
 
-    class LeaderAndIsrTopicState:
+    class LeaderAndIsrTopicState(Struct):
         """Each topic."""
 
         __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields')
@@ -248,16 +238,6 @@ class LeaderAndIsrRequest:
             self.topic_id = topic_id
             self.partition_states = [] if partition_states is _DEFAULT else partition_states
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -338,7 +318,7 @@ class LeaderAndIsrRequest:
                 else:
                     out.append(0)
 
-    class LeaderAndIsrLiveLeader:
+    class LeaderAndIsrLiveLeader(Struct):
         """The current live leaders."""
 
         __slots__ = ('broker_id', 'host_name', 'port', 'unknown_tagged_fields')
@@ -354,16 +334,6 @@ class LeaderAndIsrRequest:
             self.host_name = host_name
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -425,16 +395,6 @@ class LeaderAndIsrRequest:
         self.topic_states = [] if topic_states is _DEFAULT else topic_states
         self.live_leaders = [] if live_leaders is _DEFAULT else live_leaders
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -575,7 +535,7 @@ class LeaderAndIsrRequest:
 
 
 
-class LeaderAndIsrResponse:
+class LeaderAndIsrResponse(Struct):
     """Kafka LeaderAndIsrResponse (response, API key 4), versions 0-7, flexible versions 4+.
 
     Generated from kafka-specs/message/LeaderAndIsrResponse.json."""
@@ -588,7 +548,7 @@ class LeaderAndIsrResponse:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ()
 
-    class LeaderAndIsrPartitionError:
+    class LeaderAndIsrPartitionError(Struct):
         """Element of LeaderAndIsrResponse."""
 
         __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields')
@@ -604,16 +564,6 @@ class LeaderAndIsrResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -656,7 +606,7 @@ class LeaderAndIsrResponse:
                 else:
                     out.append(0)
 
-    class LeaderAndIsrTopicError:
+    class LeaderAndIsrTopicError(Struct):
         """Each topic"""
 
         __slots__ = ('topic_id', 'partition_errors', 'unknown_tagged_fields')
@@ -670,16 +620,6 @@ class LeaderAndIsrResponse:
             self.topic_id = topic_id
             self.partition_errors = [] if partition_errors is _DEFAULT else partition_errors
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -740,16 +680,6 @@ class LeaderAndIsrResponse:
         self.partition_errors = [] if partition_errors is _DEFAULT else partition_errors
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['LeaderChangeMessage']
 
 
-class LeaderChangeMessage:
+class LeaderChangeMessage(Struct):
     """Kafka LeaderChangeMessage (data), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/LeaderChangeMessage.json."""
@@ -29,7 +29,7 @@ class LeaderChangeMessage:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class Voter:
+    class Voter(Struct):
         """Element of LeaderChangeMessage."""
 
         __slots__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class LeaderChangeMessage:
             self.voter_id = voter_id
             self.voter_directory_id = voter_directory_id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -99,16 +89,6 @@ class LeaderChangeMessage:
         self.voters = [] if voters is _DEFAULT else voters
         self.granting_voters = [] if granting_voters is _DEFAULT else granting_voters
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
 
 
-class LeaveGroupRequest:
+class LeaveGroupRequest(Struct):
     """Kafka LeaveGroupRequest (request, API key 13), versions 0-5, flexible versions 4+.
 
     Generated from kafka-specs/message/LeaveGroupRequest.json."""
@@ -29,7 +29,7 @@ class LeaveGroupRequest:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class MemberIdentity:
+    class MemberIdentity(Struct):
         """List of leaving member identities."""
 
         __slots__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class LeaveGroupRequest:
             self.group_instance_id = group_instance_id
             self.reason = reason
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -118,16 +108,6 @@ class LeaveGroupRequest:
         self.member_id = member_id
         self.members = [] if members is _DEFAULT else members
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -208,7 +188,7 @@ class LeaveGroupRequest:
 
 
 
-class LeaveGroupResponse:
+class LeaveGroupResponse(Struct):
     """Kafka LeaveGroupResponse (response, API key 13), versions 0-5, flexible versions 4+.
 
     Generated from kafka-specs/message/LeaveGroupResponse.json."""
@@ -221,7 +201,7 @@ class LeaveGroupResponse:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ()
 
-    class MemberResponse:
+    class MemberResponse(Struct):
         """List of leaving member responses."""
 
         __slots__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields')
@@ -237,16 +217,6 @@ class LeaveGroupResponse:
             self.group_instance_id = group_instance_id
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -311,16 +281,6 @@ class LeaveGroupResponse:
         self.error_code = error_code
         self.members = [] if members is _DEFAULT else members
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

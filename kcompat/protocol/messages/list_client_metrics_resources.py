@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse']
 
 
-class ListClientMetricsResourcesRequest:
+class ListClientMetricsResourcesRequest(Struct):
     """Kafka ListClientMetricsResourcesRequest (request, API key 74), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ListClientMetricsResourcesRequest.json."""
@@ -34,16 +34,6 @@ class ListClientMetricsResourcesRequest:
 
     def __init__(self, unknown_tagged_fields=None):
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -68,7 +58,7 @@ class ListClientMetricsResourcesRequest:
 
 
 
-class ListClientMetricsResourcesResponse:
+class ListClientMetricsResourcesResponse(Struct):
     """Kafka ListClientMetricsResourcesResponse (response, API key 74), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ListClientMetricsResourcesResponse.json."""
@@ -81,7 +71,7 @@ class ListClientMetricsResourcesResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class ClientMetricsResource:
+    class ClientMetricsResource(Struct):
         """Each client metrics resource in the response."""
 
         __slots__ = ('name', 'unknown_tagged_fields')
@@ -93,16 +83,6 @@ class ListClientMetricsResourcesResponse:
         def __init__(self, name='', unknown_tagged_fields=None):
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -140,16 +120,6 @@ class ListClientMetricsResourcesResponse:
         self.error_code = error_code
         self.client_metrics_resources = [] if client_metrics_resources is _DEFAULT else client_metrics_resources
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
 
 
-class ListGroupsRequest:
+class ListGroupsRequest(Struct):
     """Kafka ListGroupsRequest (request, API key 16), versions 0-5, flexible versions 3+.
 
     Generated from kafka-specs/message/ListGroupsRequest.json."""
@@ -38,16 +38,6 @@ class ListGroupsRequest:
         self.states_filter = [] if states_filter is _DEFAULT else states_filter
         self.types_filter = [] if types_filter is _DEFAULT else types_filter
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -110,7 +100,7 @@ class ListGroupsRequest:
 
 
 
-class ListGroupsResponse:
+class ListGroupsResponse(Struct):
     """Kafka ListGroupsResponse (response, API key 16), versions 0-5, flexible versions 3+.
 
     Generated from kafka-specs/message/ListGroupsResponse.json."""
@@ -123,7 +113,7 @@ class ListGroupsResponse:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ()
 
-    class ListedGroup:
+    class ListedGroup(Struct):
         """Each group in the response."""
 
         __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields')
@@ -141,16 +131,6 @@ class ListGroupsResponse:
             self.group_state = group_state
             self.group_type = group_type
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -224,16 +204,6 @@ class ListGroupsResponse:
         self.error_code = error_code
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
 
 
-class ListOffsetsRequest:
+class ListOffsetsRequest(Struct):
     """Kafka ListOffsetsRequest (request, API key 2), versions 0-10, flexible versions 6+.
 
     Generated from kafka-specs/message/ListOffsetsRequest.json."""
@@ -29,7 +29,7 @@ class ListOffsetsRequest:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class ListOffsetsPartition:
+    class ListOffsetsPartition(Struct):
         """Each partition in the request."""
 
         __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class ListOffsetsRequest:
             self.timestamp = timestamp
             self.max_num_offsets = max_num_offsets
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -99,7 +89,7 @@ class ListOffsetsRequest:
                 else:
                     out.append(0)
 
-    class ListOffsetsTopic:
+    class ListOffsetsTopic(Struct):
         """Each topic in the request."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -113,16 +103,6 @@ class ListOffsetsRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -205,16 +185,6 @@ class ListOffsetsRequest:
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -289,7 +259,7 @@ class ListOffsetsRequest:
 
 
 
-class ListOffsetsResponse:
+class ListOffsetsResponse(Struct):
     """Kafka ListOffsetsResponse (response, API key 2), versions 0-10, flexible versions 6+.
 
     Generated from kafka-specs/message/ListOffsetsResponse.json."""
@@ -302,7 +272,7 @@ class ListOffsetsResponse:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ()
 
-    class ListOffsetsPartitionResponse:
+    class ListOffsetsPartitionResponse(Struct):
         """Each partition in the response."""
 
         __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
@@ -324,16 +294,6 @@ class ListOffsetsResponse:
             self.offset = offset
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -397,7 +357,7 @@ class ListOffsetsResponse:
                 else:
                     out.append(0)
 
-    class ListOffsetsTopicResponse:
+    class ListOffsetsTopicResponse(Struct):
         """Each topic in the response."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -411,16 +371,6 @@ class ListOffsetsResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -498,16 +448,6 @@ class ListOffsetsResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ListPartitionReassignmentsRequest', 'ListPartitionReassignmentsResponse']
 
 
-class ListPartitionReassignmentsRequest:
+class ListPartitionReassignmentsRequest(Struct):
     """Kafka ListPartitionReassignmentsRequest (request, API key 46), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ListPartitionReassignmentsRequest.json."""
@@ -29,7 +29,7 @@ class ListPartitionReassignmentsRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker', 'controller', 'zkBroker')
 
-    class ListPartitionReassignmentsTopics:
+    class ListPartitionReassignmentsTopics(Struct):
         """The topics to list partition reassignments for, or null to list everything."""
 
         __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ListPartitionReassignmentsRequest:
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -99,16 +89,6 @@ class ListPartitionReassignmentsRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -150,7 +130,7 @@ class ListPartitionReassignmentsRequest:
 
 
 
-class ListPartitionReassignmentsResponse:
+class ListPartitionReassignmentsResponse(Struct):
     """Kafka ListPartitionReassignmentsResponse (response, API key 46), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ListPartitionReassignmentsResponse.json."""
@@ -163,7 +143,7 @@ class ListPartitionReassignmentsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class OngoingPartitionReassignment:
+    class OngoingPartitionReassignment(Struct):
         """The ongoing reassignments for each partition."""
 
         __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tagged_fields')
@@ -181,16 +161,6 @@ class ListPartitionReassignmentsResponse:
             self.adding_replicas = [] if adding_replicas is _DEFAULT else adding_replicas
             self.removing_replicas = [] if removing_replicas is _DEFAULT else removing_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -246,7 +216,7 @@ class ListPartitionReassignmentsResponse:
                 else:
                     out.append(0)
 
-    class OngoingTopicReassignment:
+    class OngoingTopicReassignment(Struct):
         """The ongoing reassignments for each topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -260,16 +230,6 @@ class ListPartitionReassignmentsResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -324,16 +284,6 @@ class ListPartitionReassignmentsResponse:
         self.error_message = error_message
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

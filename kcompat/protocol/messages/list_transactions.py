@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ListTransactionsRequest', 'ListTransactionsResponse']
 
 
-class ListTransactionsRequest:
+class ListTransactionsRequest(Struct):
     """Kafka ListTransactionsRequest (request, API key 66), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/ListTransactionsRequest.json."""
@@ -40,16 +40,6 @@ class ListTransactionsRequest:
         self.producer_id_filters = [] if producer_id_filters is _DEFAULT else producer_id_filters
         self.duration_filter = duration_filter
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -106,7 +96,7 @@ class ListTransactionsRequest:
 
 
 
-class ListTransactionsResponse:
+class ListTransactionsResponse(Struct):
     """Kafka ListTransactionsResponse (response, API key 66), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/ListTransactionsResponse.json."""
@@ -119,7 +109,7 @@ class ListTransactionsResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TransactionState:
+    class TransactionState(Struct):
         """Element of ListTransactionsResponse."""
 
         __slots__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields')
@@ -135,16 +125,6 @@ class ListTransactionsResponse:
             self.producer_id = producer_id
             self.transaction_state = transaction_state
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -191,16 +171,6 @@ class ListTransactionsResponse:
         self.unknown_state_filters = [] if unknown_state_filters is _DEFAULT else unknown_state_filters
         self.transaction_states = [] if transaction_states is _DEFAULT else transaction_states
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

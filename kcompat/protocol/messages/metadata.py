@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['MetadataRequest', 'MetadataResponse']
 
 
-class MetadataRequest:
+class MetadataRequest(Struct):
     """Kafka MetadataRequest (request, API key 3), versions 0-12, flexible versions 9+.
 
     Generated from kafka-specs/message/MetadataRequest.json."""
@@ -29,7 +29,7 @@ class MetadataRequest:
     FLEXIBLE_MIN = 9  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class MetadataRequestTopic:
+    class MetadataRequestTopic(Struct):
         """The topics to fetch metadata for."""
 
         __slots__ = ('topic_id', 'name', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class MetadataRequest:
             self.topic_id = topic_id
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -112,16 +102,6 @@ class MetadataRequest:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -218,7 +198,7 @@ class MetadataRequest:
 
 
 
-class MetadataResponse:
+class MetadataResponse(Struct):
     """Kafka MetadataResponse (response, API key 3), versions 0-12, flexible versions 9+.
 
     Generated from kafka-specs/message/MetadataResponse.json."""
@@ -231,7 +211,7 @@ class MetadataResponse:
     FLEXIBLE_MIN = 9  # first flexible version, or None
     LISTENERS = ()
 
-    class MetadataResponseBroker:
+    class MetadataResponseBroker(Struct):
         """A list of brokers present in the cluster."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
@@ -249,16 +229,6 @@ class MetadataResponse:
             self.port = port
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -309,7 +279,7 @@ class MetadataResponse:
                 else:
                     out.append(0)
 
-    class MetadataResponsePartition:
+    class MetadataResponsePartition(Struct):
         """Each partition in the topic."""
 
         __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tagged_fields')
@@ -333,16 +303,6 @@ class MetadataResponse:
             self.isr_nodes = [] if isr_nodes is _DEFAULT else isr_nodes
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -455,7 +415,7 @@ class MetadataResponse:
                 else:
                     out.append(0)
 
-    class MetadataResponseTopic:
+    class MetadataResponseTopic(Struct):
         """Each topic in the response."""
 
         __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
@@ -477,16 +437,6 @@ class MetadataResponse:
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -601,16 +551,6 @@ class MetadataResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

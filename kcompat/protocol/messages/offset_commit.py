@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
 
 
-class OffsetCommitRequest:
+class OffsetCommitRequest(Struct):
     """Kafka OffsetCommitRequest (request, API key 8), versions 0-9, flexible versions 8+.
 
     Generated from kafka-specs/message/OffsetCommitRequest.json."""
@@ -29,7 +29,7 @@ class OffsetCommitRequest:
     FLEXIBLE_MIN = 8  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class OffsetCommitRequestPartition:
+    class OffsetCommitRequestPartition(Struct):
         """Each partition to commit offsets for."""
 
         __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields')
@@ -49,16 +49,6 @@ class OffsetCommitRequest:
             self.commit_timestamp = commit_timestamp
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -109,7 +99,7 @@ class OffsetCommitRequest:
                 else:
                     out.append(0)
 
-    class OffsetCommitRequestTopic:
+    class OffsetCommitRequestTopic(Struct):
         """The topics to commit offsets for."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -123,16 +113,6 @@ class OffsetCommitRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -218,16 +198,6 @@ class OffsetCommitRequest:
         self.retention_time_ms = retention_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -336,7 +306,7 @@ class OffsetCommitRequest:
 
 
 
-class OffsetCommitResponse:
+class OffsetCommitResponse(Struct):
     """Kafka OffsetCommitResponse (response, API key 8), versions 0-9, flexible versions 8+.
 
     Generated from kafka-specs/message/OffsetCommitResponse.json."""
@@ -349,7 +319,7 @@ class OffsetCommitResponse:
     FLEXIBLE_MIN = 8  # first flexible version, or None
     LISTENERS = ()
 
-    class OffsetCommitResponsePartition:
+    class OffsetCommitResponsePartition(Struct):
         """The responses for each partition in the topic."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
@@ -363,16 +333,6 @@ class OffsetCommitResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -401,7 +361,7 @@ class OffsetCommitResponse:
                 else:
                     out.append(0)
 
-    class OffsetCommitResponseTopic:
+    class OffsetCommitResponseTopic(Struct):
         """The responses for each topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -415,16 +375,6 @@ class OffsetCommitResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -502,16 +452,6 @@ class OffsetCommitResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

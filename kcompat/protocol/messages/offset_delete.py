@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['OffsetDeleteRequest', 'OffsetDeleteResponse']
 
 
-class OffsetDeleteRequest:
+class OffsetDeleteRequest(Struct):
     """Kafka OffsetDeleteRequest (request, API key 47), versions 0-0, flexible versions none.
 
     Generated from kafka-specs/message/OffsetDeleteRequest.json."""
@@ -29,7 +29,7 @@ class OffsetDeleteRequest:
     FLEXIBLE_MIN = None  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class OffsetDeleteRequestPartition:
+    class OffsetDeleteRequestPartition(Struct):
         """Each partition to delete offsets for."""
 
         __slots__ = ('partition_index', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class OffsetDeleteRequest:
         def __init__(self, partition_index=0, unknown_tagged_fields=None):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -65,7 +55,7 @@ class OffsetDeleteRequest:
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
             out += I32.pack(self.partition_index)
 
-    class OffsetDeleteRequestTopic:
+    class OffsetDeleteRequestTopic(Struct):
         """The topics to delete offsets for"""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -79,16 +69,6 @@ class OffsetDeleteRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -129,16 +109,6 @@ class OffsetDeleteRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -170,7 +140,7 @@ class OffsetDeleteRequest:
 
 
 
-class OffsetDeleteResponse:
+class OffsetDeleteResponse(Struct):
     """Kafka OffsetDeleteResponse (response, API key 47), versions 0-0, flexible versions none.
 
     Generated from kafka-specs/message/OffsetDeleteResponse.json."""
@@ -183,7 +153,7 @@ class OffsetDeleteResponse:
     FLEXIBLE_MIN = None  # first flexible version, or None
     LISTENERS = ()
 
-    class OffsetDeleteResponsePartition:
+    class OffsetDeleteResponsePartition(Struct):
         """The responses for each partition in the topic."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
@@ -197,16 +167,6 @@ class OffsetDeleteResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -224,7 +184,7 @@ class OffsetDeleteResponse:
             out += I32.pack(self.partition_index)
             out += I16.pack(self.error_code)
 
-    class OffsetDeleteResponseTopic:
+    class OffsetDeleteResponseTopic(Struct):
         """The responses for each topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -238,16 +198,6 @@ class OffsetDeleteResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -289,16 +239,6 @@ class OffsetDeleteResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
 
 
-class OffsetFetchRequest:
+class OffsetFetchRequest(Struct):
     """Kafka OffsetFetchRequest (request, API key 9), versions 0-9, flexible versions 6+.
 
     Generated from kafka-specs/message/OffsetFetchRequest.json."""
@@ -29,7 +29,7 @@ class OffsetFetchRequest:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class OffsetFetchRequestTopic:
+    class OffsetFetchRequestTopic(Struct):
         """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics."""
 
         __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class OffsetFetchRequest:
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -115,7 +105,7 @@ class OffsetFetchRequest:
                 else:
                     out.append(0)
 
-    class OffsetFetchRequestTopics:
+    class OffsetFetchRequestTopics(Struct):
         """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics."""
 
         __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
@@ -129,16 +119,6 @@ class OffsetFetchRequest:
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -183,7 +163,7 @@ class OffsetFetchRequest:
                 else:
                     out.append(0)
 
-    class OffsetFetchRequestGroup:
+    class OffsetFetchRequestGroup(Struct):
         """Each group we would like to fetch offsets for"""
 
         __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields')
@@ -201,16 +181,6 @@ class OffsetFetchRequest:
             self.member_epoch = member_epoch
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -286,16 +256,6 @@ class OffsetFetchRequest:
         self.groups = [] if groups is _DEFAULT else groups
         self.require_stable = require_stable
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -413,7 +373,7 @@ class OffsetFetchRequest:
 
 
 
-class OffsetFetchResponse:
+class OffsetFetchResponse(Struct):
     """Kafka OffsetFetchResponse (response, API key 9), versions 0-9, flexible versions 6+.
 
     Generated from kafka-specs/message/OffsetFetchResponse.json."""
@@ -426,7 +386,7 @@ class OffsetFetchResponse:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ()
 
-    class OffsetFetchResponsePartition:
+    class OffsetFetchResponsePartition(Struct):
         """The responses per partition"""
 
         __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields')
@@ -446,16 +406,6 @@ class OffsetFetchResponse:
             self.metadata = metadata
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -516,7 +466,7 @@ class OffsetFetchResponse:
                 else:
                     out.append(0)
 
-    class OffsetFetchResponseTopic:
+    class OffsetFetchResponseTopic(Struct):
         """The responses per topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -530,16 +480,6 @@ class OffsetFetchResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -612,7 +552,7 @@ class OffsetFetchResponse:
                 else:
                     out.append(0)
 
-    class OffsetFetchResponsePartitions:
+    class OffsetFetchResponsePartitions(Struct):
         """The responses per partition"""
 
         __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields')
@@ -632,16 +572,6 @@ class OffsetFetchResponse:
             self.metadata = metadata
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -698,7 +628,7 @@ class OffsetFetchResponse:
                 else:
                     out.append(0)
 
-    class OffsetFetchResponseTopics:
+    class OffsetFetchResponseTopics(Struct):
         """The responses per topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -712,16 +642,6 @@ class OffsetFetchResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -771,7 +691,7 @@ class OffsetFetchResponse:
                 else:
                     out.append(0)
 
-    class OffsetFetchResponseGroup:
+    class OffsetFetchResponseGroup(Struct):
         """The responses per group id."""
 
         __slots__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields')
@@ -787,16 +707,6 @@ class OffsetFetchResponse:
             self.topics = [] if topics is _DEFAULT else topics
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -866,16 +776,6 @@ class OffsetFetchResponse:
         self.error_code = error_code
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

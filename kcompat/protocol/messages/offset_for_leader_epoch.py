@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['OffsetForLeaderEpochRequest', 'OffsetForLeaderEpochResponse']
 
 
-class OffsetForLeaderEpochRequest:
+class OffsetForLeaderEpochRequest(Struct):
     """Kafka OffsetForLeaderEpochRequest (request, API key 23), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/message/OffsetForLeaderEpochRequest.json."""
@@ -29,7 +29,7 @@ class OffsetForLeaderEpochRequest:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class OffsetForLeaderPartition:
+    class OffsetForLeaderPartition(Struct):
         """Each partition to get offsets for."""
 
         __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class OffsetForLeaderEpochRequest:
             self.current_leader_epoch = current_leader_epoch
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -90,7 +80,7 @@ class OffsetForLeaderEpochRequest:
                 else:
                     out.append(0)
 
-    class OffsetForLeaderTopic:
+    class OffsetForLeaderTopic(Struct):
         """Each topic to get offsets for."""
 
         __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
@@ -104,16 +94,6 @@ class OffsetForLeaderEpochRequest:
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -192,16 +172,6 @@ class OffsetForLeaderEpochRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -266,7 +236,7 @@ class OffsetForLeaderEpochRequest:
 
 
 
-class OffsetForLeaderEpochResponse:
+class OffsetForLeaderEpochResponse(Struct):
     """Kafka OffsetForLeaderEpochResponse (response, API key 23), versions 0-4, flexible versions 4+.
 
     Generated from kafka-specs/message/OffsetForLeaderEpochResponse.json."""
@@ -279,7 +249,7 @@ class OffsetForLeaderEpochResponse:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ()
 
-    class EpochEndOffset:
+    class EpochEndOffset(Struct):
         """Each partition in the topic we fetched offsets for."""
 
         __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tagged_fields')
@@ -297,16 +267,6 @@ class OffsetForLeaderEpochResponse:
             self.leader_epoch = leader_epoch
             self.end_offset = end_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -345,7 +305,7 @@ class OffsetForLeaderEpochResponse:
                 else:
                     out.append(0)
 
-    class OffsetForLeaderTopicResult:
+    class OffsetForLeaderTopicResult(Struct):
         """Each topic we fetched offsets for."""
 
         __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
@@ -359,16 +319,6 @@ class OffsetForLeaderEpochResponse:
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -446,16 +396,6 @@ class OffsetForLeaderEpochResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

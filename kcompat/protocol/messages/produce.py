@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ProduceRequest', 'ProduceResponse']
 
 
-class ProduceRequest:
+class ProduceRequest(Struct):
     """Kafka ProduceRequest (request, API key 0), versions 0-11, flexible versions 9+.
 
     Generated from kafka-specs/message/ProduceRequest.json."""
@@ -29,7 +29,7 @@ class ProduceRequest:
     FLEXIBLE_MIN = 9  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class PartitionProduceData:
+    class PartitionProduceData(Struct):
         """Each partition to produce to."""
 
         __slots__ = ('index', 'records', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ProduceRequest:
             self.index = index
             self.records = records
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -86,7 +76,7 @@ class ProduceRequest:
                 else:
                     out.append(0)
 
-    class TopicProduceData:
+    class TopicProduceData(Struct):
         """Each topic to produce to."""
 
         __slots__ = ('name', 'partition_data', 'unknown_tagged_fields')
@@ -100,16 +90,6 @@ class ProduceRequest:
             self.name = name
             self.partition_data = [] if partition_data is _DEFAULT else partition_data
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -192,16 +172,6 @@ class ProduceRequest:
         self.topic_data = [] if topic_data is _DEFAULT else topic_data
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -275,7 +245,7 @@ class ProduceRequest:
 
 
 
-class ProduceResponse:
+class ProduceResponse(Struct):
     """Kafka ProduceResponse (response, API key 0), versions 0-11, flexible versions 9+.
 
     Generated from kafka-specs/message/ProduceResponse.json."""
@@ -288,7 +258,7 @@ class ProduceResponse:
     FLEXIBLE_MIN = 9  # first flexible version, or None
     LISTENERS = ()
 
-    class BatchIndexAndErrorMessage:
+    class BatchIndexAndErrorMessage(Struct):
         """The batch indices of records that caused the batch to be dropped"""
 
         __slots__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields')
@@ -302,16 +272,6 @@ class ProduceResponse:
             self.batch_index = batch_index
             self.batch_index_error_message = batch_index_error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -351,7 +311,7 @@ class ProduceResponse:
                 else:
                     out.append(0)
 
-    class LeaderIdAndEpoch:
+    class LeaderIdAndEpoch(Struct):
         """Element of ProduceResponse."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -365,16 +325,6 @@ class ProduceResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -411,7 +361,7 @@ class ProduceResponse:
                 else:
                     out.append(0)
 
-    class PartitionProduceResponse:
+    class PartitionProduceResponse(Struct):
         """Each partition that we produced to within the topic."""
 
         __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields')
@@ -437,16 +387,6 @@ class ProduceResponse:
             self.error_message = error_message
             self.current_leader = ProduceResponse.LeaderIdAndEpoch() if current_leader is _DEFAULT else current_leader
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -550,7 +490,7 @@ class ProduceResponse:
                 tagged.sort(key=_tag_of)
                 w_tagged(out, tagged)
 
-    class TopicProduceResponse:
+    class TopicProduceResponse(Struct):
         """Each produce response"""
 
         __slots__ = ('name', 'partition_responses', 'unknown_tagged_fields')
@@ -564,16 +504,6 @@ class ProduceResponse:
             self.name = name
             self.partition_responses = [] if partition_responses is _DEFAULT else partition_responses
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -642,7 +572,7 @@ class ProduceResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
@@ -660,16 +590,6 @@ class ProduceResponse:
             self.port = port
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -731,16 +651,6 @@ class ProduceResponse:
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ReadShareGroupStateRequest', 'ReadShareGroupStateResponse']
 
 
-class ReadShareGroupStateRequest:
+class ReadShareGroupStateRequest(Struct):
     """Kafka ReadShareGroupStateRequest (request, API key 84), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ReadShareGroupStateRequest.json."""
@@ -29,7 +29,7 @@ class ReadShareGroupStateRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The data for the partitions."""
 
         __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ReadShareGroupStateRequest:
             self.partition = partition
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -81,7 +71,7 @@ class ReadShareGroupStateRequest:
                 else:
                     out.append(0)
 
-    class ReadStateData:
+    class ReadStateData(Struct):
         """The data for the topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -95,16 +85,6 @@ class ReadShareGroupStateRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -156,16 +136,6 @@ class ReadShareGroupStateRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -208,7 +178,7 @@ class ReadShareGroupStateRequest:
 
 
 
-class ReadShareGroupStateResponse:
+class ReadShareGroupStateResponse(Struct):
     """Kafka ReadShareGroupStateResponse (response, API key 84), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ReadShareGroupStateResponse.json."""
@@ -221,7 +191,7 @@ class ReadShareGroupStateResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class StateBatch:
+    class StateBatch(Struct):
         """Element of ReadShareGroupStateResponse."""
 
         __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields')
@@ -239,16 +209,6 @@ class ReadShareGroupStateResponse:
             self.delivery_state = delivery_state
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -283,7 +243,7 @@ class ReadShareGroupStateResponse:
                 else:
                     out.append(0)
 
-    class PartitionResult:
+    class PartitionResult(Struct):
         """The results for the partitions."""
 
         __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
@@ -305,16 +265,6 @@ class ReadShareGroupStateResponse:
             self.start_offset = start_offset
             self.state_batches = [] if state_batches is _DEFAULT else state_batches
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -366,7 +316,7 @@ class ReadShareGroupStateResponse:
                 else:
                     out.append(0)
 
-    class ReadStateResult:
+    class ReadStateResult(Struct):
         """The read results"""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -380,16 +330,6 @@ class ReadShareGroupStateResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -438,16 +378,6 @@ class ReadShareGroupStateResponse:
     def __init__(self, results=_DEFAULT, unknown_tagged_fields=None):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

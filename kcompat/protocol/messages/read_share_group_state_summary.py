@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse']
 
 
-class ReadShareGroupStateSummaryRequest:
+class ReadShareGroupStateSummaryRequest(Struct):
     """Kafka ReadShareGroupStateSummaryRequest (request, API key 87), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ReadShareGroupStateSummaryRequest.json."""
@@ -29,7 +29,7 @@ class ReadShareGroupStateSummaryRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The data for the partitions."""
 
         __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ReadShareGroupStateSummaryRequest:
             self.partition = partition
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -81,7 +71,7 @@ class ReadShareGroupStateSummaryRequest:
                 else:
                     out.append(0)
 
-    class ReadStateSummaryData:
+    class ReadStateSummaryData(Struct):
         """The data for the topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -95,16 +85,6 @@ class ReadShareGroupStateSummaryRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -156,16 +136,6 @@ class ReadShareGroupStateSummaryRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -208,7 +178,7 @@ class ReadShareGroupStateSummaryRequest:
 
 
 
-class ReadShareGroupStateSummaryResponse:
+class ReadShareGroupStateSummaryResponse(Struct):
     """Kafka ReadShareGroupStateSummaryResponse (response, API key 87), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ReadShareGroupStateSummaryResponse.json."""
@@ -221,7 +191,7 @@ class ReadShareGroupStateSummaryResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionResult:
+    class PartitionResult(Struct):
         """The results for the partitions."""
 
         __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
@@ -241,16 +211,6 @@ class ReadShareGroupStateSummaryResponse:
             self.state_epoch = state_epoch
             self.start_offset = start_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -287,7 +247,7 @@ class ReadShareGroupStateSummaryResponse:
                 else:
                     out.append(0)
 
-    class ReadStateSummaryResult:
+    class ReadStateSummaryResult(Struct):
         """The read results"""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -301,16 +261,6 @@ class ReadShareGroupStateSummaryResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -359,16 +309,6 @@ class ReadShareGroupStateSummaryResponse:
     def __init__(self, results=_DEFAULT, unknown_tagged_fields=None):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RemoveRaftVoterRequest', 'RemoveRaftVoterResponse']
 
 
-class RemoveRaftVoterRequest:
+class RemoveRaftVoterRequest(Struct):
     """Kafka RemoveRaftVoterRequest (request, API key 81), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/RemoveRaftVoterRequest.json."""
@@ -40,16 +40,6 @@ class RemoveRaftVoterRequest:
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -83,7 +73,7 @@ class RemoveRaftVoterRequest:
 
 
 
-class RemoveRaftVoterResponse:
+class RemoveRaftVoterResponse(Struct):
     """Kafka RemoveRaftVoterResponse (response, API key 81), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/RemoveRaftVoterResponse.json."""
@@ -107,16 +97,6 @@ class RemoveRaftVoterResponse:
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

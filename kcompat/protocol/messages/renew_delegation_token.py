@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RenewDelegationTokenRequest', 'RenewDelegationTokenResponse']
 
 
-class RenewDelegationTokenRequest:
+class RenewDelegationTokenRequest(Struct):
     """Kafka RenewDelegationTokenRequest (request, API key 39), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/RenewDelegationTokenRequest.json."""
@@ -38,16 +38,6 @@ class RenewDelegationTokenRequest:
         self.hmac = hmac
         self.renew_period_ms = renew_period_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -87,7 +77,7 @@ class RenewDelegationTokenRequest:
 
 
 
-class RenewDelegationTokenResponse:
+class RenewDelegationTokenResponse(Struct):
     """Kafka RenewDelegationTokenResponse (response, API key 39), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/RenewDelegationTokenResponse.json."""
@@ -111,16 +101,6 @@ class RenewDelegationTokenResponse:
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

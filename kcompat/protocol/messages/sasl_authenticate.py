@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['SaslAuthenticateRequest', 'SaslAuthenticateResponse']
 
 
-class SaslAuthenticateRequest:
+class SaslAuthenticateRequest(Struct):
     """Kafka SaslAuthenticateRequest (request, API key 36), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/SaslAuthenticateRequest.json."""
@@ -36,16 +36,6 @@ class SaslAuthenticateRequest:
     def __init__(self, auth_bytes=b'', unknown_tagged_fields=None):
         self.auth_bytes = auth_bytes
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -82,7 +72,7 @@ class SaslAuthenticateRequest:
 
 
 
-class SaslAuthenticateResponse:
+class SaslAuthenticateResponse(Struct):
     """Kafka SaslAuthenticateResponse (response, API key 36), versions 0-2, flexible versions 2+.
 
     Generated from kafka-specs/message/SaslAuthenticateResponse.json."""
@@ -108,16 +98,6 @@ class SaslAuthenticateResponse:
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['SaslHandshakeRequest', 'SaslHandshakeResponse']
 
 
-class SaslHandshakeRequest:
+class SaslHandshakeRequest(Struct):
     """Kafka SaslHandshakeRequest (request, API key 17), versions 0-1, flexible versions none.
 
     Generated from kafka-specs/message/SaslHandshakeRequest.json."""
@@ -37,16 +37,6 @@ class SaslHandshakeRequest:
         self.mechanism = mechanism
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -63,7 +53,7 @@ class SaslHandshakeRequest:
 
 
 
-class SaslHandshakeResponse:
+class SaslHandshakeResponse(Struct):
     """Kafka SaslHandshakeResponse (response, API key 17), versions 0-1, flexible versions none.
 
     Generated from kafka-specs/message/SaslHandshakeResponse.json."""
@@ -85,16 +75,6 @@ class SaslHandshakeResponse:
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is _DEFAULT else mechanisms
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

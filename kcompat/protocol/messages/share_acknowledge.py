@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareAcknowledgeRequest', 'ShareAcknowledgeResponse']
 
 
-class ShareAcknowledgeRequest:
+class ShareAcknowledgeRequest(Struct):
     """Kafka ShareAcknowledgeRequest (request, API key 79), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareAcknowledgeRequest.json."""
@@ -29,7 +29,7 @@ class ShareAcknowledgeRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class AcknowledgementBatch:
+    class AcknowledgementBatch(Struct):
         """Record batches to acknowledge."""
 
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class ShareAcknowledgeRequest:
             self.last_offset = last_offset
             self.acknowledge_types = [] if acknowledge_types is _DEFAULT else acknowledge_types
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -93,7 +83,7 @@ class ShareAcknowledgeRequest:
                 else:
                     out.append(0)
 
-    class AcknowledgePartition:
+    class AcknowledgePartition(Struct):
         """The partitions containing records to acknowledge."""
 
         __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields')
@@ -107,16 +97,6 @@ class ShareAcknowledgeRequest:
             self.partition_index = partition_index
             self.acknowledgement_batches = [] if acknowledgement_batches is _DEFAULT else acknowledgement_batches
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -157,7 +137,7 @@ class ShareAcknowledgeRequest:
                 else:
                     out.append(0)
 
-    class AcknowledgeTopic:
+    class AcknowledgeTopic(Struct):
         """The topics containing records to acknowledge."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -171,16 +151,6 @@ class ShareAcknowledgeRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -236,16 +206,6 @@ class ShareAcknowledgeRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -291,7 +251,7 @@ class ShareAcknowledgeRequest:
 
 
 
-class ShareAcknowledgeResponse:
+class ShareAcknowledgeResponse(Struct):
     """Kafka ShareAcknowledgeResponse (response, API key 79), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareAcknowledgeResponse.json."""
@@ -304,7 +264,7 @@ class ShareAcknowledgeResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class LeaderIdAndEpoch:
+    class LeaderIdAndEpoch(Struct):
         """Element of ShareAcknowledgeResponse."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -318,16 +278,6 @@ class ShareAcknowledgeResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -356,7 +306,7 @@ class ShareAcknowledgeResponse:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The topic partitions."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields')
@@ -374,16 +324,6 @@ class ShareAcknowledgeResponse:
             self.error_message = error_message
             self.current_leader = ShareAcknowledgeResponse.LeaderIdAndEpoch() if current_leader is _DEFAULT else current_leader
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -416,7 +356,7 @@ class ShareAcknowledgeResponse:
                 else:
                     out.append(0)
 
-    class ShareAcknowledgeTopicResponse:
+    class ShareAcknowledgeTopicResponse(Struct):
         """The response topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -430,16 +370,6 @@ class ShareAcknowledgeResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -481,7 +411,7 @@ class ShareAcknowledgeResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
@@ -499,16 +429,6 @@ class ShareAcknowledgeResponse:
             self.port = port
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -558,16 +478,6 @@ class ShareAcknowledgeResponse:
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareFetchRequest', 'ShareFetchResponse']
 
 
-class ShareFetchRequest:
+class ShareFetchRequest(Struct):
     """Kafka ShareFetchRequest (request, API key 78), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareFetchRequest.json."""
@@ -29,7 +29,7 @@ class ShareFetchRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class AcknowledgementBatch:
+    class AcknowledgementBatch(Struct):
         """Record batches to acknowledge."""
 
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class ShareFetchRequest:
             self.last_offset = last_offset
             self.acknowledge_types = [] if acknowledge_types is _DEFAULT else acknowledge_types
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -93,7 +83,7 @@ class ShareFetchRequest:
                 else:
                     out.append(0)
 
-    class FetchPartition:
+    class FetchPartition(Struct):
         """The partitions to fetch."""
 
         __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields')
@@ -109,16 +99,6 @@ class ShareFetchRequest:
             self.partition_max_bytes = partition_max_bytes
             self.acknowledgement_batches = [] if acknowledgement_batches is _DEFAULT else acknowledgement_batches
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -162,7 +142,7 @@ class ShareFetchRequest:
                 else:
                     out.append(0)
 
-    class FetchTopic:
+    class FetchTopic(Struct):
         """The topics to fetch."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -176,16 +156,6 @@ class ShareFetchRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -227,7 +197,7 @@ class ShareFetchRequest:
                 else:
                     out.append(0)
 
-    class ForgottenTopic:
+    class ForgottenTopic(Struct):
         """The partitions to remove from this share session."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -241,16 +211,6 @@ class ShareFetchRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -308,16 +268,6 @@ class ShareFetchRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _DEFAULT else forgotten_topics_data
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -388,7 +338,7 @@ class ShareFetchRequest:
 
 
 
-class ShareFetchResponse:
+class ShareFetchResponse(Struct):
     """Kafka ShareFetchResponse (response, API key 78), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareFetchResponse.json."""
@@ -401,7 +351,7 @@ class ShareFetchResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class LeaderIdAndEpoch:
+    class LeaderIdAndEpoch(Struct):
         """Element of ShareFetchResponse."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
@@ -415,16 +365,6 @@ class ShareFetchResponse:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -453,7 +393,7 @@ class ShareFetchResponse:
                 else:
                     out.append(0)
 
-    class AcquiredRecords:
+    class AcquiredRecords(Struct):
         """The acquired records."""
 
         __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields')
@@ -469,16 +409,6 @@ class ShareFetchResponse:
             self.last_offset = last_offset
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -510,7 +440,7 @@ class ShareFetchResponse:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The topic partitions."""
 
         __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields')
@@ -536,16 +466,6 @@ class ShareFetchResponse:
             self.records = records
             self.acquired_records = [] if acquired_records is _DEFAULT else acquired_records
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -600,7 +520,7 @@ class ShareFetchResponse:
                 else:
                     out.append(0)
 
-    class ShareFetchableTopicResponse:
+    class ShareFetchableTopicResponse(Struct):
         """The response topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -614,16 +534,6 @@ class ShareFetchResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -665,7 +575,7 @@ class ShareFetchResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER."""
 
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
@@ -683,16 +593,6 @@ class ShareFetchResponse:
             self.port = port
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -742,16 +642,6 @@ class ShareFetchResponse:
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

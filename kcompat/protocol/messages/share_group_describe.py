@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareGroupDescribeRequest', 'ShareGroupDescribeResponse']
 
 
-class ShareGroupDescribeRequest:
+class ShareGroupDescribeRequest(Struct):
     """Kafka ShareGroupDescribeRequest (request, API key 77), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareGroupDescribeRequest.json."""
@@ -38,16 +38,6 @@ class ShareGroupDescribeRequest:
         self.group_ids = [] if group_ids is _DEFAULT else group_ids
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -90,7 +80,7 @@ class ShareGroupDescribeRequest:
 
 
 
-class ShareGroupDescribeResponse:
+class ShareGroupDescribeResponse(Struct):
     """Kafka ShareGroupDescribeResponse (response, API key 77), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareGroupDescribeResponse.json."""
@@ -103,7 +93,7 @@ class ShareGroupDescribeResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicPartitions:
+    class TopicPartitions(Struct):
         """Element of ShareGroupDescribeResponse."""
 
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
@@ -119,16 +109,6 @@ class ShareGroupDescribeResponse:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -169,7 +149,7 @@ class ShareGroupDescribeResponse:
                 else:
                     out.append(0)
 
-    class Assignment:
+    class Assignment(Struct):
         """Element of ShareGroupDescribeResponse."""
 
         __slots__ = ('topic_partitions', 'unknown_tagged_fields')
@@ -181,16 +161,6 @@ class ShareGroupDescribeResponse:
         def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
             self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -228,7 +198,7 @@ class ShareGroupDescribeResponse:
                 else:
                     out.append(0)
 
-    class Member:
+    class Member(Struct):
         """The members."""
 
         __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields')
@@ -252,16 +222,6 @@ class ShareGroupDescribeResponse:
             self.subscribed_topic_names = [] if subscribed_topic_names is _DEFAULT else subscribed_topic_names
             self.assignment = ShareGroupDescribeResponse.Assignment() if assignment is _DEFAULT else assignment
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -318,7 +278,7 @@ class ShareGroupDescribeResponse:
                 else:
                     out.append(0)
 
-    class DescribedGroup:
+    class DescribedGroup(Struct):
         """Each described group."""
 
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields')
@@ -346,16 +306,6 @@ class ShareGroupDescribeResponse:
             self.members = [] if members is _DEFAULT else members
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -428,16 +378,6 @@ class ShareGroupDescribeResponse:
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

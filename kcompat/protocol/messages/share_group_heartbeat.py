@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse']
 
 
-class ShareGroupHeartbeatRequest:
+class ShareGroupHeartbeatRequest(Struct):
     """Kafka ShareGroupHeartbeatRequest (request, API key 76), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareGroupHeartbeatRequest.json."""
@@ -44,16 +44,6 @@ class ShareGroupHeartbeatRequest:
         self.rack_id = rack_id
         self.subscribed_topic_names = [] if subscribed_topic_names is _DEFAULT else subscribed_topic_names
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -106,7 +96,7 @@ class ShareGroupHeartbeatRequest:
 
 
 
-class ShareGroupHeartbeatResponse:
+class ShareGroupHeartbeatResponse(Struct):
     """Kafka ShareGroupHeartbeatResponse (response, API key 76), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/ShareGroupHeartbeatResponse.json."""
@@ -119,7 +109,7 @@ class ShareGroupHeartbeatResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicPartitions:
+    class TopicPartitions(Struct):
         """Element of ShareGroupHeartbeatResponse."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -133,16 +123,6 @@ class ShareGroupHeartbeatResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -179,7 +159,7 @@ class ShareGroupHeartbeatResponse:
                 else:
                     out.append(0)
 
-    class Assignment:
+    class Assignment(Struct):
         """null if not provided; the assignment otherwise."""
 
         __slots__ = ('topic_partitions', 'unknown_tagged_fields')
@@ -191,16 +171,6 @@ class ShareGroupHeartbeatResponse:
         def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
             self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -257,16 +227,6 @@ class ShareGroupHeartbeatResponse:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

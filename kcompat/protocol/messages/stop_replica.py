@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
 
 
-class StopReplicaRequest:
+class StopReplicaRequest(Struct):
     """Kafka StopReplicaRequest (request, API key 5), versions 0-4, flexible versions 2+.
 
     Generated from kafka-specs/message/StopReplicaRequest.json."""
@@ -29,7 +29,7 @@ class StopReplicaRequest:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ('zkBroker',)
 
-    class StopReplicaPartitionV0:
+    class StopReplicaPartitionV0(Struct):
         """The partitions to stop."""
 
         __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class StopReplicaRequest:
             self.topic_name = topic_name
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -90,7 +80,7 @@ class StopReplicaRequest:
                 else:
                     out.append(0)
 
-    class StopReplicaTopicV1:
+    class StopReplicaTopicV1(Struct):
         """The topics to stop."""
 
         __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
@@ -104,16 +94,6 @@ class StopReplicaRequest:
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -176,7 +156,7 @@ class StopReplicaRequest:
                 else:
                     out.append(0)
 
-    class StopReplicaPartitionState:
+    class StopReplicaPartitionState(Struct):
         """The state of each partition"""
 
         __slots__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tagged_fields')
@@ -192,16 +172,6 @@ class StopReplicaRequest:
             self.leader_epoch = leader_epoch
             self.delete_partition = delete_partition
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -245,7 +215,7 @@ class StopReplicaRequest:
                 else:
                     out.append(0)
 
-    class StopReplicaTopicState:
+    class StopReplicaTopicState(Struct):
         """Each topic."""
 
         __slots__ = ('topic_name', 'partition_states', 'unknown_tagged_fields')
@@ -259,16 +229,6 @@ class StopReplicaRequest:
             self.topic_name = topic_name
             self.partition_states = [] if partition_states is _DEFAULT else partition_states
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -339,16 +299,6 @@ class StopReplicaRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.topic_states = [] if topic_states is _DEFAULT else topic_states
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -474,7 +424,7 @@ class StopReplicaRequest:
 
 
 
-class StopReplicaResponse:
+class StopReplicaResponse(Struct):
     """Kafka StopReplicaResponse (response, API key 5), versions 0-4, flexible versions 2+.
 
     Generated from kafka-specs/message/StopReplicaResponse.json."""
@@ -487,7 +437,7 @@ class StopReplicaResponse:
     FLEXIBLE_MIN = 2  # first flexible version, or None
     LISTENERS = ()
 
-    class StopReplicaPartitionError:
+    class StopReplicaPartitionError(Struct):
         """The responses for each partition."""
 
         __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields')
@@ -503,16 +453,6 @@ class StopReplicaResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -562,16 +502,6 @@ class StopReplicaResponse:
         self.error_code = error_code
         self.partition_errors = [] if partition_errors is _DEFAULT else partition_errors
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
 
 
-class SyncGroupRequest:
+class SyncGroupRequest(Struct):
     """Kafka SyncGroupRequest (request, API key 14), versions 0-5, flexible versions 4+.
 
     Generated from kafka-specs/message/SyncGroupRequest.json."""
@@ -29,7 +29,7 @@ class SyncGroupRequest:
     FLEXIBLE_MIN = 4  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class SyncGroupRequestAssignment:
+    class SyncGroupRequestAssignment(Struct):
         """Each assignment."""
 
         __slots__ = ('member_id', 'assignment', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class SyncGroupRequest:
             self.member_id = member_id
             self.assignment = assignment
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -118,16 +108,6 @@ class SyncGroupRequest:
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is _DEFAULT else assignments
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -235,7 +215,7 @@ class SyncGroupRequest:
 
 
 
-class SyncGroupResponse:
+class SyncGroupResponse(Struct):
     """Kafka SyncGroupResponse (response, API key 14), versions 0-5, flexible versions 4+.
 
     Generated from kafka-specs/message/SyncGroupResponse.json."""
@@ -263,16 +243,6 @@ class SyncGroupResponse:
         self.protocol_name = protocol_name
         self.assignment = assignment
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

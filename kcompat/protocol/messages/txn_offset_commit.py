@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
 
 
-class TxnOffsetCommitRequest:
+class TxnOffsetCommitRequest(Struct):
     """Kafka TxnOffsetCommitRequest (request, API key 28), versions 0-4, flexible versions 3+.
 
     Generated from kafka-specs/message/TxnOffsetCommitRequest.json."""
@@ -29,7 +29,7 @@ class TxnOffsetCommitRequest:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class TxnOffsetCommitRequestPartition:
+    class TxnOffsetCommitRequestPartition(Struct):
         """The partitions inside the topic that we want to commit offsets for."""
 
         __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class TxnOffsetCommitRequest:
             self.committed_leader_epoch = committed_leader_epoch
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -100,7 +90,7 @@ class TxnOffsetCommitRequest:
                 else:
                     out.append(0)
 
-    class TxnOffsetCommitRequestTopic:
+    class TxnOffsetCommitRequestTopic(Struct):
         """Each topic that we want to commit offsets for."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -114,16 +104,6 @@ class TxnOffsetCommitRequest:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -213,16 +193,6 @@ class TxnOffsetCommitRequest:
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -332,7 +302,7 @@ class TxnOffsetCommitRequest:
 
 
 
-class TxnOffsetCommitResponse:
+class TxnOffsetCommitResponse(Struct):
     """Kafka TxnOffsetCommitResponse (response, API key 28), versions 0-4, flexible versions 3+.
 
     Generated from kafka-specs/message/TxnOffsetCommitResponse.json."""
@@ -345,7 +315,7 @@ class TxnOffsetCommitResponse:
     FLEXIBLE_MIN = 3  # first flexible version, or None
     LISTENERS = ()
 
-    class TxnOffsetCommitResponsePartition:
+    class TxnOffsetCommitResponsePartition(Struct):
         """The responses for each partition in the topic."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
@@ -359,16 +329,6 @@ class TxnOffsetCommitResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -397,7 +357,7 @@ class TxnOffsetCommitResponse:
                 else:
                     out.append(0)
 
-    class TxnOffsetCommitResponseTopic:
+    class TxnOffsetCommitResponseTopic(Struct):
         """The responses for each topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -411,16 +371,6 @@ class TxnOffsetCommitResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -498,16 +448,6 @@ class TxnOffsetCommitResponse:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

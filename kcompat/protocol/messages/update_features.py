@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['UpdateFeaturesRequest', 'UpdateFeaturesResponse']
 
 
-class UpdateFeaturesRequest:
+class UpdateFeaturesRequest(Struct):
     """Kafka UpdateFeaturesRequest (request, API key 57), versions 0-2, flexible versions 0+.
 
     Generated from kafka-specs/message/UpdateFeaturesRequest.json."""
@@ -29,7 +29,7 @@ class UpdateFeaturesRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker', 'controller')
 
-    class FeatureUpdateKey:
+    class FeatureUpdateKey(Struct):
         """The list of updates to finalized features."""
 
         __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class UpdateFeaturesRequest:
             self.allow_downgrade = allow_downgrade
             self.upgrade_type = upgrade_type
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -112,16 +102,6 @@ class UpdateFeaturesRequest:
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -170,7 +150,7 @@ class UpdateFeaturesRequest:
 
 
 
-class UpdateFeaturesResponse:
+class UpdateFeaturesResponse(Struct):
     """Kafka UpdateFeaturesResponse (response, API key 57), versions 0-2, flexible versions 0+.
 
     Generated from kafka-specs/message/UpdateFeaturesResponse.json."""
@@ -183,7 +163,7 @@ class UpdateFeaturesResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class UpdatableFeatureResult:
+    class UpdatableFeatureResult(Struct):
         """Results for each feature update."""
 
         __slots__ = ('feature', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -199,16 +179,6 @@ class UpdateFeaturesResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -253,16 +223,6 @@ class UpdateFeaturesResponse:
         self.error_message = error_message
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

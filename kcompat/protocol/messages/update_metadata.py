@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
 
 
-class UpdateMetadataRequest:
+class UpdateMetadataRequest(Struct):
     """Kafka UpdateMetadataRequest (request, API key 6), versions 0-8, flexible versions 6+.
 
     Generated from kafka-specs/message/UpdateMetadataRequest.json."""
@@ -29,7 +29,7 @@ class UpdateMetadataRequest:
     FLEXIBLE_MIN = 6  # first flexible version, or None
     LISTENERS = ('zkBroker',)
 
-    class UpdateMetadataPartitionState:
+    class UpdateMetadataPartitionState(Struct):
         """Element of UpdateMetadataRequest."""
 
         __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tagged_fields')
@@ -57,16 +57,6 @@ class UpdateMetadataRequest:
             self.replicas = [] if replicas is _DEFAULT else replicas
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -186,7 +176,7 @@ class UpdateMetadataRequest:
                 else:
                     out.append(0)
 
-    class UpdateMetadataTopicState:
+    class UpdateMetadataTopicState(Struct):
         """In newer versions of this RPC, each topic that we would like to update."""
 
         __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields')
@@ -202,16 +192,6 @@ class UpdateMetadataRequest:
             self.topic_id = topic_id
             self.partition_states = [] if partition_states is _DEFAULT else partition_states
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -292,7 +272,7 @@ class UpdateMetadataRequest:
                 else:
                     out.append(0)
 
-    class UpdateMetadataEndpoint:
+    class UpdateMetadataEndpoint(Struct):
         """The broker endpoints."""
 
         __slots__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tagged_fields')
@@ -310,16 +290,6 @@ class UpdateMetadataRequest:
             self.listener = listener
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -384,7 +354,7 @@ class UpdateMetadataRequest:
                 else:
                     out.append(0)
 
-    class UpdateMetadataBroker:
+    class UpdateMetadataBroker(Struct):
         """Element of UpdateMetadataRequest."""
 
         __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints', 'rack', 'unknown_tagged_fields')
@@ -404,16 +374,6 @@ class UpdateMetadataRequest:
             self.endpoints = [] if endpoints is _DEFAULT else endpoints
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -521,16 +481,6 @@ class UpdateMetadataRequest:
         self.topic_states = [] if topic_states is _DEFAULT else topic_states
         self.live_brokers = [] if live_brokers is _DEFAULT else live_brokers
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -677,7 +627,7 @@ class UpdateMetadataRequest:
 
 
 
-class UpdateMetadataResponse:
+class UpdateMetadataResponse(Struct):
     """Kafka UpdateMetadataResponse (response, API key 6), versions 0-8, flexible versions 6+.
 
     Generated from kafka-specs/message/UpdateMetadataResponse.json."""
@@ -697,16 +647,6 @@ class UpdateMetadataResponse:
     def __init__(self, error_code=0, unknown_tagged_fields=None):
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['UpdateRaftVoterRequest', 'UpdateRaftVoterResponse']
 
 
-class UpdateRaftVoterRequest:
+class UpdateRaftVoterRequest(Struct):
     """Kafka UpdateRaftVoterRequest (request, API key 82), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/UpdateRaftVoterRequest.json."""
@@ -29,7 +29,7 @@ class UpdateRaftVoterRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class Listener:
+    class Listener(Struct):
         """The endpoint that can be used to communicate with the leader"""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class UpdateRaftVoterRequest:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -88,7 +78,7 @@ class UpdateRaftVoterRequest:
                 else:
                     out.append(0)
 
-    class KRaftVersionFeature:
+    class KRaftVersionFeature(Struct):
         """The range of versions of the protocol that the replica supports"""
 
         __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
@@ -102,16 +92,6 @@ class UpdateRaftVoterRequest:
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -157,16 +137,6 @@ class UpdateRaftVoterRequest:
         self.listeners = [] if listeners is _DEFAULT else listeners
         self.k_raft_version_feature = UpdateRaftVoterRequest.KRaftVersionFeature() if k_raft_version_feature is _DEFAULT else k_raft_version_feature
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -220,7 +190,7 @@ class UpdateRaftVoterRequest:
 
 
 
-class UpdateRaftVoterResponse:
+class UpdateRaftVoterResponse(Struct):
     """Kafka UpdateRaftVoterResponse (response, API key 82), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/UpdateRaftVoterResponse.json."""
@@ -233,7 +203,7 @@ class UpdateRaftVoterResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class CurrentLeader:
+    class CurrentLeader(Struct):
         """Element of UpdateRaftVoterResponse."""
 
         __slots__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields')
@@ -251,16 +221,6 @@ class UpdateRaftVoterResponse:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -307,16 +267,6 @@ class UpdateRaftVoterResponse:
         self.error_code = error_code
         self.current_leader = UpdateRaftVoterResponse.CurrentLeader() if current_leader is _DEFAULT else current_leader
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

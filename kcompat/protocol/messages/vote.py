@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['VoteRequest', 'VoteResponse']
 
 
-class VoteRequest:
+class VoteRequest(Struct):
     """Kafka VoteRequest (request, API key 52), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/VoteRequest.json."""
@@ -29,7 +29,7 @@ class VoteRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('controller',)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of VoteRequest."""
 
         __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields')
@@ -53,16 +53,6 @@ class VoteRequest:
             self.last_offset_epoch = last_offset_epoch
             self.last_offset = last_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -116,7 +106,7 @@ class VoteRequest:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of VoteRequest."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -130,16 +120,6 @@ class VoteRequest:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -193,16 +173,6 @@ class VoteRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -250,7 +220,7 @@ class VoteRequest:
 
 
 
-class VoteResponse:
+class VoteResponse(Struct):
     """Kafka VoteResponse (response, API key 52), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/message/VoteResponse.json."""
@@ -263,7 +233,7 @@ class VoteResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionData:
+    class PartitionData(Struct):
         """Element of VoteResponse."""
 
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', 'unknown_tagged_fields')
@@ -283,16 +253,6 @@ class VoteResponse:
             self.leader_epoch = leader_epoch
             self.vote_granted = vote_granted
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -330,7 +290,7 @@ class VoteResponse:
                 else:
                     out.append(0)
 
-    class TopicData:
+    class TopicData(Struct):
         """Element of VoteResponse."""
 
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
@@ -344,16 +304,6 @@ class VoteResponse:
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -395,7 +345,7 @@ class VoteResponse:
                 else:
                     out.append(0)
 
-    class NodeEndpoint:
+    class NodeEndpoint(Struct):
         """Endpoints for all current-leaders enumerated in PartitionData"""
 
         __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
@@ -411,16 +361,6 @@ class VoteResponse:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -476,16 +416,6 @@ class VoteResponse:
         self.topics = [] if topics is _DEFAULT else topics
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

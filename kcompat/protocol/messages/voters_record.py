@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['VotersRecord']
 
 
-class VotersRecord:
+class VotersRecord(Struct):
     """Kafka VotersRecord (data), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/VotersRecord.json."""
@@ -29,7 +29,7 @@ class VotersRecord:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class Endpoint:
+    class Endpoint(Struct):
         """The endpoint that can be used to communicate with the voter"""
 
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class VotersRecord:
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -88,7 +78,7 @@ class VotersRecord:
                 else:
                     out.append(0)
 
-    class KRaftVersionFeature:
+    class KRaftVersionFeature(Struct):
         """The range of versions of the protocol that the replica supports"""
 
         __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
@@ -102,16 +92,6 @@ class VotersRecord:
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -140,7 +120,7 @@ class VotersRecord:
                 else:
                     out.append(0)
 
-    class Voter:
+    class Voter(Struct):
         """Element of VotersRecord."""
 
         __slots__ = ('voter_id', 'voter_directory_id', 'endpoints', 'k_raft_version_feature', 'unknown_tagged_fields')
@@ -158,16 +138,6 @@ class VotersRecord:
             self.endpoints = [] if endpoints is _DEFAULT else endpoints
             self.k_raft_version_feature = VotersRecord.KRaftVersionFeature() if k_raft_version_feature is _DEFAULT else k_raft_version_feature
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -223,16 +193,6 @@ class VotersRecord:
         self.version = version
         self.voters = [] if voters is _DEFAULT else voters
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['WriteShareGroupStateRequest', 'WriteShareGroupStateResponse']
 
 
-class WriteShareGroupStateRequest:
+class WriteShareGroupStateRequest(Struct):
     """Kafka WriteShareGroupStateRequest (request, API key 85), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/WriteShareGroupStateRequest.json."""
@@ -29,7 +29,7 @@ class WriteShareGroupStateRequest:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ('broker',)
 
-    class StateBatch:
+    class StateBatch(Struct):
         """Element of WriteShareGroupStateRequest."""
 
         __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class WriteShareGroupStateRequest:
             self.delivery_state = delivery_state
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -91,7 +81,7 @@ class WriteShareGroupStateRequest:
                 else:
                     out.append(0)
 
-    class PartitionData:
+    class PartitionData(Struct):
         """The data for the partitions."""
 
         __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
@@ -111,16 +101,6 @@ class WriteShareGroupStateRequest:
             self.start_offset = start_offset
             self.state_batches = [] if state_batches is _DEFAULT else state_batches
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -170,7 +150,7 @@ class WriteShareGroupStateRequest:
                 else:
                     out.append(0)
 
-    class WriteStateData:
+    class WriteStateData(Struct):
         """The data for the topics."""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -184,16 +164,6 @@ class WriteShareGroupStateRequest:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -245,16 +215,6 @@ class WriteShareGroupStateRequest:
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -297,7 +257,7 @@ class WriteShareGroupStateRequest:
 
 
 
-class WriteShareGroupStateResponse:
+class WriteShareGroupStateResponse(Struct):
     """Kafka WriteShareGroupStateResponse (response, API key 85), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/message/WriteShareGroupStateResponse.json."""
@@ -310,7 +270,7 @@ class WriteShareGroupStateResponse:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionResult:
+    class PartitionResult(Struct):
         """The results for the partitions."""
 
         __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields')
@@ -326,16 +286,6 @@ class WriteShareGroupStateResponse:
             self.error_code = error_code
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -366,7 +316,7 @@ class WriteShareGroupStateResponse:
                 else:
                     out.append(0)
 
-    class WriteStateResult:
+    class WriteStateResult(Struct):
         """The write results"""
 
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
@@ -380,16 +330,6 @@ class WriteShareGroupStateResponse:
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -438,16 +378,6 @@ class WriteShareGroupStateResponse:
     def __init__(self, results=_DEFAULT, unknown_tagged_fields=None):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

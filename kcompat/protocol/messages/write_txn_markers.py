@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['WriteTxnMarkersRequest', 'WriteTxnMarkersResponse']
 
 
-class WriteTxnMarkersRequest:
+class WriteTxnMarkersRequest(Struct):
     """Kafka WriteTxnMarkersRequest (request, API key 27), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/WriteTxnMarkersRequest.json."""
@@ -29,7 +29,7 @@ class WriteTxnMarkersRequest:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ('zkBroker', 'broker')
 
-    class WritableTxnMarkerTopic:
+    class WritableTxnMarkerTopic(Struct):
         """Each topic that we want to write transaction marker(s) for."""
 
         __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class WriteTxnMarkersRequest:
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -111,7 +101,7 @@ class WriteTxnMarkersRequest:
                 else:
                     out.append(0)
 
-    class WritableTxnMarker:
+    class WritableTxnMarker(Struct):
         """The transaction markers to be written."""
 
         __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tagged_fields')
@@ -131,16 +121,6 @@ class WriteTxnMarkersRequest:
             self.topics = [] if topics is _DEFAULT else topics
             self.coordinator_epoch = coordinator_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -217,16 +197,6 @@ class WriteTxnMarkersRequest:
         self.markers = [] if markers is _DEFAULT else markers
         self.unknown_tagged_fields = unknown_tagged_fields
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
-
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -284,7 +254,7 @@ class WriteTxnMarkersRequest:
 
 
 
-class WriteTxnMarkersResponse:
+class WriteTxnMarkersResponse(Struct):
     """Kafka WriteTxnMarkersResponse (response, API key 27), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/message/WriteTxnMarkersResponse.json."""
@@ -297,7 +267,7 @@ class WriteTxnMarkersResponse:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class WritableTxnMarkerPartitionResult:
+    class WritableTxnMarkerPartitionResult(Struct):
         """The results by partition."""
 
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
@@ -311,16 +281,6 @@ class WriteTxnMarkersResponse:
             self.partition_index = partition_index
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -349,7 +309,7 @@ class WriteTxnMarkersResponse:
                 else:
                     out.append(0)
 
-    class WritableTxnMarkerTopicResult:
+    class WritableTxnMarkerTopicResult(Struct):
         """The results by topic."""
 
         __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
@@ -363,16 +323,6 @@ class WriteTxnMarkersResponse:
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -441,7 +391,7 @@ class WriteTxnMarkersResponse:
                 else:
                     out.append(0)
 
-    class WritableTxnMarkerResult:
+    class WritableTxnMarkerResult(Struct):
         """The results for writing makers."""
 
         __slots__ = ('producer_id', 'topics', 'unknown_tagged_fields')
@@ -455,16 +405,6 @@ class WriteTxnMarkersResponse:
             self.producer_id = producer_id
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -531,16 +471,6 @@ class WriteTxnMarkersResponse:
     def __init__(self, markers=_DEFAULT, unknown_tagged_fields=None):
         self.markers = [] if markers is _DEFAULT else markers
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

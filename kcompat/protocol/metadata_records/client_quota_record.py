@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ClientQuotaRecord']
 
 
-class ClientQuotaRecord:
+class ClientQuotaRecord(Struct):
     """Kafka ClientQuotaRecord (metadata, API key 14), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/metadata/ClientQuotaRecord.json."""
@@ -29,7 +29,7 @@ class ClientQuotaRecord:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class EntityData:
+    class EntityData(Struct):
         """The quota entity to alter."""
 
         __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class ClientQuotaRecord:
             self.entity_type = entity_type
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -94,16 +84,6 @@ class ClientQuotaRecord:
         self.value = value
         self.remove = remove
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

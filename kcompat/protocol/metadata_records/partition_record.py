@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['PartitionRecord']
 
 
-class PartitionRecord:
+class PartitionRecord(Struct):
     """Kafka PartitionRecord (metadata, API key 3), versions 0-2, flexible versions 0+.
 
     Generated from kafka-specs/metadata/PartitionRecord.json."""
@@ -60,16 +60,6 @@ class PartitionRecord:
         self.eligible_leader_replicas = [] if eligible_leader_replicas is _DEFAULT else eligible_leader_replicas
         self.last_known_elr = [] if last_known_elr is _DEFAULT else last_known_elr
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

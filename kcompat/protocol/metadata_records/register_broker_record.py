@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RegisterBrokerRecord']
 
 
-class RegisterBrokerRecord:
+class RegisterBrokerRecord(Struct):
     """Kafka RegisterBrokerRecord (metadata, API key 0), versions 0-3, flexible versions 0+.
 
     Generated from kafka-specs/metadata/RegisterBrokerRecord.json."""
@@ -29,7 +29,7 @@ class RegisterBrokerRecord:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class BrokerEndpoint:
+    class BrokerEndpoint(Struct):
         """The endpoints that can be used to communicate with this broker."""
 
         __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
@@ -47,16 +47,6 @@ class RegisterBrokerRecord:
             self.port = port
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -93,7 +83,7 @@ class RegisterBrokerRecord:
                 else:
                     out.append(0)
 
-    class BrokerFeature:
+    class BrokerFeature(Struct):
         """The features on this broker"""
 
         __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
@@ -109,16 +99,6 @@ class RegisterBrokerRecord:
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -176,16 +156,6 @@ class RegisterBrokerRecord:
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is _DEFAULT else log_dirs
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['QuorumStateData']
 
 
-class QuorumStateData:
+class QuorumStateData(Struct):
     """Kafka QuorumStateData (data), versions 0-1, flexible versions 0+.
 
     Generated from kafka-specs/raft/QuorumStateData.json."""
@@ -29,7 +29,7 @@ class QuorumStateData:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class Voter:
+    class Voter(Struct):
         """Element of QuorumStateData."""
 
         __slots__ = ('voter_id', 'unknown_tagged_fields')
@@ -41,16 +41,6 @@ class QuorumStateData:
         def __init__(self, voter_id=0, unknown_tagged_fields=None):
             self.voter_id = voter_id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -99,16 +89,6 @@ class QuorumStateData:
         self.applied_offset = applied_offset
         self.current_voters = [] if current_voters is _DEFAULT else current_voters
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['ProducerSnapshot']
 
 
-class ProducerSnapshot:
+class ProducerSnapshot(Struct):
     """Kafka ProducerSnapshot (data), versions 1-1, flexible versions none.
 
     Generated from kafka-specs/storage/ProducerSnapshot.json."""
@@ -29,7 +29,7 @@ class ProducerSnapshot:
     FLEXIBLE_MIN = None  # first flexible version, or None
     LISTENERS = ()
 
-    class ProducerEntry:
+    class ProducerEntry(Struct):
         """The entries in the producer table"""
 
         __slots__ = ('producer_id', 'epoch', 'last_sequence', 'last_offset', 'offset_delta', 'timestamp', 'coordinator_epoch', 'current_txn_first_offset', 'unknown_tagged_fields')
@@ -55,16 +55,6 @@ class ProducerSnapshot:
             self.coordinator_epoch = coordinator_epoch
             self.current_txn_first_offset = current_txn_first_offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -109,16 +99,6 @@ class ProducerSnapshot:
         self.crc = crc
         self.producer_entries = [] if producer_entries is _DEFAULT else producer_entries
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

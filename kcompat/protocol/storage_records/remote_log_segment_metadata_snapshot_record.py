@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RemoteLogSegmentMetadataSnapshotRecord']
 
 
-class RemoteLogSegmentMetadataSnapshotRecord:
+class RemoteLogSegmentMetadataSnapshotRecord(Struct):
     """Kafka RemoteLogSegmentMetadataSnapshotRecord (metadata, API key 3), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/storage/RemoteLogSegmentMetadataSnapshotRecord.json."""
@@ -29,7 +29,7 @@ class RemoteLogSegmentMetadataSnapshotRecord:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class SegmentLeaderEpochEntry:
+    class SegmentLeaderEpochEntry(Struct):
         """Leader epochs of this segment."""
 
         __slots__ = ('leader_epoch', 'offset', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class RemoteLogSegmentMetadataSnapshotRecord:
             self.leader_epoch = leader_epoch
             self.offset = offset
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -106,16 +96,6 @@ class RemoteLogSegmentMetadataSnapshotRecord:
         self.custom_metadata = custom_metadata
         self.remote_log_segment_state = remote_log_segment_state
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

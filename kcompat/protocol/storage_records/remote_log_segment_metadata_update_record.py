@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RemoteLogSegmentMetadataUpdateRecord']
 
 
-class RemoteLogSegmentMetadataUpdateRecord:
+class RemoteLogSegmentMetadataUpdateRecord(Struct):
     """Kafka RemoteLogSegmentMetadataUpdateRecord (metadata, API key 1), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/storage/RemoteLogSegmentMetadataUpdateRecord.json."""
@@ -29,7 +29,7 @@ class RemoteLogSegmentMetadataUpdateRecord:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicIdPartitionEntry:
+    class TopicIdPartitionEntry(Struct):
         """Represents unique topic partition."""
 
         __slots__ = ('name', 'id', 'partition', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class RemoteLogSegmentMetadataUpdateRecord:
             self.id = id
             self.partition = partition
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -88,7 +78,7 @@ class RemoteLogSegmentMetadataUpdateRecord:
                 else:
                     out.append(0)
 
-    class RemoteLogSegmentIdEntry:
+    class RemoteLogSegmentIdEntry(Struct):
         """Unique representation of the remote log segment."""
 
         __slots__ = ('topic_id_partition', 'id', 'unknown_tagged_fields')
@@ -102,16 +92,6 @@ class RemoteLogSegmentMetadataUpdateRecord:
             self.topic_id_partition = RemoteLogSegmentMetadataUpdateRecord.TopicIdPartitionEntry() if topic_id_partition is _DEFAULT else topic_id_partition
             self.id = id
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -155,16 +135,6 @@ class RemoteLogSegmentMetadataUpdateRecord:
         self.custom_metadata = custom_metadata
         self.remote_log_segment_state = remote_log_segment_state
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

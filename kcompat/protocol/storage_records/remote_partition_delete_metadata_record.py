@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['RemotePartitionDeleteMetadataRecord']
 
 
-class RemotePartitionDeleteMetadataRecord:
+class RemotePartitionDeleteMetadataRecord(Struct):
     """Kafka RemotePartitionDeleteMetadataRecord (metadata, API key 2), versions 0-0, flexible versions 0+.
 
     Generated from kafka-specs/storage/RemotePartitionDeleteMetadataRecord.json."""
@@ -29,7 +29,7 @@ class RemotePartitionDeleteMetadataRecord:
     FLEXIBLE_MIN = 0  # first flexible version, or None
     LISTENERS = ()
 
-    class TopicIdPartitionEntry:
+    class TopicIdPartitionEntry(Struct):
         """Represents unique topic partition."""
 
         __slots__ = ('name', 'id', 'partition', 'unknown_tagged_fields')
@@ -45,16 +45,6 @@ class RemotePartitionDeleteMetadataRecord:
             self.id = id
             self.partition = partition
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -101,16 +91,6 @@ class RemotePartitionDeleteMetadataRecord:
         self.event_timestamp_ms = event_timestamp_ms
         self.remote_partition_delete_state = remote_partition_delete_state
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -11,12 +11,12 @@ from kcompat.protocol.primitives import (
     w_uvarint, w_count, w_ccount, w_fixed_array, w_tagged,
     w_nstr, w_ncstr, w_nbytes, w_ncbytes, w_nrecords, w_ncrecords, w_uuid,
 )
-from kcompat.protocol._gen_support import _DEFAULT, _repr, _tag_of, r_bool, w_bool
+from kcompat.protocol._gen_support import _DEFAULT, Struct, _tag_of, r_bool, w_bool
 
 __all__ = ['TransactionLogValue']
 
 
-class TransactionLogValue:
+class TransactionLogValue(Struct):
     """Kafka TransactionLogValue (data), versions 0-1, flexible versions 1+.
 
     Generated from kafka-specs/transaction-coordinator/TransactionLogValue.json."""
@@ -29,7 +29,7 @@ class TransactionLogValue:
     FLEXIBLE_MIN = 1  # first flexible version, or None
     LISTENERS = ()
 
-    class PartitionsSchema:
+    class PartitionsSchema(Struct):
         """Set of partitions involved in the transaction"""
 
         __slots__ = ('topic', 'partition_ids', 'unknown_tagged_fields')
@@ -43,16 +43,6 @@ class TransactionLogValue:
             self.topic = topic
             self.partition_ids = [] if partition_ids is _DEFAULT else partition_ids
             self.unknown_tagged_fields = unknown_tagged_fields
-
-        def __eq__(self, other):
-            if type(other) is not type(self):
-                return NotImplemented
-            return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-        __hash__ = None
-
-        def __repr__(self):
-            return _repr(self)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -136,16 +126,6 @@ class TransactionLogValue:
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
         self.client_transaction_version = client_transaction_version
         self.unknown_tagged_fields = unknown_tagged_fields
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return _repr(self)
 
     @classmethod
     def read(cls, buf, off, version):
