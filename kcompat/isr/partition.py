@@ -50,6 +50,7 @@ class AppendPolicy:
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
     timestamp_before_max_ms: int = 2**63 - 1
     timestamp_after_max_ms: int = 2**63 - 1
+    compact: bool = False  # cleanup.policy contains "compact": every record needs a key
 
 
 def _unframed_batch_error(records, detail: str) -> KafkaError:
@@ -158,6 +159,9 @@ class Partition:
                              f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
                              f"records {h.records_count}")
 
+        if self.policy.compact:
+            self._check_keys(records)
+
         if self.policy.log_append_time:
             rb.set_log_append_time(records, 0, size, now_ms)
             max_ts = now_ms
@@ -189,6 +193,36 @@ class Partition:
             self.producer_state.update(h, base, max_ts)
         self._wake()
         return AppendInfo(base, append_time, self.log.log_start_offset)
+
+    def _check_keys(self, records) -> None:
+        """Compacted topics keep the latest record per key, so every record needs one (Kafka's
+        LogValidator: "Compacted topic cannot accept message without key"). The only place the
+        produce path decodes records, as DESIGN.md section 4 allows."""
+        try:
+            for rec in rb.iter_records(records):
+                if rec.key is None:
+                    raise KafkaError(ErrorCode.INVALID_RECORD,
+                                     f"Compacted topic cannot accept message without key in topic partition "
+                                     f"{self.topic}-{self.partition_id}.")
+        except rb.CorruptRecordError as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
+
+    def append_internal(self, batch: bytes, now_ms: int) -> int:
+        """Append a batch written by a coordinator of this broker (group or transaction state,
+        control markers): no client validation, offsets and leader epoch assigned here (Kafka's
+        ``appendAsLeader`` with origin COORDINATOR). Returns the base offset."""
+        buf = bytearray(batch)
+        h = rb.parse_header(buf, 0)
+        base = self.log.log_end_offset
+        rb.set_base_offset(buf, 0, base)
+        rb.set_partition_leader_epoch(buf, 0, self.leader_epoch)
+        last = base + h.last_offset_delta
+        self.log.append(buf, last_offset=last, max_timestamp=h.max_timestamp,
+                        offset_of_max_timestamp=base if h.records_count == 1 else -1, now_ms=now_ms)
+        if h.producer_id >= 0:
+            self.producer_state.update(h, base, h.max_timestamp)
+        self._wake()
+        return base
 
     def _check_timestamps(self, h: rb.BatchHeader, now_ms: int) -> None:
         before = self.policy.timestamp_before_max_ms
