@@ -37,8 +37,8 @@ def test_generated_protocol_matches_specs_or_is_complete():
 def _readme_table() -> list[tuple[str, int, int, int]]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Supported APIs", 1)[1]
-    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)-(\d+) \|$", section, re.M)
-    return [(name, int(k), int(lo), int(hi)) for name, k, lo, hi in rows]
+    rows = re.findall(r"^\| (\w+) \| (\d+) \| (\d+)(?:-(\d+))? \|$", section, re.M)
+    return [(name, int(k), int(lo), int(hi or lo)) for name, k, lo, hi in rows]
 
 
 def test_readme_api_table_matches_live_api_versions(broker):

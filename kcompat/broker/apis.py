@@ -11,15 +11,17 @@ them.
 from __future__ import annotations
 
 from kcompat.broker.handlers import (
-    alter_configs, api_versions, create_partitions, create_topics, delete_records, delete_topics, describe_cluster,
-    describe_configs, fetch, find_coordinator, incremental_alter_configs, init_producer_id, list_offsets, metadata,
-    produce,
+    alter_configs, api_versions, create_partitions, create_topics, delete_groups, delete_records, delete_topics,
+    describe_cluster, describe_configs, describe_groups, fetch, find_coordinator, heartbeat,
+    incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
+    offset_commit, offset_delete, offset_fetch, produce, sync_group,
 )
 
 _MODULES = (
-    produce, fetch, list_offsets, metadata, find_coordinator, api_versions, create_topics, delete_topics, delete_records,
-    init_producer_id, describe_configs, alter_configs, create_partitions, incremental_alter_configs,
-    describe_cluster,
+    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
+    heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics, delete_topics,
+    delete_records, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
+    incremental_alter_configs, offset_delete, describe_cluster,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

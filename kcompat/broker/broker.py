@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 from kcompat.broker.connection import KafkaConnection
+from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
@@ -104,11 +105,12 @@ class Broker:
             self.image, self.metadata_log, node_id=self.node_id,
             defaults=lambda: (cfg.get("num.partitions"), cfg.get("default.replication.factor")),
             validate_topic_configs=validate_topic_configs,
-            live_brokers=lambda: [self.node_id],
+            live_brokers=self.live_broker_ids,
             delete_topic_enable=lambda: cfg.get("delete.topic.enable"),
             publish=self._publish)
         self.controller.bootstrap(now)
         self._host_partitions()
+        self.groups = GroupRuntime(self)
         self.producer_id_manager = ProducerIdManager(
             lambda: self.controller.allocate_producer_ids(self.node_id, self.now_ms()))
 
@@ -121,6 +123,7 @@ class Broker:
             bhost, bport = sock.getsockname()[:2]
             self.bound[name] = (bhost, bport)
             log.info("started listener %s:%d", host or bhost, bport)
+        self.groups.start()
         self._periodic_task = asyncio.ensure_future(self._periodic())
         log.info("kcompat broker %d started: cluster id %s, %d partitions, %d metadata records replayed, "
                  "log dirs %s, in %.0f ms", self.node_id, self.cluster_id, len(self.replica_manager.partitions),
@@ -163,6 +166,8 @@ class Broker:
                 t = self.image.topics_by_id.get(r.topic_id)
                 if t is not None and self.node_id in r.replicas:
                     self.replica_manager.ensure_partition(t.name, r.partition_id, t.topic_id, r.leader_epoch)
+                    if t.name == OFFSETS_TOPIC and r.leader == self.node_id and hasattr(self, "groups"):
+                        self.groups.on_partition_hosted(r.partition_id)
             elif kind == PARTITION_CHANGE_RECORD:
                 t = self.image.topics_by_id.get(r.topic_id)
                 if t is not None:
@@ -172,8 +177,10 @@ class Broker:
             elif kind == REMOVE_TOPIC_RECORD:
                 names = {p.topic for p in self.replica_manager.partitions.values() if p.topic_id == r.topic_id}
                 for name in names:
+                    removed = [(name, p.partition_id) for p in self.replica_manager.topic_partitions(name)]
                     n = self.replica_manager.remove_topic(name)
                     log.info("deleted topic %s (%d partitions)", name, n)
+                    self.groups.on_partitions_deleted(removed)
             elif kind == CONFIG_RECORD:
                 if r.resource_type == RESOURCE_TOPIC:
                     self.replica_manager.update_topic_config(r.resource_name)
@@ -201,7 +208,8 @@ class Broker:
             segment_index_bytes=v["segment.index.bytes"], index_interval_bytes=v["index.interval.bytes"],
             retention_ms=v["retention.ms"], retention_bytes=v["retention.bytes"],
             flush_messages=v["flush.messages"], flush_ms=v["flush.ms"],
-            file_delete_delay_ms=v["file.delete.delay.ms"])
+            file_delete_delay_ms=v["file.delete.delay.ms"],
+            cleanup_policy=",".join(v["cleanup.policy"]))
 
     def policy_for(self, topic: str) -> AppendPolicy:
         v = self.topic_values(topic)
@@ -209,7 +217,8 @@ class Broker:
             max_message_bytes=v["max.message.bytes"],
             log_append_time=v["message.timestamp.type"] == "LogAppendTime",
             timestamp_before_max_ms=v["message.timestamp.before.max.ms"],
-            timestamp_after_max_ms=v["message.timestamp.after.max.ms"])
+            timestamp_after_max_ms=v["message.timestamp.after.max.ms"],
+            compact="compact" in v["cleanup.policy"])
 
     def describe_topic_configs(self, overrides: dict, keys=None, include_synonyms=False,
                                include_documentation=False):
@@ -246,6 +255,17 @@ class Broker:
         if not host:
             host = bhost if bhost not in ("0.0.0.0", "::", "") else socket.gethostname()
         return host, port
+
+    def endpoint_of(self, node_id: int, listener_name: str) -> tuple[str, int] | None:
+        """(host, port) of broker ``node_id`` on ``listener_name``; None if unknown."""
+        for node, host, port, _rack in self.live_broker_endpoints(listener_name):
+            if node == node_id:
+                return host, port
+        return None
+
+    def live_broker_ids(self) -> list[int]:
+        """Brokers that can host replicas (a single node: this one)."""
+        return [self.node_id]
 
     def live_broker_endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
         host, port = self.advertised_endpoint(listener_name)
@@ -301,6 +321,7 @@ class Broker:
                 conn.transport.close()
         if self._periodic_task is not None:
             self._periodic_task.cancel()
+        self.groups.stop()
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
         self.metadata_log.close()

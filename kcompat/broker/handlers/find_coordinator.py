@@ -1,7 +1,8 @@
 """FindCoordinator (key 10), versions 0-6: which broker coordinates a group or transactional id.
 
 Key types (KIP-98): 0 GROUP, 1 TRANSACTION (from v1); batched lookups of several keys from v4
-(KIP-699). On a single node this broker is the group coordinator. There is no transaction
+(KIP-699). A group's coordinator is the leader of its ``__consumer_offsets`` partition, which is
+created on the first lookup, as Kafka does. There is no transaction
 coordinator yet (it arrives with transactions), so transactional ids get COORDINATOR_NOT_AVAILABLE,
 which Kafka also answers while ``__transaction_state`` does not exist. An unknown key type is
 INVALID_REQUEST.
@@ -13,6 +14,7 @@ otherwise sends LZ4-configured batches uncompressed.
 
 from __future__ import annotations
 
+from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 
@@ -26,8 +28,18 @@ GROUP, TRANSACTION = 0, 1
 def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == GROUP:
-        host, port = ctx.broker.advertised_endpoint(ctx.listener_name)
-        return ErrorCode.NONE, None, ctx.broker.node_id, host, port
+        broker = ctx.broker
+        if not key and ctx.api_version < 4:
+            return ErrorCode.INVALID_REQUEST, "Invalid group id", -1, "", -1
+        if not broker.groups.ensure_offsets_topic():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        partition = broker.groups.coordinator.partition_for(key)
+        leader = broker.image.topics[OFFSETS_TOPIC].partitions[partition].leader
+        endpoint = broker.endpoint_of(leader, ctx.listener_name)
+        if endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        host, port = endpoint
+        return ErrorCode.NONE, None, leader, host, port
     if key_type == TRANSACTION:
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1)
     return ErrorCode.INVALID_REQUEST, f"Invalid coordinator type {key_type}", -1, "", -1

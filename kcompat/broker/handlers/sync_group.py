@@ -1,0 +1,18 @@
+"""SyncGroup (key 14), versions 0-5: the leader hands out assignments; every member gets its own.
+
+Followers' responses wait for the leader's SyncGroup (see :mod:`kcompat.group`).
+"""
+
+from kcompat.protocol.messages.sync_group import SyncGroupResponse as R
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, req):
+    return ctx.broker.groups.submit("sync_group", ctx, req)
+
+
+def error_response(req, version, code):
+    return R(error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
