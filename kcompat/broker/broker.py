@@ -35,7 +35,7 @@ from kcompat.kraft.image import (
     RESOURCE_TOPIC, MetadataImage, record_type_of,
 )
 from kcompat.kraft.metadata_log import METADATA_TOPIC, MetadataLog
-from kcompat.log import LogConfig, LogManager, read_meta_properties, remove_tree
+from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties, remove_tree
 from kcompat.protocol.errors import ErrorCode
 from kcompat.txn.producer_id_manager import ProducerIdManager
 
@@ -110,6 +110,13 @@ class Broker:
             publish=self._publish)
         self.controller.bootstrap(now)
         self._host_partitions()
+        self.cleaner = None
+        if cfg.get("log.cleaner.enable"):
+            self.cleaner = LogCleaner(threads=cfg.get("log.cleaner.threads"),
+                                      dedupe_buffer_size=cfg.get("log.cleaner.dedupe.buffer.size"),
+                                      io_buffer_load_factor=cfg.get("log.cleaner.io.buffer.load.factor"),
+                                      backoff_ms=cfg.get("log.cleaner.backoff.ms"))
+            self.cleaner.prestart_workers()
         self.groups = GroupRuntime(self)
         self.producer_id_manager = ProducerIdManager(
             lambda: self.controller.allocate_producer_ids(self.node_id, self.now_ms()))
@@ -209,7 +216,10 @@ class Broker:
             retention_ms=v["retention.ms"], retention_bytes=v["retention.bytes"],
             flush_messages=v["flush.messages"], flush_ms=v["flush.ms"],
             file_delete_delay_ms=v["file.delete.delay.ms"],
-            cleanup_policy=",".join(v["cleanup.policy"]))
+            cleanup_policy=",".join(v["cleanup.policy"]),
+            delete_retention_ms=v["delete.retention.ms"], min_compaction_lag_ms=v["min.compaction.lag.ms"],
+            max_compaction_lag_ms=v["max.compaction.lag.ms"],
+            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"])
 
     def policy_for(self, topic: str) -> AppendPolicy:
         v = self.topic_values(topic)
@@ -228,6 +238,17 @@ class Broker:
     def _high_watermark_of(self, topic: str, partition: int) -> int | None:
         p = self.replica_manager.get(topic, partition)
         return p.high_watermark if p is not None else None
+
+    def _stable_offset_of(self, tp) -> int | None:
+        p = self.replica_manager.get(*tp)
+        return p.last_stable_offset if p is not None else None
+
+    def _producer_last_offsets_of(self, tp) -> dict[int, int]:
+        """Last offset written by each producer id (the cleaner keeps that batch, as Kafka)."""
+        p = self.replica_manager.get(*tp)
+        if p is None:
+            return {}
+        return {pid: e.batches[-1].last_offset for pid, e in p.producer_state.producers.items() if e.batches}
 
     def isr_size_and_min(self, topic: str, partition: int) -> tuple[int, int]:
         """(ISR size, effective min.insync.replicas) of a partition, for acks=-1."""
@@ -289,6 +310,12 @@ class Broker:
                 for p in self.replica_manager.partitions.values():
                     if p.log.log_start_offset > 0:
                         p.log.delete_snapshots_before(p.log.log_start_offset)
+                if self.cleaner is not None:
+                    for outcome in self.cleaner.tick(self.log_manager.logs, now,
+                                                     stable_offset_of=self._stable_offset_of,
+                                                     producer_last_offsets_of=self._producer_last_offsets_of):
+                        if outcome.error:
+                            log.warning("cleaning %s-%d failed: %s", *outcome.tp, outcome.error)
                 if plans or removals:
                     await loop.run_in_executor(None, _background_io, plans, removals)
                     for plan in plans:
@@ -322,6 +349,8 @@ class Broker:
         if self._periodic_task is not None:
             self._periodic_task.cancel()
         self.groups.stop()
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
         self.metadata_log.close()

@@ -2,13 +2,15 @@
 ``.index``, ``.timeindex``, ``.snapshot``, checkpoints) with plain file I/O.
 
 Imports from kcompat only ``kcompat.protocol.records`` / ``kcompat.protocol.compression``; no
-asyncio, no sockets, no threads.
+asyncio, no sockets, no threads (the log cleaner's work runs in worker processes).
 """
 
 from kcompat.log.checkpoint import (
     read_meta_properties, read_offset_checkpoint, read_partition_metadata, topic_id_from_str,
     topic_id_to_str, write_meta_properties, write_offset_checkpoint, write_partition_metadata,
 )
+from kcompat.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanOutcome, LogCleaner, LogToClean
+from kcompat.log.compaction import CleanResult, CleanStats, CleanTask, run_clean_task
 from kcompat.log.config import KAFKA_NAMES, LogConfig
 from kcompat.log.errors import (
     CheckpointError, CorruptLogError, LogClosedError, LogDirError, LogError, OffsetOutOfRangeError,
@@ -20,6 +22,8 @@ from kcompat.log.manager import LogManager, parse_topic_partition, remove_tree
 from kcompat.log.segment import LogSegment
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT", "CleanOutcome", "CleanResult", "CleanStats", "CleanTask",
+    "LogCleaner", "LogToClean", "run_clean_task",
     "CheckpointError", "CorruptLogError", "FlushPlan", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
     "LogDirError", "LogError", "LogManager", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
     "TimeIndex", "parse_topic_partition", "remove_tree", "read_meta_properties", "read_offset_checkpoint",

@@ -41,11 +41,18 @@ TopicPartition = tuple[str, int]
 
 
 # -- offset checkpoints -------------------------------------------------------------------------
-def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    """Write ``{(topic, partition): offset}`` in Kafka's checkpoint format, atomically."""
+def format_offset_checkpoint(offsets: Mapping[TopicPartition, int]) -> bytes:
+    """``{(topic, partition): offset}`` in Kafka's checkpoint format."""
     lines = ["0", str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int], *,
+                            tmp_suffix: str = ".tmp") -> None:
+    """Write ``{(topic, partition): offset}`` in Kafka's checkpoint format, atomically (through
+    ``<path><tmp_suffix>``: concurrent writers need distinct suffixes)."""
+    atomic_write(path, format_offset_checkpoint(offsets), tmp_suffix)
 
 
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -31,6 +31,10 @@ class LogConfig:
     flush_ms: int = LONG_MAX                 # flush.ms
     file_delete_delay_ms: int = 60000        # file.delete.delay.ms
     cleanup_policy: str = "delete"           # cleanup.policy
+    delete_retention_ms: int = 86400000      # delete.retention.ms (tombstones on compacted topics)
+    min_compaction_lag_ms: int = 0           # min.compaction.lag.ms (KIP-58)
+    max_compaction_lag_ms: int = LONG_MAX    # max.compaction.lag.ms (KIP-354)
+    min_cleanable_dirty_ratio: float = 0.5   # min.cleanable.dirty.ratio
 
     def __post_init__(self) -> None:
         # Kafka's LogConfig validators: segment.bytes >= 14, segment.ms >= 1,
@@ -54,11 +58,32 @@ class LogConfig:
         policies = {p.strip() for p in self.cleanup_policy.split(",") if p.strip()}
         if not policies or not policies <= {"delete", "compact"}:
             raise ValueError(f"invalid cleanup.policy {self.cleanup_policy!r}")
+        if self.delete_retention_ms < 0:
+            raise ValueError("delete.retention.ms must be >= 0")
+        if self.min_compaction_lag_ms < 0:
+            raise ValueError("min.compaction.lag.ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError("max.compaction.lag.ms must be >= 1")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError("min.cleanable.dirty.ratio must be in [0, 1]")
 
     @property
     def delete_enabled(self) -> bool:
         """True when ``cleanup.policy`` contains ``delete`` (time/size retention applies)."""
         return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def compact_enabled(self) -> bool:
+        """True when ``cleanup.policy`` contains ``compact`` (the log cleaner applies)."""
+        return "compact" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Age after which the active segment rolls: ``segment.ms``, or ``max.compaction.lag.ms``
+        if smaller on a compacted log (KIP-354; Kafka ``LogConfig.maxSegmentMs``)."""
+        if self.compact_enabled and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     def random_segment_jitter(self) -> int:
         """Per-segment roll jitter in ms, as Kafka's ``LogConfig.randomSegmentJitter``."""
@@ -70,14 +95,19 @@ class LogConfig:
     def from_properties(cls, props: Mapping[str, object], base: "LogConfig | None" = None) -> "LogConfig":
         """Build a config from Kafka topic-config names (``{"segment.bytes": "1024"}``), starting
         from ``base`` (default: Kafka's defaults). Unknown names are ignored (they belong to other
-        layers, e.g. ``max.message.bytes``). Raises ValueError on a non-integer value."""
+        layers, e.g. ``max.message.bytes``). Raises ValueError on a non-numeric value."""
         known = {f.name for f in fields(cls)}
         changes: dict[str, object] = {}
         for name, value in props.items():
             attr = KAFKA_NAMES.get(name)
             if attr is None or attr not in known:
                 continue
-            changes[attr] = str(value) if attr == "cleanup_policy" else int(str(value))
+            if attr == "cleanup_policy":
+                changes[attr] = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
+            elif attr == "min_cleanable_dirty_ratio":
+                changes[attr] = float(str(value))
+            else:
+                changes[attr] = int(str(value))
         return replace(base or cls(), **changes)  # type: ignore[arg-type]
 
 
@@ -94,4 +124,8 @@ KAFKA_NAMES: dict[str, str] = {
     "flush.ms": "flush_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }

@@ -81,10 +81,10 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically: write ``<path>.tmp``, fsync, rename, fsync the
-    directory (Kafka's ``Utils.atomicMoveWithFallback`` after a flushed temp file)."""
-    tmp = path.with_name(path.name + ".tmp")
+def atomic_write(path: Path, data: bytes, tmp_suffix: str = ".tmp") -> None:
+    """Replace ``path`` with ``data`` atomically: write ``<path><tmp_suffix>``, fsync, rename,
+    fsync the directory (Kafka's ``Utils.atomicMoveWithFallback`` after a flushed temp file)."""
+    tmp = path.with_name(path.name + tmp_suffix)
     fd = open_rw(tmp, truncate=True)
     try:
         pwrite_all(fd, data, 0)

@@ -34,6 +34,45 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+class IndexBuilder:
+    """Index entries for batches laid out back to back from position 0, by Kafka's rule (the
+    same as :meth:`LogSegment.append` and ``recover``): a batch gets an offset-index entry (its
+    last offset -> its position) when more than ``index.interval.bytes`` were written since the
+    previous entry, and with it a time-index entry (max timestamp so far, last offset of the batch
+    holding it) if the timestamp grew; :meth:`finish` adds the final time-index entry a closed
+    segment always has. Used by index rebuilds and by the log cleaner."""
+
+    __slots__ = ("base", "interval", "max_entries", "off_entries", "time_entries", "max_ts",
+                 "max_ts_offset", "last_time_ts", "last_index_pos")
+
+    def __init__(self, base_offset: int, config: LogConfig) -> None:
+        self.base = base_offset
+        self.interval = config.index_interval_bytes
+        self.max_entries = config.segment_index_bytes // 8
+        self.off_entries = bytearray()
+        self.time_entries = bytearray()
+        self.max_ts = self.max_ts_offset = self.last_time_ts = -1
+        self.last_index_pos = 0
+
+    def add(self, pos: int, last_offset: int, max_timestamp: int) -> None:
+        """Account for the batch at ``pos``."""
+        if max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
+        if pos - self.last_index_pos > self.interval and len(self.off_entries) // 8 < self.max_entries:
+            self.off_entries += _OFF_ENTRY.pack(last_offset - self.base, pos)
+            if self.max_ts > self.last_time_ts:
+                self.time_entries += _TIME_ENTRY.pack(self.max_ts, self.max_ts_offset - self.base)
+                self.last_time_ts = self.max_ts
+            self.last_index_pos = pos
+
+    def finish(self) -> tuple[bytearray, bytearray]:
+        """``(offset index bytes, time index bytes)`` including the final time-index entry."""
+        if self.max_ts > self.last_time_ts:
+            self.time_entries += _TIME_ENTRY.pack(self.max_ts, self.max_ts_offset - self.base)
+            self.last_time_ts = self.max_ts
+        return self.off_entries, self.time_entries
+
+
 class LogSegment:
     """A segment of one partition's log.
 
@@ -156,30 +195,18 @@ class LogSegment:
         first invalid or torn batch. Returns the number of invalid bytes found at the end
         (truncated if ``truncate``). Kafka ``LogSegment.recover``."""
         base = self.base_offset
-        cfg = self.config
-        interval = cfg.index_interval_bytes
-        max_off_entries = cfg.segment_index_bytes // 8
-        off_entries = bytearray()
-        time_entries = bytearray()
-        max_ts, max_off, last_time_ts = -1, -1, -1
-        last_index_pos = 0
+        builder = IndexBuilder(base, self.config)
         first_ts: int | None = None
         next_offset = base
         scan = ValidScan(self.fd, 0, self.size, base)
         for pos, h in scan:
             if first_ts is None:
                 first_ts = h.max_timestamp
-            if h.max_timestamp > max_ts:
-                max_ts, max_off = h.max_timestamp, h.last_offset
-            if pos - last_index_pos > interval and len(off_entries) // 8 < max_off_entries:
-                off_entries += _OFF_ENTRY.pack(h.last_offset - base, pos)
-                if max_ts > last_time_ts:
-                    time_entries += _TIME_ENTRY.pack(max_ts, max_off - base)
-                    last_time_ts = max_ts
-                last_index_pos = pos
+            builder.add(pos, h.last_offset, h.max_timestamp)
             next_offset = h.next_offset
-        if max_ts > last_time_ts:  # the final entry a closed segment always has
-            time_entries += _TIME_ENTRY.pack(max_ts, max_off - base)
+        off_entries, time_entries = builder.finish()
+        max_ts, max_off = builder.max_ts, builder.max_ts_offset
+        last_index_pos = builder.last_index_pos
         invalid = self.size - scan.valid_end
         if invalid:
             logger.warning("segment %s: %s; %s %d bytes at position %d", self.log_path,
@@ -235,7 +262,7 @@ class LogSegment:
         cfg = self.config
         if self.size > cfg.segment_bytes - msg_size:
             return "size"
-        if self.time_waited_for_roll(now_ms, max_timestamp) > cfg.segment_ms - self.roll_jitter_ms:
+        if self.time_waited_for_roll(now_ms, max_timestamp) > cfg.max_segment_ms - self.roll_jitter_ms:
             return "time"
         if (self.offset_index.is_full(cfg.segment_index_bytes)
                 or self.time_index.is_full(cfg.segment_index_bytes)):
