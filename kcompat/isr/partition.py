@@ -94,6 +94,8 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.policy = policy or AppendPolicy()
         self.producer_state = ProducerStateManager()
+        # (transactional id, producer id, epoch, topic, partition) -> error code or 0 (KIP-890)
+        self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
         self._waiters: set[Callable[[], None]] = set()
         self._load_producer_state()
         self.log.on_roll = self._on_roll
@@ -118,12 +120,15 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: the LSO is the high watermark."""
-        return self.high_watermark
+        """LSO: the first offset of the oldest open transaction, or the high watermark if lower
+        or if no transaction is open (KIP-98). read_committed consumers read only below it."""
+        unstable = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if unstable is None else min(unstable, hw)
 
     # -- append ----------------------------------------------------------------------------------
 
-    def append(self, records, now_ms: int) -> AppendInfo:
+    def append(self, records, now_ms: int, transactional_id: str | None = None) -> AppendInfo:
         """Validate and append one producer batch. ``records`` must be a *writable* buffer
         (memoryview of a bytearray) holding exactly one batch; baseOffset etc. are rewritten in it.
 
@@ -159,6 +164,8 @@ class Partition:
                              f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
                              f"records {h.records_count}")
 
+        if h.is_transactional:
+            self._verify_transaction(h, transactional_id)
         if self.policy.compact:
             self._check_keys(records)
 
@@ -194,6 +201,19 @@ class Partition:
         self._wake()
         return AppendInfo(base, append_time, self.log.log_start_offset)
 
+    def _verify_transaction(self, h: rb.BatchHeader, transactional_id: str | None) -> None:
+        """Transactional batches must belong to an ongoing transaction that includes this
+        partition (KIP-890 part 1 verification, ``transaction.partition.verification.enable``)."""
+        if h.producer_id < 0 or transactional_id is None:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             "Transactional records need a producer id and a transactional id")
+        if self.txn_verifier is not None:
+            code = self.txn_verifier(transactional_id, h.producer_id, h.producer_epoch, self.topic,
+                                     self.partition_id)
+            if code:
+                raise KafkaError(ErrorCode(code), f"Transactional id {transactional_id} has no ongoing "
+                                                  f"transaction with {self.topic}-{self.partition_id}")
+
     def _check_keys(self, records) -> None:
         """Compacted topics keep the latest record per key, so every record needs one (Kafka's
         LogValidator: "Compacted topic cannot accept message without key"). The only place the
@@ -223,6 +243,34 @@ class Partition:
             self.producer_state.update(h, base, h.max_timestamp)
         self._wake()
         return base
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      now_ms: int) -> int:
+        """Write a COMMIT or ABORT control batch ending the producer's transaction here (Kafka's
+        WriteTxnMarkers on the leader). An aborted transaction is added to the ``.txnindex``.
+        Returns the marker's offset; raises KafkaError(INVALID_PRODUCER_EPOCH |
+        TRANSACTION_COORDINATOR_FENCED)."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        kind = rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT
+        offset = self.append_internal(rb.build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
+                                                             now_ms), now_ms)
+        self._complete_txn(producer_id, producer_epoch, coordinator_epoch, commit, offset, now_ms)
+        self._wake()
+        return offset
+
+    def _complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      marker_offset: int, timestamp: int) -> None:
+        done = self.producer_state.complete_txn(producer_id, producer_epoch, coordinator_epoch, marker_offset,
+                                                timestamp)
+        if done is not None and not commit:
+            unstable = self.producer_state.first_unstable_offset()
+            lso = marker_offset + 1 if unstable is None else unstable
+            self.log.append_aborted_txn(producer_id, done.first_offset, done.last_offset, lso)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer id, first offset)`` of aborted transactions overlapping
+        [fetch_offset, upper_bound): what a read_committed fetch returns with its records."""
+        return [(a.producer_id, a.first_offset) for a in self.log.collect_aborted_txns(fetch_offset, upper_bound)]
 
     def _check_timestamps(self, h: rb.BatchHeader, now_ms: int) -> None:
         before = self.policy.timestamp_before_max_ms
@@ -282,9 +330,25 @@ class Partition:
             except ValueError as e:
                 log.warning("%s: ignoring corrupt producer snapshot at %d: %s", self, offset, e)
                 self.producer_state.truncate_and_reload(None)
+        # aborted-transaction entries from the replayed range are rebuilt with the replay
+        self.log.truncate_aborted_txns(start)
         for h in self.log.iter_batch_headers(start):
-            if h.producer_id >= 0:
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
+                commit, coordinator_epoch = self._read_marker(h)
+                self._complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset,
+                                   h.max_timestamp)
+            else:
                 self.producer_state.replay(h)
+
+    def _read_marker(self, h: rb.BatchHeader) -> tuple[bool, int]:
+        """(is COMMIT, coordinator epoch) of the control batch ``h`` (its record says which)."""
+        data = self.log.read(h.base_offset, h.size)
+        for rec in rb.iter_records(memoryview(data)[:h.size]):
+            epoch = int.from_bytes(rec.value[2:6], "big", signed=True) if rec.value and len(rec.value) >= 6 else -1
+            return rb.control_type(rec) == rb.CONTROL_COMMIT, epoch
+        return False, -1
 
     def _on_roll(self, new_base_offset: int) -> None:
         self.log.write_snapshot(new_base_offset, self.producer_state.snapshot())

@@ -639,6 +639,28 @@ def group_segments(task: CleanTask, end_offset: int) -> list[list[tuple[int, int
     return groups
 
 
+def _carry_txn_index(d: Path, group, stem: str) -> None:
+    """The cleaned segment keeps the aborted-transaction entries of the segments it replaces
+    (``<stem>.txnindex.cleaned``), so read-committed fetches still filter aborted records that
+    survive cleaning."""
+    data = bytearray()
+    for base, _size in group:
+        try:
+            data += (d / f"{segment_name(base)}.txnindex").read_bytes()
+        except FileNotFoundError:
+            pass
+    if not data:
+        return
+    path = d / f"{stem}.txnindex.cleaned"
+    unlink_quiet(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        pwrite_all(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def run_clean_task(task: CleanTask) -> CleanResult:
     """Clean one log (in a worker process, or in-process in tests/tools). Writes and fsyncs the
     cleaned files and returns what to install; on any error removes what it wrote and raises."""
@@ -676,6 +698,7 @@ def run_clean_task(task: CleanTask) -> CleanResult:
                         stats.batches_retained += 1
                 mtime = os.stat(d / f"{segment_name(group[-1][0])}.log").st_mtime_ns
                 isz, tsz = writer.finish(mtime)
+                _carry_txn_index(d, group, writer.stem)
             except BaseException:
                 writer.abandon()
                 raise

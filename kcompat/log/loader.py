@@ -55,9 +55,15 @@ def _remove_temp_files(directory: Path, names: dict[str, int]) -> None:
         elif name.endswith(".swap"):
             swaps.append(name)
             del names[name]
+    completed_txn_swaps = []
     for name in sorted(swaps):
         inner = name[: -len(".swap")]
         base = _base_of(inner)
+        if inner.endswith(".txnindex") and base is not None and (min_cleaned is None or base < min_cleaned) \
+                and f"{base:020d}.log.swap" in swaps:
+            # the aborted-transaction entries of a completed swap cannot be rebuilt from the .log
+            completed_txn_swaps.append((name, inner))
+            continue
         if base is None or not inner.endswith(".log") or (min_cleaned is not None and base >= min_cleaned):
             logger.info("%s: deleting swap file %s", directory, name)
             unlink_quiet(directory / name)
@@ -83,6 +89,9 @@ def _remove_temp_files(directory: Path, names: dict[str, int]) -> None:
                 del names[other]
         os.replace(directory / name, directory / inner)
         names[inner] = size
+    for name, inner in completed_txn_swaps:
+        os.replace(directory / name, directory / inner)
+        names[inner] = os.stat(directory / inner).st_size
 
 
 def load_segments(directory: Path, config: LogConfig, *, recovery_point: int,

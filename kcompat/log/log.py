@@ -22,6 +22,7 @@ from kcompat.log.loader import load_segments
 from kcompat.log.reads import LogReads
 from kcompat.log.segment import BatchInfo, LogSegment, segment_name
 from kcompat.log.snapshots import SnapshotStore
+from kcompat.log.txn_index import AbortedTxn
 from kcompat.protocol.records import HEADER_SIZE, parse_header
 
 
@@ -256,6 +257,7 @@ class Log(LogReads):
             seg.make_active()
         before = seg.size
         new_leo = seg.truncate_to(offset, now)
+        seg.txn_index.truncate_to(new_leo)
         self._size -= before - seg.size
         self._leo = new_leo
         self._log_start_offset = min(self._log_start_offset, new_leo)
@@ -266,6 +268,37 @@ class Log(LogReads):
         self._note_truncation(seg.base_offset)   # Kafka: the cleaner checkpoint drops to the active base
         logger.info("%s: truncated to offset %d", self._directory, new_leo)
         return True
+
+    # -- aborted transactions (.txnindex) ---------------------------------------------------------
+    def append_aborted_txn(self, producer_id: int, first_offset: int, last_offset: int,
+                           last_stable_offset: int) -> None:
+        """Record an aborted transaction whose ABORT marker is at ``last_offset``: the entry goes
+        to the ``.txnindex`` of the segment holding the marker (Kafka ``LogSegment.updateTxnIndex``)."""
+        self._check_open()
+        seg = self._segments[max(0, bisect.bisect_right(self._bases, last_offset) - 1)]
+        seg.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset))
+        seg.dirty = True
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), for a read-committed
+        fetch (Kafka ``LocalLog.collectAbortedTransactions``): searches the segment holding
+        ``fetch_offset`` and later ones until an entry shows the search is complete."""
+        self._check_open()
+        i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        found: list[AbortedTxn] = []
+        for seg in self._segments[i:]:
+            entries, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:  # (the entry of a transaction ends up in its marker's segment, maybe far later)
+                break
+        return found
+
+    def truncate_aborted_txns(self, from_offset: int) -> int:
+        """Drop aborted-transaction entries whose marker is at or after ``from_offset`` (before a
+        producer-state replay re-adds them); returns how many were dropped."""
+        self._check_open()
+        i = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+        return sum(seg.txn_index.truncate_to(from_offset) for seg in self._segments[i:])
 
     def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete all data and snapshots and restart the log empty at ``offset`` (log start =
@@ -583,9 +616,14 @@ class Log(LogReads):
         d = self._directory
         for g in groups:
             stem = segment_name(g.base)
-            for ext in ("index", "timeindex", "log"):
+            for ext in ("txnindex", "index", "timeindex", "log"):
                 swap = d / f"{stem}.{ext}.swap"
-                os.replace(d / f"{stem}.{ext}.cleaned", swap)
+                try:
+                    os.replace(d / f"{stem}.{ext}.cleaned", swap)
+                except FileNotFoundError:
+                    if ext == "txnindex":  # only segments with aborted transactions have one
+                        continue
+                    raise
                 lease.swap_paths.append(swap)
                 self._step(f"swap {g.base} {ext}")
         lease.groups = list(groups)
@@ -623,8 +661,13 @@ class Log(LogReads):
                         continue
                     deleted.append(target)
                     self._step(f"deleted {seg.base_offset} {ext}")
-            for ext in ("index", "timeindex", "log"):
-                os.replace(d / f"{stem}.{ext}.swap", d / f"{stem}.{ext}")
+            for ext in ("txnindex", "index", "timeindex", "log"):
+                try:
+                    os.replace(d / f"{stem}.{ext}.swap", d / f"{stem}.{ext}")
+                except FileNotFoundError:
+                    if ext == "txnindex":
+                        continue
+                    raise
                 self._step(f"renamed {g.base} {ext}")
             new = LogSegment(d, g.base, self._config, size=g.size, created_ms=now_ms,
                              index_size=g.index_size, timeindex_size=g.timeindex_size)

@@ -18,6 +18,7 @@ from kcompat.log.fileio import (
     scan_headers, unlink_quiet,
 )
 from kcompat.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kcompat.log.txn_index import TransactionIndex
 from kcompat.protocol.records import (
     HEADER_SIZE, BatchHeader, CorruptRecordError, iter_records, parse_header,
 )
@@ -95,6 +96,7 @@ class LogSegment:
         self.log_path = directory / f"{stem}.log"
         self.offset_index = OffsetIndex(directory / f"{stem}.index", base_offset, index_size)
         self.time_index = TimeIndex(directory / f"{stem}.timeindex", base_offset, timeindex_size)
+        self.txn_index = TransactionIndex(directory / f"{stem}.txnindex")
         self.size = size
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
@@ -475,6 +477,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.fsync()
         self.time_index.fsync()
+        self.txn_index.fsync()
         self.dirty = False
 
     def take_sync_paths(self) -> list[Path]:
@@ -484,7 +487,7 @@ class LogSegment:
         if not self.dirty:
             return []
         self.dirty = False
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def mark_dirty(self) -> None:
         self.dirty = True
@@ -518,5 +521,5 @@ class LogSegment:
         self.active = False
         self.offset_index.delete()
         self.time_index.delete()
-        unlink_quiet(self.directory / f"{segment_name(self.base_offset)}.txnindex")
+        self.txn_index.delete()
         unlink_quiet(self.log_path)

@@ -45,6 +45,15 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker: its producer and offset range [first, last]
+    (``last_offset`` is the marker's offset)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     """Kafka's ``ProducerStateManager.inSequence``: next = last + 1, wrapping at 2**31 - 1."""
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
@@ -82,6 +91,7 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
 
     def check(self, h: BatchHeader) -> BatchMetadata | None:
         """Validate an idempotent batch header before it is appended.
@@ -100,6 +110,10 @@ class ProducerStateManager:
         dup = entry.find_duplicate(h.producer_epoch, first_seq, h.last_sequence)
         if dup is not None:
             return dup
+        if not h.is_transactional and entry.current_txn_first_offset >= 0:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             f"Expected a transactional write from producer {h.producer_id}, whose "
+                             f"transaction is ongoing")
         if h.producer_epoch > entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -121,25 +135,78 @@ class ProducerStateManager:
             entry.producer_epoch = h.producer_epoch
             entry.batches.clear()
         if h.is_control:
-            entry.current_txn_first_offset = -1
             entry.last_timestamp = max_timestamp
             return
         if h.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
+            self.ongoing[h.producer_id] = first_offset
         last_offset = first_offset + h.last_offset_delta
         entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset,
                                            max_timestamp))
         entry.last_timestamp = max_timestamp
 
     def replay(self, h: BatchHeader) -> None:
-        """Apply a batch header read back from the log (rebuild after a restart)."""
+        """Apply a data batch header read back from the log (rebuild after a restart); control
+        batches go through :meth:`complete_txn` (their header does not say commit or abort)."""
         if h.producer_id < 0:
             return
         self.update(h, h.base_offset, h.max_timestamp)
 
+    # -- transactions (KIP-98) -------------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest ongoing transaction, or None: the LSO is
+        min(this, high watermark)."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a COMMIT/ABORT marker before it is appended (Kafka
+        ``ProducerAppendInfo.appendEndTxnMarker``): an older producer epoch is
+        INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"Transaction marker epoch {producer_epoch} of producer {producer_id} is older "
+                             f"than its current epoch {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                             f"Coordinator epoch {coordinator_epoch} of the marker for producer {producer_id} "
+                             f"is older than {entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     marker_offset: int, timestamp: int) -> CompletedTxn | None:
+        """A marker at ``marker_offset`` ends the producer's transaction; returns what it ended
+        (None if the producer had no ongoing transaction on this partition)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id, producer_epoch)
+        if producer_epoch > entry.producer_epoch:
+            entry.producer_epoch = producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(producer_id, None)
+        if first < 0:
+            return None
+        return CompletedTxn(producer_id, first, marker_offset)
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` without an ongoing transaction
+        (Kafka ``removeExpiredProducers``); returns how many."""
+        doomed = [pid for pid, e in self.producers.items()
+                  if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in doomed:
+            del self.producers[pid]
+        return len(doomed)
+
     def truncate_and_reload(self, snapshot: bytes | None) -> None:
         """Reset to the contents of a snapshot (or empty)."""
         self.producers.clear()
+        self.ongoing.clear()
         if snapshot:
             self.load_snapshot(snapshot)
 
@@ -188,6 +255,8 @@ class ProducerStateManager:
             e = ProducerStateEntry(pe.producer_id, pe.epoch)
             e.coordinator_epoch = pe.coordinator_epoch
             e.current_txn_first_offset = pe.current_txn_first_offset
+            if pe.current_txn_first_offset >= 0:
+                self.ongoing[pe.producer_id] = pe.current_txn_first_offset
             e.last_timestamp = pe.timestamp
             if pe.last_sequence != NO_SEQUENCE:
                 first_seq = (pe.last_sequence - pe.offset_delta) & _INT32_MAX

@@ -139,7 +139,10 @@ def test_transactional_and_control_batches_track_the_open_transaction():
     psm.update(hdr(5, 0, 0, 2, attrs=ATTR_TRANSACTIONAL), 10, TS)
     psm.update(hdr(5, 0, 2, 1, attrs=ATTR_TRANSACTIONAL), 12, TS)
     assert psm.producers[5].current_txn_first_offset == 10
+    assert psm.first_unstable_offset() == 10
     psm.update(hdr(5, 0, -1, 1, attrs=ATTR_TRANSACTIONAL | ATTR_CONTROL), 13, TS + 5)
+    assert psm.complete_txn(5, 0, 0, 13, TS + 5) == (5, 10, 13)
+    assert psm.first_unstable_offset() is None
     e = psm.producers[5]
     assert e.current_txn_first_offset == -1 and e.last_timestamp == TS + 5
     assert [(b.first_seq, b.first_offset) for b in e.batches] == [(0, 10), (2, 12)]  # markers are not batches

@@ -114,11 +114,16 @@ def _read_all(broker, req, plan: _Plan, version: int):
             min_one = False
             limit = max(0, limit - n)
             total += n
+        aborted = None
+        if isolation == READ_COMMITTED:
+            # the aborted transactions the fetched batches may hold (KIP-98); the consumer drops them
+            aborted = [R.AbortedTransaction(producer_id=pid, first_offset=first)
+                       for pid, first in p.aborted_transactions(fp.fetch_offset, p.last_stable_offset)] \
+                if n else []
         by_topic[key].append(R.PartitionData(
             partition_index=fp.partition, error_code=code, high_watermark=p.high_watermark,
             last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
-            aborted_transactions=[] if isolation == READ_COMMITTED else None,
-            preferred_read_replica=-1, records=records))
+            aborted_transactions=aborted, preferred_read_replica=-1, records=records))
     responses = []
     for key in order:
         if version >= 13:

@@ -40,7 +40,7 @@ def handle(ctx, req):
             if acks not in (-1, 0, 1):
                 resp = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None)
             else:
-                resp = _append(broker, td.name, pd, acks, now, version)
+                resp = _append(broker, td.name, pd, acks, now, version, req.transactional_id)
             failed = failed or resp.error_code != ErrorCode.NONE
             parts.append(resp)
         topics.append(R.TopicProduceResponse(name=td.name, partition_responses=parts))
@@ -51,7 +51,7 @@ def handle(ctx, req):
     return R(responses=topics, throttle_time_ms=0)
 
 
-def _append(broker, topic: str, pd, acks: int, now: int, version: int):
+def _append(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None):
     partition = broker.replica_manager.get(topic, pd.index)
     if partition is None:
         if topic not in broker.image.topics:
@@ -75,7 +75,7 @@ def _append(broker, topic: str, pd, acks: int, now: int, version: int):
                           f"The size of the current ISR {isr_size} is insufficient to satisfy the "
                           f"min.isr requirement of {min_isr} for partition {topic}-{pd.index}")
     try:
-        info = partition.append(pd.records, now)
+        info = partition.append(pd.records, now, transactional_id)
     except KafkaError as e:
         return _error(pd.index, e.code, version, e.message)
     return R.PartitionProduceResponse(index=pd.index, error_code=ErrorCode.NONE, base_offset=info.base_offset,

@@ -1,0 +1,115 @@
+"""The aborted-transaction index of a segment: ``<base>.txnindex`` (Kafka's ``TransactionIndex``).
+
+Each entry is 34 bytes: version int16 (0), producerId int64, firstOffset int64, lastOffset int64,
+lastStableOffset int64 — an aborted transaction of ``producerId`` spanning
+[firstOffset, lastOffset] (lastOffset is the ABORT marker's offset), recorded in the segment that
+holds the marker. ``lastStableOffset`` is the partition's first unstable offset just after the
+abort completed: a read that ends below it needs no later entries (the collection is complete).
+Read-committed fetches return the entries overlapping the fetched range so that consumers drop
+aborted records (KIP-98). The file is created on the first entry; segments without aborted
+transactions have none.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+from kcompat.log.fileio import logger, unlink_quiet
+
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size  # 34
+VERSION = 0
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class TransactionIndex:
+    """Entries of one segment's ``.txnindex``, loaded lazily; appends go straight to the file."""
+
+    __slots__ = ("path", "_entries")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: list[AbortedTxn] | None = None
+
+    def entries(self) -> list[AbortedTxn]:
+        """All entries (a partial trailing entry from a crash is cut off and logged)."""
+        if self._entries is None:
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            whole = len(data) - len(data) % ENTRY_SIZE
+            if whole != len(data):
+                logger.warning("%s: cutting a partial entry of %d bytes", self.path, len(data) - whole)
+                os.truncate(self.path, whole)
+            entries = []
+            for off in range(0, whole, ENTRY_SIZE):
+                version, pid, first, last, lso = _ENTRY.unpack_from(data, off)
+                if version != VERSION:
+                    logger.warning("%s: unknown entry version %d; ignoring the rest", self.path, version)
+                    break
+                entries.append(AbortedTxn(pid, first, last, lso))
+            self._entries = entries
+        return self._entries
+
+    def append(self, entry: AbortedTxn) -> None:
+        """Add an entry (its lastOffset must not be below the last entry's, as Kafka requires)."""
+        entries = self.entries()
+        if entries and entry.last_offset < entries[-1].last_offset:
+            raise ValueError(f"aborted transaction {entry} ends before the last entry {entries[-1]}")
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, _ENTRY.pack(VERSION, *entry))
+        finally:
+            os.close(fd)
+        entries.append(entry)
+
+    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+        """Entries overlapping [fetch_offset, upper_bound) and whether the search may stop here
+        (an entry's lastStableOffset reached ``upper_bound``): Kafka's ``collectAbortedTxns``."""
+        found = []
+        for e in self.entries():
+            if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+                found.append(e)
+            if e.last_stable_offset >= upper_bound:
+                return found, True
+        return found, False
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop entries whose lastOffset >= ``offset``; returns how many were dropped."""
+        entries = self.entries()
+        keep = [e for e in entries if e.last_offset < offset]
+        dropped = len(entries) - len(keep)
+        if dropped:
+            if keep:
+                os.truncate(self.path, len(keep) * ENTRY_SIZE)
+            else:
+                unlink_quiet(self.path)
+            self._entries = keep
+        return dropped
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def delete(self) -> None:
+        unlink_quiet(self.path)
+        self._entries = []
+
+    def fsync(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
