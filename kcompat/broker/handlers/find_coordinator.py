@@ -14,7 +14,6 @@ otherwise sends LZ4-configured batches uncompressed.
 
 from __future__ import annotations
 
-from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 
@@ -31,11 +30,8 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
         broker = ctx.broker
         if not key and ctx.api_version < 4:
             return ErrorCode.INVALID_REQUEST, "Invalid group id", -1, "", -1
-        if not broker.groups.ensure_offsets_topic():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-        partition = broker.groups.coordinator.partition_for(key)
-        leader = broker.image.topics[OFFSETS_TOPIC].partitions[partition].leader
-        endpoint = broker.endpoint_of(leader, ctx.listener_name)
+        leader = broker.groups.coordinator_node(key)
+        endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         host, port = endpoint
