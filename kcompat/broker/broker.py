@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kcompat.broker.connection import KafkaConnection
 from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
+from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC, TxnRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
@@ -118,6 +119,11 @@ class Broker:
                                       backoff_ms=cfg.get("log.cleaner.backoff.ms"))
             self.cleaner.prestart_workers()
         self.groups = GroupRuntime(self)
+        self.txn = TxnRuntime(self)
+        if cfg.get("transaction.partition.verification.enable"):
+            self.replica_manager.txn_verifier = self.txn.verify
+            for p in self.replica_manager.partitions.values():
+                p.txn_verifier = self.txn.verify
         self.producer_id_manager = ProducerIdManager(
             lambda: self.controller.allocate_producer_ids(self.node_id, self.now_ms()))
 
@@ -131,6 +137,7 @@ class Broker:
             self.bound[name] = (bhost, bport)
             log.info("started listener %s:%d", host or bhost, bport)
         self.groups.start()
+        self.txn.start()
         self._periodic_task = asyncio.ensure_future(self._periodic())
         log.info("kcompat broker %d started: cluster id %s, %d partitions, %d metadata records replayed, "
                  "log dirs %s, in %.0f ms", self.node_id, self.cluster_id, len(self.replica_manager.partitions),
@@ -173,8 +180,11 @@ class Broker:
                 t = self.image.topics_by_id.get(r.topic_id)
                 if t is not None and self.node_id in r.replicas:
                     self.replica_manager.ensure_partition(t.name, r.partition_id, t.topic_id, r.leader_epoch)
-                    if t.name == OFFSETS_TOPIC and r.leader == self.node_id and hasattr(self, "groups"):
-                        self.groups.on_partition_hosted(r.partition_id)
+                    if r.leader == self.node_id:
+                        if t.name == OFFSETS_TOPIC and hasattr(self, "groups"):
+                            self.groups.on_partition_hosted(r.partition_id)
+                        elif t.name == TRANSACTION_STATE_TOPIC and hasattr(self, "txn"):
+                            self.txn.on_partition_hosted(r.partition_id)
             elif kind == PARTITION_CHANGE_RECORD:
                 t = self.image.topics_by_id.get(r.topic_id)
                 if t is not None:
@@ -348,6 +358,7 @@ class Broker:
                 conn.transport.close()
         if self._periodic_task is not None:
             self._periodic_task.cancel()
+        self.txn.stop()
         self.groups.stop()
         if self.cleaner is not None:
             self.cleaner.shutdown()

@@ -54,6 +54,10 @@ class CoordinatorRuntime:
     def load_control(self, partition: int, header: rb.BatchHeader, rec: rb.Record, entries: list) -> None:
         """A control record met while loading (transaction markers); ignored by default."""
 
+    def load_coordinator(self, partition: int, entries: list):
+        """Hand the partition's stored records to the coordinator."""
+        return self.coordinator.load(partition, entries, self.broker.now_ms())
+
     def after_load(self, partition: int, result) -> None:
         """Handle what ``coordinator.load`` returned (a Result for coordinators that return one)."""
         if result is not None:
@@ -66,6 +70,13 @@ class CoordinatorRuntime:
 
     def after_append(self, result) -> None:
         """Extra work after records and before replies (transaction markers)."""
+
+    def on_append_failure(self, result, error: Exception) -> None:
+        """The result's records were not (all) written: answer every waiting request with an
+        error rather than leave it (and every later response on its connection) hanging."""
+        for fut, _response in result.replies:
+            if not fut.done():
+                fut.set_exception(error)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -139,7 +150,7 @@ class CoordinatorRuntime:
                             entries.append(entry)
                     offset = h.next_offset
                 await asyncio.sleep(0)  # let requests in between chunks
-            result = self.coordinator.load(partition, entries, self.broker.now_ms())
+            result = self.load_coordinator(partition, entries)
             log.info("loaded %s-%d: %d records", self.TOPIC, partition, len(entries))
             self.after_load(partition, result)
         except asyncio.CancelledError:
@@ -165,12 +176,8 @@ class CoordinatorRuntime:
                     for r in records:
                         self.coordinator.replay(r)
             except Exception as e:
-                # The writes did not happen: answer every waiting request with an error rather than
-                # leave it (and every later response on its connection) hanging.
                 log.exception("appending to %s failed", self.TOPIC)
-                for fut, _response in result.replies:
-                    if not fut.done():
-                        fut.set_exception(e)
+                self.on_append_failure(result, e)
                 return
         self.after_append(result)
         self._deliver(result)

@@ -50,3 +50,17 @@ class GroupRuntime(CoordinatorRuntime):
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
         self.apply(self.coordinator.on_partitions_deleted(partitions, self.broker.now_ms()))
+
+    def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool) -> None:
+        """A transaction marker for ``__consumer_offsets``-``partition``: written to the log, then
+        the producer's transactional offsets there become committed (COMMIT) or are dropped
+        (ABORT). Raises KafkaError as :meth:`Partition.append_marker` does."""
+        p = self.broker.replica_manager.get(self.TOPIC, partition)
+        if p is None:
+            from kcompat.protocol.errors import ErrorCode, KafkaError
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.broker.now_ms())
+        complete = getattr(self.coordinator, "complete_txn", None)
+        if complete is not None:
+            self.apply(complete(partition, producer_id, commit, self.broker.now_ms()))

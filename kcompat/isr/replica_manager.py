@@ -32,6 +32,8 @@ class ReplicaManager:
         self._policy_for = policy_for
         self._now_ms = now_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # KIP-890 verification of transactional produce, given to every partition (None: off)
+        self.txn_verifier = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -49,6 +51,7 @@ class ReplicaManager:
         else:
             lg.update_config(config)
         p = Partition(topic, partition, topic_id, lg, leader_epoch=leader_epoch, policy=self._policy_for(topic))
+        p.txn_verifier = self.txn_verifier
         self.partitions[(topic, partition)] = p
         return p
 

@@ -1,4 +1,4 @@
-"""FindCoordinator: this node coordinates groups; transactions are not available yet."""
+"""FindCoordinator: this node coordinates groups and transactional ids."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def test_batched_lookup_v4_plus_and_key_types(broker):
     resp = wire.call(broker.bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), 4)
     assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [("a", 0, 1), ("b", 0, 1)]
     txn = wire.call(broker.bootstrap, FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]), 6)
-    assert txn.coordinators[0].error_code == 15  # COORDINATOR_NOT_AVAILABLE until transactions exist
+    assert [(c.error_code, c.node_id) for c in txn.coordinators] == [(0, 1)]
+    empty = wire.call(broker.bootstrap, FindCoordinatorRequest(key="", key_type=1), 3)
+    assert empty.error_code == 42  # INVALID_REQUEST for an empty transactional id
     bad = wire.call(broker.bootstrap, FindCoordinatorRequest(key="x", key_type=7), 3)
     assert bad.error_code == 42  # INVALID_REQUEST

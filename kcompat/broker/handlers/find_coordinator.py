@@ -1,11 +1,9 @@
 """FindCoordinator (key 10), versions 0-6: which broker coordinates a group or transactional id.
 
 Key types (KIP-98): 0 GROUP, 1 TRANSACTION (from v1); batched lookups of several keys from v4
-(KIP-699). A group's coordinator is the leader of its ``__consumer_offsets`` partition, which is
-created on the first lookup, as Kafka does. There is no transaction
-coordinator yet (it arrives with transactions), so transactional ids get COORDINATOR_NOT_AVAILABLE,
-which Kafka also answers while ``__transaction_state`` does not exist. An unknown key type is
-INVALID_REQUEST.
+(KIP-699). A group's coordinator is the leader of its ``__consumer_offsets`` partition, a
+transactional id's the leader of its ``__transaction_state`` partition; both topics are created on
+the first lookup, as Kafka does. An unknown key type is INVALID_REQUEST.
 
 Advertising this API also matters to librdkafka beyond groups: it only enables LZ4 compression
 for brokers that support FindCoordinator (its feature map uses it as the 0.9+ marker) and
@@ -37,7 +35,15 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
         host, port = endpoint
         return ErrorCode.NONE, None, leader, host, port
     if key_type == TRANSACTION:
-        return (ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1)
+        broker = ctx.broker
+        if not key:
+            return ErrorCode.INVALID_REQUEST, "Invalid transactional id", -1, "", -1
+        leader = broker.txn.coordinator_node(key)
+        endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
+        if endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        host, port = endpoint
+        return ErrorCode.NONE, None, leader, host, port
     return ErrorCode.INVALID_REQUEST, f"Invalid coordinator type {key_type}", -1, "", -1
 
 

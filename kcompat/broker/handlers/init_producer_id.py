@@ -1,11 +1,11 @@
-"""InitProducerId (key 22), versions 0-5: a producer id and epoch for an idempotent producer.
+"""InitProducerId (key 22), versions 0-5: a producer id and epoch.
 
 Without a transactional id, Kafka's ``TransactionCoordinator.handleInitProducerId`` always hands
 out a fresh producer id with epoch 0 — also when an idempotent producer asks to bump its epoch
 after an error (KIP-360, v3+ with its current id and epoch). Ids come from controller-allocated
-blocks and are never reused, also across restarts. A transactional id needs the transaction
-coordinator, which kcompat does not have yet: such requests get NOT_COORDINATOR (what Kafka answers
-on a broker that does not coordinate that id).
+blocks and are never reused, also across restarts. With a transactional id the transaction
+coordinator answers: a new id, or the same id with its epoch bumped, fencing older producers
+(see :mod:`kcompat.txn.coordinator`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ MAX_VERSION = 5
 
 def handle(ctx, req):
     if req.transactional_id is not None:
-        # Transactions arrive with the transaction coordinator; until then a transactional
-        # producer is told this broker cannot coordinate its transactional id.
-        return R(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
+        return ctx.broker.txn.submit("init_producer_id", ctx, req)
     producer_id = ctx.broker.producer_id_manager.generate()
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
 

@@ -1,0 +1,19 @@
+"""EndTxn (key 26), versions 0-4: commit or abort the producer's transaction.
+
+The response follows the durable PrepareCommit/PrepareAbort record; the markers are then written
+to every partition of the transaction and the transaction completes (KIP-98).
+"""
+
+from kcompat.protocol.messages.end_txn import EndTxnResponse as R
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(ctx, req):
+    return ctx.broker.txn.submit("end_txn", ctx, req)
+
+
+def error_response(req, version, code):
+    return R(error_code=code, producer_id=-1, producer_epoch=-1)
