@@ -75,6 +75,7 @@ class Broker:
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self._servers: list = []
         self._periodic_task = None
+        self._last_producer_expiry = 0
         self.stopped = asyncio.Event()
 
     def now_ms(self) -> int:
@@ -320,6 +321,13 @@ class Broker:
                 for p in self.replica_manager.partitions.values():
                     if p.log.log_start_offset > 0:
                         p.log.delete_snapshots_before(p.log.log_start_offset)
+                if now - self._last_producer_expiry >= cfg.get("producer.id.expiration.check.interval.ms"):
+                    self._last_producer_expiry = now
+                    expiration = cfg.get("producer.id.expiration.ms")
+                    expired = sum(p.producer_state.remove_expired(now, expiration)
+                                  for p in self.replica_manager.partitions.values())
+                    if expired:
+                        log.info("expired %d idle producer id(s) (producer.id.expiration.ms=%d)", expired, expiration)
                 if self.cleaner is not None:
                     for outcome in self.cleaner.tick(self.log_manager.logs, now,
                                                      stable_offset_of=self._stable_offset_of,
