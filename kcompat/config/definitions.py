@@ -36,6 +36,9 @@ KCOMPAT_DEFAULTS = {
     "broker.id": 1,                                        # Kafka: -1; kcompat: same as node.id
     "process.roles": "broker,controller",                  # Kafka: "" (ZooKeeper mode)
     "controller.quorum.voters": "1@127.0.0.1:9093",        # Kafka: ""; computed, see BrokerConfig
+    # Kafka's built-in default is 3000, but its shipped config/kraft/server.properties sets 0 "for
+    # the benefit of development": a zero-config kcompat follows the shipped file.
+    "group.initial.rebalance.delay.ms": 0,
 }
 
 _listeners = Custom(lambda n, v: parse_listeners(n, v), "")
@@ -236,7 +239,7 @@ _CORE: list[ConfigKey] = [
     # ---------------------------------------------------------------- group coordinator and offsets
     d("group.min.session.timeout.ms", INT, 6000, None, RO, True, "Minimum session timeout (ms) of classic group members."),
     d("group.max.session.timeout.ms", INT, 1800000, None, RO, True, "Maximum session timeout (ms) of classic group members."),
-    d("group.initial.rebalance.delay.ms", INT, 3000, None, RO, True, "Wait (ms) for more members before the first rebalance of a new group."),
+    d("group.initial.rebalance.delay.ms", INT, KCOMPAT_DEFAULTS["group.initial.rebalance.delay.ms"], None, RO, True, "Wait (ms) for more members before the first rebalance of a new group."),
     d("group.max.size", INT, INT_MAX, at_least(1), RO, True, "Maximum members of one consumer group."),
     d("offset.metadata.max.bytes", INT, 4096, None, RO, True, "Maximum size (bytes) of offset commit metadata."),
     d("offsets.load.buffer.size", INT, 5242880, at_least(1), RO, False, "Read batch size (bytes) when loading offsets."),

@@ -121,7 +121,8 @@ def test_kafka_types_defaults_and_modes():
     assert k["fetch.max.bytes"].default == 57671680
     assert k["ssl.keystore.password"].sensitive
     assert k["log.cleaner.io.max.bytes.per.second"].default_str == "1.7976931348623157E308"
-    assert k["group.initial.rebalance.delay.ms"].default == 3000
+    # kcompat follows Kafka's shipped server.properties (0) rather than its built-in 3000
+    assert k["group.initial.rebalance.delay.ms"].default == 0
     assert k["transaction.state.log.min.isr"].default == 2
 
 
