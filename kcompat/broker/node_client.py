@@ -1,0 +1,177 @@
+"""Kafka protocol client for node-to-node traffic: Raft RPCs between controllers, broker
+registration and heartbeats, forwarded admin requests, and (with replication) follower fetches.
+
+One :class:`NodeConnection` is one TCP connection with many requests in flight (responses are
+matched by correlation id, as the protocol allows). Request headers follow the same rules the
+server applies: v2 for flexible request versions, v1 otherwise; response header v1 for flexible
+versions except ApiVersions. :class:`NodeClients` keeps one connection per destination node and
+reconnects lazily after a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Callable
+
+from kcompat.protocol.messages import api_classes
+from kcompat.protocol.messages.headers import RequestHeader, ResponseHeader
+
+log = logging.getLogger("kcompat.broker.node_client")
+
+_I32 = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 200 * 1024 * 1024
+
+
+class NodeConnectionError(ConnectionError):
+    """The connection failed or closed before the response arrived."""
+
+
+class _ClientProtocol(asyncio.Protocol):
+    def __init__(self, owner: "NodeConnection") -> None:
+        self.owner = owner
+        self.buf = bytearray()
+
+    def connection_lost(self, exc) -> None:
+        self.owner._lost(exc)
+
+    def data_received(self, data) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            size = _I32.unpack_from(buf, pos)[0]
+            if size < 0 or size > MAX_RESPONSE_BYTES:
+                self.owner.close(f"response frame of {size} bytes")
+                return
+            if n - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            self.owner._on_frame(frame)
+        if pos:
+            del buf[:pos]
+
+
+class NodeConnection:
+    """A client connection to ``host:port``. :meth:`send` returns the decoded response."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._transport = None
+        self._pending: dict[int, tuple[asyncio.Future, type, int, bool]] = {}
+        self._next_correlation = 1
+        self.closed = False
+
+    async def connect(self, timeout_s: float = 5.0) -> None:
+        loop = asyncio.get_running_loop()
+        self._transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout_s)
+
+    def send_nowait(self, request, version: int) -> asyncio.Future:
+        """Write the request now; the future resolves to the response (or NodeConnectionError)."""
+        if self.closed or self._transport is None:
+            raise NodeConnectionError(f"not connected to {self.host}:{self.port}")
+        req_cls = type(request)
+        _, resp_cls = api_classes(req_cls.API_KEY)
+        flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
+        correlation = self._next_correlation
+        self._next_correlation = (correlation + 1) & 0x7FFFFFFF
+        out = bytearray(b"\0\0\0\0")
+        RequestHeader(request_api_key=req_cls.API_KEY, request_api_version=version, correlation_id=correlation,
+                      client_id=self.client_id).write(out, 2 if flexible else 1)
+        request.write(out, version)
+        _I32.pack_into(out, 0, len(out) - 4)
+        fut = asyncio.get_running_loop().create_future()
+        response_flexible = flexible and req_cls.API_KEY != 18
+        self._pending[correlation] = (fut, resp_cls, version, response_flexible)
+        self._transport.write(out)
+        return fut
+
+    async def send(self, request, version: int, timeout_s: float = 30.0):
+        return await asyncio.wait_for(self.send_nowait(request, version), timeout_s)
+
+    def _on_frame(self, frame: bytes) -> None:
+        view = memoryview(frame)
+        correlation = _I32.unpack_from(frame, 0)[0]
+        entry = self._pending.pop(correlation, None)
+        if entry is None:
+            self.close(f"response with unknown correlation id {correlation}")
+            return
+        fut, resp_cls, version, flexible = entry
+        try:
+            _header, off = ResponseHeader.read(view, 0, 1 if flexible else 0)
+            response, _ = resp_cls.read(view, off, version)
+        except Exception as e:  # a peer sending garbage: fail this request and the connection
+            if not fut.done():
+                fut.set_exception(NodeConnectionError(f"malformed {resp_cls.NAME}: {e}"))
+            self.close(f"malformed response: {e}")
+            return
+        if not fut.done():
+            fut.set_result(response)
+
+    def _lost(self, exc) -> None:
+        self.closed = True
+        pending, self._pending = self._pending, {}
+        for fut, *_ in pending.values():
+            if not fut.done():
+                fut.set_exception(NodeConnectionError(f"connection to {self.host}:{self.port} lost: {exc}"))
+
+    def close(self, reason: str | None = None) -> None:
+        if reason:
+            log.warning("closing connection to %s:%d: %s", self.host, self.port, reason)
+        self.closed = True
+        if self._transport is not None:
+            self._transport.close()
+        self._lost(reason)
+
+
+class NodeClients:
+    """One connection per destination node id; ``endpoint_of(node_id) -> (host, port) | None``."""
+
+    def __init__(self, endpoint_of: Callable[[int], tuple[str, int] | None], client_id: str) -> None:
+        self._endpoint_of = endpoint_of
+        self._client_id = client_id
+        self._conns: dict[int, NodeConnection] = {}
+        self._connecting: dict[int, asyncio.Task] = {}
+
+    async def get(self, node_id: int) -> NodeConnection:
+        conn = self._conns.get(node_id)
+        if conn is not None and not conn.closed:
+            return conn
+        task = self._connecting.get(node_id)
+        if task is None:
+            task = self._connecting[node_id] = asyncio.ensure_future(self._connect(node_id))
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._connecting.pop(node_id, None)
+
+    async def _connect(self, node_id: int) -> NodeConnection:
+        endpoint = self._endpoint_of(node_id)
+        if endpoint is None:
+            raise NodeConnectionError(f"no endpoint known for node {node_id}")
+        conn = NodeConnection(endpoint[0], endpoint[1], self._client_id)
+        try:
+            await conn.connect()
+        except (OSError, asyncio.TimeoutError) as e:
+            raise NodeConnectionError(f"cannot connect to node {node_id} at {endpoint[0]}:{endpoint[1]}: {e}") from e
+        self._conns[node_id] = conn
+        return conn
+
+    async def send(self, node_id: int, request, version: int, timeout_s: float = 30.0):
+        conn = await self.get(node_id)
+        return await conn.send(request, version, timeout_s)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        for task in self._connecting.values():
+            task.cancel()
+        self._connecting.clear()
