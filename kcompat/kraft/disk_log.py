@@ -1,0 +1,238 @@
+"""The Raft log of ``__cluster_metadata-0`` on disk: :class:`kcompat.kraft.raft.log.RaftLog` over
+:class:`kcompat.log.Log` (Kafka's ``KafkaMetadataLog``).
+
+- Batches are stored by the segment log as they are (Kafka's layout, so ``kafka-dump-log
+  --cluster-metadata-decoder`` can read them); every append is followed by an fsync from the core.
+- The leader-epoch cache (epoch -> first offset) is rebuilt from the batch headers at open: the
+  metadata log is small because snapshots truncate it.
+- Snapshots are files ``<20-digit end offset>-<10-digit epoch>.checkpoint`` in the partition
+  directory (Kafka's names), written atomically; the core treats their contents as opaque.
+- The log is recovered fully at open (a torn tail is truncated), so what survives is exactly what
+  was flushed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from pathlib import Path
+
+from kcompat.kraft.raft.log import LeaderEpochCache
+from kcompat.kraft.raft.types import OffsetAndEpoch, RaftInvariantError, SnapshotId
+from kcompat.log import Log, LogConfig
+from kcompat.protocol import records as rb
+
+_CHECKPOINT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+def _checkpoint_name(sid: SnapshotId) -> str:
+    return f"{sid.offset:020d}-{sid.epoch:010d}.checkpoint"
+
+
+class DiskRaftLog:
+    """``__cluster_metadata-0`` in ``directory`` (created if missing)."""
+
+    def __init__(self, directory: Path, now_ms: int, *, segment_bytes: int = 1 << 30) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for p in self.directory.glob("*.checkpoint.tmp"):
+            p.unlink()
+        self._snapshots = sorted(SnapshotId(int(m.group(1)), int(m.group(2)))
+                                 for m in (_CHECKPOINT.match(p.name) for p in self.directory.iterdir()) if m)
+        start = self._snapshots[-1].offset if self._snapshots else 0
+        self._log = Log.open(self.directory, LogConfig(segment_bytes=segment_bytes), recovery_point=0,
+                             log_start_offset=start, clean_shutdown=False, now_ms=now_ms)
+        if self._log.log_start_offset < start:
+            self._log.delete_records_before(min(start, self._log.log_end_offset))
+        if self._log.log_end_offset < start:  # the log is behind its own snapshot: start there
+            self._log.truncate_fully_and_start_at(start, now_ms=now_ms)
+        self._now = now_ms
+        self._hw = 0
+        self._start_epoch = self._snapshots[-1].epoch if self._snapshots else 0
+        self._cache = LeaderEpochCache()
+        for h in self._log.iter_batch_headers(self._log.log_start_offset):
+            self._cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._flushed = self._log.log_end_offset
+
+    # -- offsets -----------------------------------------------------------------------------------
+    @property
+    def start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        latest = self._cache.latest_epoch
+        return latest if latest is not None else self._start_epoch
+
+    # -- appends -----------------------------------------------------------------------------------
+    def append_as_leader(self, records: bytes, epoch: int) -> tuple[int, int]:
+        buf = bytearray(records)
+        first = self.end_offset
+        offset = first
+        seen = 0
+        max_ts = -1
+        for pos, h in rb.iter_batches(buf):
+            rb.set_base_offset(buf, pos, offset)
+            rb.set_partition_leader_epoch(buf, pos, epoch)
+            offset += h.last_offset_delta + 1
+            seen += h.size
+            max_ts = max(max_ts, h.max_timestamp)
+        if seen != len(buf) or seen == 0:
+            raise ValueError("records must be one or more complete record batches")
+        if epoch < self.last_fetched_epoch:
+            raise RaftInvariantError(f"batch epoch {epoch} below last epoch {self.last_fetched_epoch}")
+        self._cache.assign(epoch, first)
+        self._log.append(buf, last_offset=offset - 1, max_timestamp=max_ts, offset_of_max_timestamp=-1,
+                         now_ms=self._now)
+        return first, offset - 1
+
+    def append_as_follower(self, records: bytes) -> tuple[int, int] | None:
+        view = memoryview(records)
+        first = self.end_offset
+        end = first
+        count = 0
+        max_ts = -1
+        for _pos, h in rb.iter_batches(view):
+            if h.base_offset != end:
+                raise RaftInvariantError(f"follower append at {h.base_offset}, log end is {end}")
+            if h.partition_leader_epoch < (self._cache.latest_epoch or self._start_epoch):
+                raise RaftInvariantError(f"batch epoch {h.partition_leader_epoch} below the last epoch")
+            self._cache.assign(h.partition_leader_epoch, h.base_offset)
+            end = h.next_offset
+            count += h.size
+            max_ts = max(max_ts, h.max_timestamp)
+        if not count:
+            return None
+        self._log.append(view[:count], last_offset=end - 1, max_timestamp=max_ts, offset_of_max_timestamp=-1,
+                         now_ms=self._now)
+        return first, end - 1
+
+    # -- reads -------------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        if offset == self.end_offset:
+            return b""
+        if offset < self.start_offset or offset > self.end_offset:
+            raise RaftInvariantError(f"read at {offset} outside log {self.start_offset}..{self.end_offset}")
+        return self._log.read(offset, max_bytes, min_one_batch=True)
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        found = self._cache.end_offset_for(epoch, self.end_offset)
+        if found is not None:
+            return found
+        if self._start_epoch <= epoch and (self.start_offset > 0 or self._snapshots):
+            return OffsetAndEpoch(self.start_offset, self._start_epoch)
+        if self.start_offset == 0:
+            return OffsetAndEpoch(0, 0)
+        return OffsetAndEpoch(-1, -1)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        if offset == self.start_offset - 1:
+            return self._start_epoch
+        if offset < self.start_offset or offset >= self.end_offset:
+            raise RaftInvariantError(f"offset {offset} outside log {self.start_offset}..{self.end_offset}")
+        epoch = self._cache.epoch_for(offset)
+        assert epoch is not None
+        return epoch
+
+    # -- truncation, durability ----------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.end_offset:
+            return
+        if offset < self._hw:
+            raise RaftInvariantError(f"truncation to {offset} below the high watermark {self._hw}")
+        if offset < self.start_offset:
+            raise RaftInvariantError(f"truncation to {offset} below the log start {self.start_offset}")
+        self._log.truncate_to(offset, now_ms=self._now)
+        if self._log.log_end_offset != offset:
+            raise RaftInvariantError(f"truncation offset {offset} inside a batch")
+        self._flushed = min(self._flushed, offset)
+        self._cache.truncate_from_end(offset)
+
+    def flush(self) -> None:
+        self._log.flush()
+        self._flushed = self.end_offset
+
+    def update_high_watermark(self, offset: int) -> None:
+        self._hw = offset
+
+    def set_clock(self, now_ms: int) -> None:
+        """The log stamps segment roll times with the caller's clock."""
+        self._now = now_ms
+
+    # -- snapshots ---------------------------------------------------------------------------------
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def earliest_snapshot_id(self) -> SnapshotId | None:
+        return self._snapshots[0] if self._snapshots else None
+
+    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        sid = SnapshotId(*snapshot_id)
+        path = self.directory / _checkpoint_name(sid)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if sid not in self._snapshots:
+            bisect.insort(self._snapshots, sid)
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int = 0, max_bytes: int | None = None) -> bytes | None:
+        path = self.directory / _checkpoint_name(SnapshotId(*snapshot_id))
+        try:
+            with open(path, "rb") as f:
+                f.seek(position)
+                return f.read() if max_bytes is None else f.read(max_bytes)
+        except FileNotFoundError:
+            return None
+
+    def snapshot_size(self, snapshot_id: SnapshotId) -> int | None:
+        try:
+            return (self.directory / _checkpoint_name(SnapshotId(*snapshot_id))).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def _delete_snapshots_below(self, offset: int) -> None:
+        for sid in [s for s in self._snapshots if s.offset < offset]:
+            (self.directory / _checkpoint_name(sid)).unlink(missing_ok=True)
+            self._snapshots.remove(sid)
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        offset = snapshot_id.offset
+        if offset > self.end_offset:
+            return False
+        if offset > self.start_offset:
+            self._log.delete_records_before(offset)
+            self._start_epoch = snapshot_id.epoch
+            self._cache.truncate_from_start(offset)
+        self._delete_snapshots_below(offset)
+        return True
+
+    def truncate_fully_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self._log.truncate_fully_and_start_at(snapshot_id.offset, now_ms=self._now)
+        self._cache.clear()
+        self._start_epoch = snapshot_id.epoch
+        self._flushed = snapshot_id.offset
+        self._delete_snapshots_below(snapshot_id.offset)
+
+    def close(self) -> None:
+        self._log.close()
