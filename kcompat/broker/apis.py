@@ -16,7 +16,7 @@ from kcompat.broker.handlers import (
     alter_configs, api_versions, create_partitions, create_topics, delete_groups, delete_records, delete_topics,
     describe_cluster, describe_configs, describe_groups, fetch, find_coordinator, heartbeat,
     incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
-    offset_commit, offset_delete, offset_fetch, produce, sync_group,
+    offset_commit, offset_delete, offset_fetch, produce, sync_group, txn_offset_commit,
 )
 
 _MODULES = (
@@ -24,7 +24,7 @@ _MODULES = (
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics, delete_topics,
     delete_records, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
     incremental_alter_configs, offset_delete, describe_cluster, add_partitions_to_txn, add_offsets_to_txn,
-    end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions,
+    end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

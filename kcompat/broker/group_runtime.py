@@ -2,12 +2,19 @@
 
 See :mod:`kcompat.broker.coordinator_runtime` for the mechanics (topic creation on the first
 FindCoordinator as Kafka does, chunked loading, records before replies, timers).
+
+Transactional offsets (TxnOffsetCommit): records carrying a producer id are appended in a
+transactional batch of that producer and epoch, and loading hands the coordinator their producer
+id and the COMMIT/ABORT markers (:class:`kcompat.group.TxnMarker`) in log order.
 """
 
 from __future__ import annotations
 
+import itertools
+
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
-from kcompat.group import GroupConfig, GroupCoordinator
+from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
+from kcompat.protocol import records as rb
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -31,11 +38,53 @@ class GroupRuntime(CoordinatorRuntime):
 
     def __init__(self, broker) -> None:
         self.config = group_config(broker.config)
-        super().__init__(broker, GroupCoordinator(self.config, partition_exists=self._partition_exists))
+        super().__init__(broker, GroupCoordinator(self.config, partition_exists=self._partition_exists,
+                                                  txn_verifier=self._verify_txn))
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         t = self.broker.image.topics.get(topic)
         return t is not None and partition in t.partitions
+
+    def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int) -> int:
+        """KIP-890 verification of a TxnOffsetCommit, as the produce path does it
+        (``transaction.partition.verification.enable``)."""
+        verifier = self.broker.replica_manager.txn_verifier
+        if verifier is None:
+            return 0
+        return verifier(transactional_id, producer_id, producer_epoch, self.TOPIC, partition)
+
+    def append_records(self, partition: int, records: list, now: int) -> None:
+        """One batch per run of records of the same producer, in order: transactional offset
+        commits in a transactional batch of their producer id and epoch (base sequence 0, as
+        Kafka's GroupMetadataManager.storeOffsets). Each record learns its log offset."""
+        target = self.broker.replica_manager.get(self.TOPIC, partition)
+        for (producer_id, producer_epoch), run in itertools.groupby(
+                records, key=lambda r: (r.producer_id, r.producer_epoch)):
+            run = list(run)
+            entries = [(now, r.key, r.value, ()) for r in run]
+            if producer_id >= 0:
+                batch = rb.build_batch(entries, producer_id=producer_id, producer_epoch=producer_epoch,
+                                       base_sequence=0, transactional=True)
+            else:
+                batch = rb.build_batch(entries)
+            base = target.append_internal(batch, now)
+            for i, r in enumerate(run):
+                r.offset = base + i
+
+    def load_entry(self, rec: rb.Record, header: rb.BatchHeader):
+        if rec.key is None:
+            return None
+        if header.is_transactional and header.producer_id >= 0:
+            return (rec.offset, rec.key, rec.value, header.producer_id)
+        return (rec.offset, rec.key, rec.value)
+
+    def load_control(self, partition: int, header: rb.BatchHeader, rec: rb.Record, entries: list) -> None:
+        try:
+            kind = rb.control_type(rec)
+        except rb.CorruptRecordError:
+            return
+        if kind in (rb.CONTROL_COMMIT, rb.CONTROL_ABORT):
+            entries.append(TxnMarker(rec.offset, header.producer_id, kind == rb.CONTROL_COMMIT))
 
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
         return (self.config.num_partitions, "offsets.topic.replication.factor",

@@ -14,6 +14,16 @@ What changes how, mirroring Kafka's CoordinatorResult with and without record re
   tombstones, so the offsets in memory are always the fold of the log, the same after
   :meth:`GroupCoordinator.load`. A commit written but not replayed yet is "pending": it is never
   expired, and deleting a group or its offsets writes tombstones for it too.
+- Transactional offsets (TxnOffsetCommit, KIP-98/KIP-447) are offset commit records in a
+  transactional batch of the producer (:attr:`Record.producer_id`). Replayed, they wait for their
+  transaction per producer, invisible to OffsetFetch (which answers UNSTABLE_OFFSET_COMMIT for
+  them when asked for stable offsets). The COMMIT or ABORT marker the transaction coordinator
+  writes to the partition is the record that ends them: :meth:`GroupCoordinator.complete_txn` live,
+  a :class:`TxnMarker` entry when loading. On commit an offset becomes committed unless the
+  partition already has a commit from a later record (Kafka compares record offsets); on abort it
+  is dropped. A tombstone drops the pending transactional offsets of its partition too, so
+  deleting a group or its offsets cannot be undone by a transaction committing later, and pending
+  transactional offsets neither expire nor let their group be removed.
 - Membership (who waits in a join, heartbeat deadlines, pending member ids) is transient and changes
   directly. The group metadata record (generation, protocol, leader, members with subscription and
   assignment) is written when the leader's SyncGroup completes a rebalance, when a static member
@@ -30,7 +40,7 @@ import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from kcompat.group import records as rec
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member, Waiter
@@ -49,6 +59,7 @@ from kcompat.protocol.messages.offset_commit import OffsetCommitResponse
 from kcompat.protocol.messages.offset_delete import OffsetDeleteResponse
 from kcompat.protocol.messages.offset_fetch import OffsetFetchResponse
 from kcompat.protocol.messages.sync_group import SyncGroupResponse
+from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
 log = logging.getLogger("kcompat.group")
 
@@ -81,13 +92,32 @@ class GroupConfig:
     num_partitions: int = 50  # offsets.topic.num.partitions
 
 
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
 @dataclass
 class Record:
-    """One ``__consumer_offsets`` record in Kafka's format."""
+    """One ``__consumer_offsets`` record in Kafka's format. A record with a producer id is a
+    transactional offset commit: it goes in a transactional batch of that producer and epoch
+    (records of different producers in different batches). ``offset`` is the record's log offset,
+    set by whoever appends it before :meth:`GroupCoordinator.replay` (-1: not known, the
+    coordinator then takes the next position after the last record it saw in the partition)."""
 
     partition: int
     key: bytes
     value: bytes | None  # None = tombstone
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    offset: int = -1
+
+
+class TxnMarker(NamedTuple):
+    """A COMMIT/ABORT control record in a partition being loaded (see :meth:`GroupCoordinator.load`)."""
+
+    offset: int
+    producer_id: int
+    commit: bool
 
 
 @dataclass
@@ -106,10 +136,22 @@ class _Api(enum.Enum):
     DESCRIBE = "DescribeGroups"
     DELETE = "DeleteGroups"
     OFFSET_DELETE = "OffsetDelete"
+    TXN_COMMIT = "TxnOffsetCommit"
 
 
 # Kafka's isValidGroupId: these APIs accept the empty group id (backwards compatibility).
 _EMPTY_GROUP_ID_ALLOWED = frozenset({_Api.COMMIT, _Api.FETCH, _Api.DESCRIBE, _Api.DELETE})
+
+# The transaction verification (KIP-890) error a TxnOffsetCommit answers with, as Kafka's
+# GroupMetadataManager.maybeConvertOffsetCommitError; the verifier returns what a produce would get.
+_TXN_VERIFY_ERRORS = {
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
 
 
 @functools.lru_cache(maxsize=8192)
@@ -133,21 +175,39 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % num_partitions
 
 
-class _LoadState:
-    """What a partition's log says so far while it is loading: last group value and offsets."""
+_Positioned = tuple[int, OffsetAndMetadata]  # (log offset of the record, the offset it commits)
 
-    __slots__ = ("groups", "offsets")
+
+class _LoadState:
+    """What a partition's log says so far while it is loading: last group value, committed
+    offsets, and transactional offsets per producer whose marker has not been read yet
+    (GroupMetadataManager.loadGroupsAndOffsets' pendingOffsets)."""
+
+    __slots__ = ("groups", "offsets", "pending", "last_offset")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
-        self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.offsets: dict[str, dict[tuple[str, int], _Positioned]] = {}
+        self.pending: dict[int, dict[str, dict[tuple[str, int], _Positioned]]] = {}
+        self.last_offset = -1
+
+    def position(self, offset: int) -> int:
+        if offset < 0:
+            offset = self.last_offset + 1
+        self.last_offset = max(self.last_offset, offset)
+        return offset
 
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, *, partition_exists: Callable[[str, int], bool],
-                 new_uuid: Callable[[], str] | None = None) -> None:
+                 new_uuid: Callable[[], str] | None = None,
+                 txn_verifier: Callable[[str, int, int, int], int] | None = None) -> None:
+        """``txn_verifier(transactional_id, producer_id, producer_epoch, partition)`` checks that
+        the ``__consumer_offsets`` partition is in the producer's ongoing transaction before a
+        TxnOffsetCommit is written (KIP-890 verification): 0, or the error a produce would get."""
         self.config = config
         self._partition_exists = partition_exists
+        self._txn_verifier = txn_verifier
         self._new_uuid = new_uuid if new_uuid is not None else (lambda: str(uuid.uuid4()))
         self._groups: dict[str, Group] = {}
         self._owned: set[int] = set()
@@ -160,6 +220,10 @@ class GroupCoordinator:
         self._now = 0
         self._records: list[Record] = []
         self._replies: list[tuple[object, object]] = []
+        # (partition, producer id) -> groups with transactional offsets of that producer there
+        # (Kafka's openGroupsForProducer); a hint, the groups' pending_txn is the truth
+        self._open_txns: dict[tuple[int, int], set[str]] = {}
+        self._positions: dict[int, int] = {}  # last log offset replayed, per partition
 
     # ------------------------------------------------------------------------------------------
     # partitions of __consumer_offsets
@@ -177,36 +241,72 @@ class GroupCoordinator:
             self._defer(self.unload(partition))
         self._loading.setdefault(partition, _LoadState())
 
-    def load(self, partition: int, records: Iterable[tuple[int, bytes, bytes | None]], now_ms: int) -> None:
-        """Replay the partition's log ``(offset, key, value)`` in order, then own the partition:
-        groups come back Empty or Stable with their members (heartbeat deadlines from ``now_ms``)."""
+    def load(self, partition: int, records: Iterable, now_ms: int) -> None:
+        """Replay the partition's log in order, then own the partition: groups come back Empty or
+        Stable with their members (heartbeat deadlines from ``now_ms``).
+
+        Each entry is one stored record: ``(offset, key, value)`` for a record of a
+        non-transactional batch, ``(offset, key, value, producer_id)`` for one of a transactional
+        batch (a TxnOffsetCommit), or a :class:`TxnMarker` for a COMMIT/ABORT control record. A
+        transaction whose marker is not in the log stays pending (its coordinator sends the
+        marker again)."""
         if partition in self._owned:
             self._defer(self.unload(partition))
         state = self._loading.setdefault(partition, _LoadState())
-        for _offset, key, value in records:
-            self._apply_loading(state, key, value)
+        for entry in records:
+            if isinstance(entry, TxnMarker):
+                state.position(entry.offset)
+                self._apply_loading_marker(state, entry.producer_id, entry.commit)
+            elif len(entry) == 4:
+                offset, key, value, producer_id = entry
+                self._apply_loading(state, key, value, state.position(offset), producer_id)
+            else:
+                offset, key, value = entry
+                self._apply_loading(state, key, value, state.position(offset), NO_PRODUCER_ID)
         self._begin(None)
         self._now = now_ms
         del self._loading[partition]
         self._owned.add(partition)
+        self._positions[partition] = state.last_offset
         self._ensure_expiry_timer(now_ms)
-        n_groups = n_offsets = 0
+        pending_by_group: dict[str, dict[int, dict[tuple[str, int], _Positioned]]] = {}
+        for producer_id, by_group in state.pending.items():
+            for group_id, pending in by_group.items():
+                if pending:
+                    pending_by_group.setdefault(group_id, {})[producer_id] = pending
+        n_groups = n_offsets = n_pending = 0
+        loaded: list[Group] = []
         for group_id, value in state.groups.items():
             group = self._group_from_value(group_id, partition, value)
-            group.offsets = state.offsets.pop(group_id, {})
+            self._set_loaded_offsets(group, state.offsets.pop(group_id, {}), pending_by_group.pop(group_id, {}))
             self._groups[group_id] = group
             self._on_group_loaded(group)
+            loaded.append(group)
+        # offsets without group metadata: groups using Kafka only for offsets
+        for group_id in list(state.offsets) + [g for g in pending_by_group if g not in state.offsets]:
+            offsets = state.offsets.get(group_id, {})
+            pending = pending_by_group.get(group_id, {})
+            if offsets or pending:
+                group = Group(group_id, partition, EMPTY, now_ms)
+                self._set_loaded_offsets(group, offsets, pending)
+                self._groups[group_id] = group
+                loaded.append(group)
+        for group in loaded:
             n_groups += 1
             n_offsets += len(group.offsets)
-        for group_id, offsets in state.offsets.items():
-            if offsets:  # committed offsets without group metadata: a group using Kafka only for offsets
-                group = Group(group_id, partition, EMPTY, now_ms)
-                group.offsets = offsets
-                self._groups[group_id] = group
-                n_groups += 1
-                n_offsets += len(offsets)
-        log.info("loaded __consumer_offsets-%d: %d groups, %d committed offsets", partition, n_groups, n_offsets)
+            for producer_id, pending in group.pending_txn.items():
+                self._open_txns.setdefault((partition, producer_id), set()).add(group.group_id)
+                n_pending += len(pending)
+        log.info("loaded __consumer_offsets-%d: %d groups, %d committed offsets, %d transactional offsets pending",
+                 partition, n_groups, n_offsets, n_pending)
         self._defer(self._end(None))
+
+    @staticmethod
+    def _set_loaded_offsets(group: Group, offsets: dict[tuple[str, int], _Positioned],
+                            pending: dict[int, dict[tuple[str, int], _Positioned]]) -> None:
+        group.offsets = {tp: om for tp, (_, om) in offsets.items()}
+        group.offset_positions = {tp: position for tp, (position, _) in offsets.items()}
+        group.pending_txn = pending
 
     def unload(self, partition: int) -> Result:
         """Give the partition up: its groups are dropped and waiting requests get NOT_COORDINATOR."""
@@ -217,6 +317,9 @@ class GroupCoordinator:
             self._unload_group(group)
         for k in [k for k in self._self_applied if k[0] == partition]:
             del self._self_applied[k]
+        for k in [k for k in self._open_txns if k[0] == partition]:
+            del self._open_txns[k]
+        self._positions.pop(partition, None)
         return self._end(None)
 
     def shutdown(self) -> Result:
@@ -227,6 +330,8 @@ class GroupCoordinator:
         self._owned.clear()
         self._loading.clear()
         self._self_applied.clear()
+        self._open_txns.clear()
+        self._positions.clear()
         self._timers = Timers()
         self._active = False
         return self._end(None)
@@ -1028,64 +1133,186 @@ class GroupCoordinator:
             self._emit(group.partition, rec.offset_commit_key(group_id, topic, partition),
                        rec.offset_commit_value(om), applied=False)
 
+    # ------------------------------------------------------------------------------------------
+    # TxnOffsetCommit and the end of transactions
+    # ------------------------------------------------------------------------------------------
+
+    def txn_offset_commit(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """TxnOffsetCommit 0-4: offsets committed as part of the producer's transaction
+        (``send_offsets_to_transaction``). The records go in a transactional batch of the
+        producer; they become visible when the transaction commits (:meth:`complete_txn`)."""
+        self._begin(now_ms)
+        # v3+ (KIP-447) carry the consumer's group metadata; older versions none
+        generation = req.generation_id if version >= 3 else NO_GENERATION
+        member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 3 else UNKNOWN_MEMBER_ID
+        instance_id = req.group_instance_id if version >= 3 else None
+        codes: list[list[ErrorCode | None]] = []
+        valid = []
+        for ti, topic in enumerate(req.topics):
+            row: list[ErrorCode | None] = []
+            for pi, p in enumerate(topic.partitions):
+                if self._partition_exists(topic.name, p.partition_index):
+                    row.append(None)
+                    valid.append((ti, pi, topic.name, p))
+                else:
+                    row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            codes.append(row)
+        if valid:
+            error = self._check_group(req.group_id, _Api.TXN_COMMIT)
+            group = None
+            if error is None:
+                error = self._verify_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                         self.partition_for(req.group_id))
+            if error is None:
+                error, group = self._validate_txn_commit(req.group_id, generation, member_id, instance_id)
+            if error is not None:
+                for ti, pi, _, _ in valid:
+                    codes[ti][pi] = error
+            else:
+                self._txn_commit(req.group_id, group, req.producer_id, req.producer_epoch, valid, codes, version)
+        R = TxnOffsetCommitResponse
+        self._reply((reply_to, version), R(throttle_time_ms=0, topics=[
+            R.TxnOffsetCommitResponseTopic(name=topic.name, partitions=[
+                R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(codes[ti][pi]))
+                for pi, p in enumerate(topic.partitions)])
+            for ti, topic in enumerate(req.topics)]))
+        return self._end(now_ms)
+
+    def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    partition: int) -> ErrorCode | None:
+        if self._txn_verifier is None:
+            return None
+        code = self._txn_verifier(transactional_id, producer_id, producer_epoch, partition)
+        if not code:
+            return None
+        error = ErrorCode(code)
+        return _TXN_VERIFY_ERRORS.get(error, error)
+
+    def _validate_txn_commit(self, group_id: str, generation: int, member_id: str,
+                             instance_id: str | None) -> tuple[ErrorCode | None, Group | None]:
+        """ClassicGroup.validateOffsetCommit for a transactional commit (Kafka's
+        OffsetMetadataManager.validateTransactionalOffsetCommit): the generation, member id and
+        instance id are checked only when one of them is given (KIP-447, v3+); no member
+        requirement otherwise, and no REBALANCE_IN_PROGRESS. (None, None) creates the group."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return (None, None) if generation < 0 else (ErrorCode.ILLEGAL_GENERATION, None)
+        if group.is_(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if generation < 0 and group.is_(EMPTY):
+            return None, group
+        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is not None:
+                return error, None
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION, None
+        return None, group
+
+    def _txn_commit(self, group_id: str, group: Group | None, producer_id: int, producer_epoch: int, valid,
+                    codes, version: int) -> None:
+        now = self._now
+        writes = []
+        for ti, pi, topic, p in valid:
+            metadata = p.committed_metadata if p.committed_metadata is not None else ""
+            if java_string_length(metadata) > self.config.offset_metadata_max_bytes:
+                codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            codes[ti][pi] = ErrorCode.NONE
+            epoch = p.committed_leader_epoch if version >= 2 else rec.NO_LEADER_EPOCH
+            writes.append((topic, p.partition_index, OffsetAndMetadata(p.committed_offset, epoch, metadata, now)))
+        if not writes:
+            return
+        if group is None:
+            group = self._new_group(group_id)
+        for topic, partition, om in writes:
+            group.pending_commits[(topic, partition)] += 1
+            self._records.append(Record(group.partition, rec.offset_commit_key(group_id, topic, partition),
+                                        rec.offset_commit_value(om), producer_id, producer_epoch))
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool, now_ms: int) -> Result:
+        """The COMMIT or ABORT marker of ``producer_id``'s transaction was written to
+        ``__consumer_offsets``-``partition`` (Kafka's handleTxnCompletion / replay of the end
+        transaction marker): its transactional offsets there become committed, unless a later
+        record committed the same partition, or are dropped. The marker is the record: nothing
+        is written."""
+        self._begin(now_ms)
+        state = self._loading.get(partition)
+        if state is not None:
+            self._apply_loading_marker(state, producer_id, commit)
+        elif partition in self._owned:
+            for group_id in sorted(self._open_txns.pop((partition, producer_id), ())):
+                group = self._groups.get(group_id)
+                if group is None or group.partition != partition or producer_id not in group.pending_txn:
+                    continue
+                n = group.complete_txn(producer_id, commit)
+                log.debug("group %s: transaction of producer %d %s, %d offsets committed", group_id, producer_id,
+                          "committed" if commit else "aborted", n)
+                self._maybe_drop_offsets_only_group(group)
+        return self._end(now_ms)
+
     def offset_fetch(self, reply_to, req, version: int, now_ms: int) -> Result:
         self._begin(now_ms)
         R = OffsetFetchResponse
+        # KIP-447 (v7+): with require_stable, partitions with transactional offsets waiting for
+        # their transaction answer UNSTABLE_OFFSET_COMMIT (the consumer retries)
+        require_stable = version >= 7 and bool(req.require_stable)
         if version >= 8:
             groups = []
             for g in req.groups:
                 wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-                error, topics = self._fetch_offsets(g.group_id, wanted)
+                error, topics = self._fetch_offsets(g.group_id, wanted, require_stable)
                 groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(error or 0), topics=[
                     R.OffsetFetchResponseTopics(name=name, partitions=[
                         R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                                        metadata=md, error_code=0)
-                        for p, o, e, md in parts])
+                                                        metadata=md, error_code=int(pe))
+                        for p, o, e, md, pe in parts])
                     for name, parts in topics]))
             response = R(throttle_time_ms=0, groups=groups)
         else:
             wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-            error, topics = self._fetch_offsets(req.group_id, wanted)
+            error, topics = self._fetch_offsets(req.group_id, wanted, require_stable)
             if error is not None and version < 2:
                 # no top-level error before v2: every requested partition carries it
-                topics = [(name, [(p, NO_OFFSET, rec.NO_LEADER_EPOCH, "") for p in parts])
+                topics = [(name, [(p, NO_OFFSET, rec.NO_LEADER_EPOCH, "", error) for p in parts])
                           for name, parts in wanted or ()]
-                part_error = error
-            else:
-                part_error = ErrorCode.NONE
             response = R(throttle_time_ms=0, error_code=int(error or 0) if version >= 2 else 0, topics=[
                 R.OffsetFetchResponseTopic(name=name, partitions=[
                     R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                                   metadata=md, error_code=int(part_error))
-                    for p, o, e, md in parts])
+                                                   metadata=md, error_code=int(pe))
+                    for p, o, e, md, pe in parts])
                 for name, parts in topics])
         self._reply((reply_to, version), response)
         return self._end(now_ms)
 
-    def _fetch_offsets(self, group_id: str, wanted: list[tuple[str, list[int]]] | None):
-        """(group error or None, [(topic, [(partition, offset, leader epoch, metadata)])]). Missing
-        offsets are -1 with no error; ``wanted`` None means every committed offset (v2+)."""
+    def _fetch_offsets(self, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool):
+        """(group error or None, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
+        Missing offsets are -1 with no error; ``wanted`` None means every committed offset (v2+).
+        Transactional offsets are never returned: without ``require_stable`` a partition gives
+        its last committed offset, with it UNSTABLE_OFFSET_COMMIT while a transaction has offsets
+        pending there (Kafka's OffsetMetadataManager.fetchOffsets / fetchAllOffsets)."""
         error = self._check_group(group_id, _Api.FETCH)
         if error is not None:
             return error, []
         group = self._groups.get(group_id)
-        offsets = group.offsets if group is not None and not group.is_(DEAD) else {}
+        live = group is not None and not group.is_(DEAD)
+        offsets = group.offsets if live else {}
+        unstable = group.pending_txn_partitions() if live and require_stable and group.pending_txn else set()
+
+        def entry(tp: tuple[str, int], om: OffsetAndMetadata | None):
+            if tp in unstable:
+                return (tp[1], NO_OFFSET, rec.NO_LEADER_EPOCH, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            if om is None:
+                return (tp[1], NO_OFFSET, rec.NO_LEADER_EPOCH, "", ErrorCode.NONE)
+            return (tp[1], om.offset, om.leader_epoch, om.metadata, ErrorCode.NONE)
+
         if wanted is None:
             by_topic: dict[str, list] = {}
-            for (topic, partition), om in offsets.items():
-                by_topic.setdefault(topic, []).append((partition, om.offset, om.leader_epoch, om.metadata))
+            for tp, om in offsets.items():
+                by_topic.setdefault(tp[0], []).append(entry(tp, om))
             return None, list(by_topic.items())
-        result = []
-        for topic, partitions in wanted:
-            parts = []
-            for partition in partitions:
-                om = offsets.get((topic, partition))
-                if om is None:
-                    parts.append((partition, NO_OFFSET, rec.NO_LEADER_EPOCH, ""))
-                else:
-                    parts.append((partition, om.offset, om.leader_epoch, om.metadata))
-            result.append((topic, parts))
-        return None, result
+        return None, [(topic, [entry((topic, p), offsets.get((topic, p))) for p in partitions])
+                      for topic, partitions in wanted]
 
     # ------------------------------------------------------------------------------------------
     # DescribeGroups, ListGroups, DeleteGroups, OffsetDelete
@@ -1261,7 +1488,9 @@ class GroupCoordinator:
             return []
         expired = []
         for tp, om in group.offsets.items():
-            if tp[0] in exclude or group.pending_commits.get(tp):
+            # a partition with a transactional offset pending keeps its committed one (Kafka's
+            # cleanupExpiredOffsets); the group stays while it has any (offset_partitions)
+            if tp[0] in exclude or group.pending_commits.get(tp) or group.has_pending_txn(tp):
                 continue
             if om.expire_timestamp is not None:
                 if now_ms >= om.expire_timestamp:  # pre-KIP-211 commit with its own retention
@@ -1312,10 +1541,13 @@ class GroupCoordinator:
         partition = record.partition
         state = self._loading.get(partition)
         if state is not None:
-            self._apply_loading(state, record.key, record.value)
+            self._apply_loading(state, record.key, record.value, state.position(record.offset), record.producer_id)
             return
         if partition not in self._owned:
             return
+        last = self._positions.get(partition, -1)
+        position = record.offset if record.offset >= 0 else last + 1
+        self._positions[partition] = max(last, position)
         ident = (partition, record.key, record.value)
         n = self._self_applied.get(ident)
         if n:
@@ -1327,26 +1559,31 @@ class GroupCoordinator:
         try:
             key = rec.parse_key(record.key)
             if isinstance(key, OffsetKey):
-                self._replay_offset(partition, key, record.value)
+                self._replay_offset(partition, key, record.value, position, record.producer_id)
             elif isinstance(key, GroupKey):
                 self._replay_group(partition, key.group, record.value)
         except RecordFormatError as e:
             log.warning("__consumer_offsets-%d: skipping a record that cannot be read: %s", partition, e)
 
-    def _replay_offset(self, partition: int, key: OffsetKey, value: bytes | None) -> None:
+    def _replay_offset(self, partition: int, key: OffsetKey, value: bytes | None, position: int,
+                       producer_id: int) -> None:
         group = self._groups.get(key.group)
         tp = (key.topic, key.partition)
         if value is None:
             if group is not None:
-                group.offsets.pop(tp, None)
+                group.remove_offset(tp)  # with the partition's pending transactional offsets
                 self._maybe_drop_offsets_only_group(group)
             return
         om = rec.parse_offset_value(value)
         if group is None:
             group = Group(key.group, partition, EMPTY, self._now)
             self._groups[key.group] = group
-        group.offsets.pop(tp, None)  # latest commits last, as in the log
-        group.offsets[tp] = om
+        if producer_id >= 0:
+            # a TxnOffsetCommit: visible once the producer's transaction commits
+            group.pending_txn.setdefault(producer_id, {})[tp] = (position, om)
+            self._open_txns.setdefault((partition, producer_id), set()).add(key.group)
+        else:
+            group.put_offset(tp, om, position)
         n = group.pending_commits.get(tp, 0)
         if n > 1:
             group.pending_commits[tp] = n - 1
@@ -1370,19 +1607,23 @@ class GroupCoordinator:
             log.warning("group %s: ignoring a foreign group metadata record for a live group", group_id)
             return
         offsets = group.offsets if group is not None else {}
+        positions = group.offset_positions if group is not None else {}
         pending = group.pending_commits if group is not None else Counter()
+        pending_txn = group.pending_txn if group is not None else {}
         if group is not None:
             del self._groups[group_id]
             self._timers.cancel_group(group_id)
         if value is None:
-            if offsets or pending:
+            if offsets or pending or pending_txn:
                 group = Group(group_id, partition, EMPTY, self._now)
             else:
                 return
         else:
             group = self._group_from_value(group_id, partition, rec.parse_group_value(value))
         group.offsets = offsets
+        group.offset_positions = positions
         group.pending_commits = pending
+        group.pending_txn = pending_txn
         self._groups[group_id] = group
         self._on_group_loaded(group)
 
@@ -1391,7 +1632,8 @@ class GroupCoordinator:
     # ------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _apply_loading(state: _LoadState, key_bytes: bytes | None, value: bytes | None) -> None:
+    def _apply_loading(state: _LoadState, key_bytes: bytes | None, value: bytes | None, position: int,
+                       producer_id: int) -> None:
         if key_bytes is None:
             return
         try:
@@ -1399,13 +1641,21 @@ class GroupCoordinator:
             if isinstance(key, OffsetKey):
                 tp = (key.topic, key.partition)
                 if value is None:
+                    # as live replay: the committed offset and any pending transactional ones
                     offsets = state.offsets.get(key.group)
                     if offsets is not None:
                         offsets.pop(tp, None)
+                    for by_group in state.pending.values():
+                        pending = by_group.get(key.group)
+                        if pending is not None:
+                            pending.pop(tp, None)
+                elif producer_id >= 0:
+                    pending = state.pending.setdefault(producer_id, {}).setdefault(key.group, {})
+                    pending[tp] = (position, rec.parse_offset_value(value))
                 else:
                     offsets = state.offsets.setdefault(key.group, {})
                     offsets.pop(tp, None)
-                    offsets[tp] = rec.parse_offset_value(value)
+                    offsets[tp] = (position, rec.parse_offset_value(value))
             elif isinstance(key, GroupKey):
                 if value is None:
                     state.groups.pop(key.group, None)
@@ -1413,6 +1663,23 @@ class GroupCoordinator:
                     state.groups[key.group] = rec.parse_group_value(value)
         except RecordFormatError as e:
             log.warning("skipping a __consumer_offsets record that cannot be read: %s", e)
+
+    @staticmethod
+    def _apply_loading_marker(state: _LoadState, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker read while loading: the producer's pending offsets become
+        committed unless a later record committed the partition already, or are dropped."""
+        by_group = state.pending.pop(producer_id, None)
+        if not by_group or not commit:
+            return
+        for group_id, pending in by_group.items():
+            if not pending:
+                continue
+            offsets = state.offsets.setdefault(group_id, {})
+            for tp, (position, om) in pending.items():
+                current = offsets.get(tp)
+                if current is None or current[0] < position:
+                    offsets.pop(tp, None)
+                    offsets[tp] = (position, om)
 
     @staticmethod
     def _group_from_value(group_id: str, partition: int, value: GroupMetadataValue) -> Group:

@@ -4,7 +4,9 @@
 Membership is transient state: who waits in a JoinGroup or SyncGroup (``join_waiter`` /
 ``sync_waiter`` hold the caller's reply token and the request version), pending member ids,
 awaiting counts. The coordinator changes it directly. Committed offsets change only by replaying
-``__consumer_offsets`` records (GroupCoordinator.replay).
+``__consumer_offsets`` records (GroupCoordinator.replay), and transactional offsets (KIP-98,
+TxnOffsetCommit) also by the COMMIT/ABORT marker that ends their transaction
+(GroupCoordinator.complete_txn).
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ class Group:
     __slots__ = ("group_id", "partition", "state", "state_timestamp", "protocol_type", "protocol_name",
                  "generation_id", "leader_id", "members", "static_members", "pending_members",
                  "pending_sync", "num_awaiting_join", "supported_protocols", "new_member_added",
-                 "subscribed_topics", "offsets", "pending_commits", "transitions")
+                 "subscribed_topics", "offsets", "offset_positions", "pending_commits", "pending_txn",
+                 "transitions")
 
     def __init__(self, group_id: str, partition: int, state: GroupState, now_ms: int | None) -> None:
         self.group_id = group_id
@@ -114,7 +117,13 @@ class Group:
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # log offset of the record each committed offset comes from: when a transaction commits,
+        # its offset wins only over an older committed one (Kafka's record offset rule)
+        self.offset_positions: dict[tuple[str, int], int] = {}
         self.pending_commits: Counter[tuple[str, int]] = Counter()  # written, not yet replayed
+        # transactional offsets waiting for their transaction's marker: producer id ->
+        # partition -> (log offset of the record, offset); not visible to OffsetFetch
+        self.pending_txn: dict[int, dict[tuple[str, int], tuple[int, OffsetAndMetadata]]] = {}
         self.transitions: list[tuple[GroupState, GroupEvent, GroupState]] = []
 
     # -- state ---------------------------------------------------------------------------------
@@ -299,11 +308,51 @@ class Group:
     # -- offsets -------------------------------------------------------------------------------
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(+self.pending_commits)
+        return bool(self.offsets) or bool(+self.pending_commits) or bool(self.pending_txn)
 
     def offset_partitions(self) -> set[tuple[str, int]]:
-        """Partitions with a committed offset or a commit written but not yet replayed."""
-        return set(self.offsets) | {tp for tp, n in self.pending_commits.items() if n > 0}
+        """Partitions with a committed offset, a commit written but not yet replayed, or a
+        transactional offset waiting for its transaction to end."""
+        return (set(self.offsets) | {tp for tp, n in self.pending_commits.items() if n > 0}
+                | self.pending_txn_partitions())
+
+    def put_offset(self, tp: tuple[str, int], om: OffsetAndMetadata, position: int) -> None:
+        """Make ``om`` the committed offset of ``tp`` (latest commits last, as in the log)."""
+        self.offsets.pop(tp, None)
+        self.offsets[tp] = om
+        self.offset_positions[tp] = position
+
+    def remove_offset(self, tp: tuple[str, int]) -> None:
+        """A tombstone: the committed offset and every transactional offset pending for ``tp``
+        go (Kafka's OffsetMetadataManager.replay of a tombstone)."""
+        self.offsets.pop(tp, None)
+        self.offset_positions.pop(tp, None)
+        for producer_id in [pid for pid, pending in self.pending_txn.items() if tp in pending]:
+            pending = self.pending_txn[producer_id]
+            del pending[tp]
+            if not pending:
+                del self.pending_txn[producer_id]
+
+    def has_pending_txn(self, tp: tuple[str, int]) -> bool:
+        return any(tp in pending for pending in self.pending_txn.values())
+
+    def pending_txn_partitions(self) -> set[tuple[str, int]]:
+        return {tp for pending in self.pending_txn.values() for tp in pending}
+
+    def complete_txn(self, producer_id: int, commit: bool) -> int:
+        """The producer's transaction ended: on commit its offsets become committed unless a
+        newer commit (a record further in the log) is there already; on abort they are dropped.
+        Returns how many offsets became committed."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not pending or not commit:
+            return 0
+        n = 0
+        for tp, (position, om) in pending.items():
+            current = self.offset_positions.get(tp) if tp in self.offsets else None
+            if current is None or current < position:
+                self.put_offset(tp, om, position)
+                n += 1
+        return n
 
     def __repr__(self) -> str:
         return f"Group({self.group_id!r}, {self.state}, gen={self.generation_id}, members={list(self.members)})"

@@ -1,6 +1,10 @@
 """A fake broker around one GroupCoordinator: it appends each Result's records to an in-memory
 ``__consumer_offsets`` log, replays them, then collects the replies (encoding every reply at its
-request version, so a value the codec cannot write fails the test)."""
+request version, so a value the codec cannot write fails the test).
+
+The log holds what the broker's loader hands to ``GroupCoordinator.load``: ``(offset, key, value)``
+for plain records, ``(offset, key, value, producer_id)`` for transactional offset commits, and
+:class:`TxnMarker` entries for the COMMIT/ABORT markers :meth:`Broker.marker` writes."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import itertools
 import struct
 from collections import defaultdict
 
-from kcompat.group import GroupConfig, GroupCoordinator, Record, Result
+from kcompat.group import GroupConfig, GroupCoordinator, Record, Result, TxnMarker
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from kcompat.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
@@ -22,6 +26,7 @@ from kcompat.protocol.messages.offset_commit import OffsetCommitRequest
 from kcompat.protocol.messages.offset_delete import OffsetDeleteRequest
 from kcompat.protocol.messages.offset_fetch import OffsetFetchRequest
 from kcompat.protocol.messages.sync_group import SyncGroupRequest
+from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
 T0 = 1_700_000_000_000
 FAST = GroupConfig(initial_rebalance_delay_ms=100, num_partitions=4)
@@ -43,14 +48,15 @@ def assignment(partitions: dict[str, list[int]], version: int = 1) -> bytes:
 
 class Broker:
     def __init__(self, config: GroupConfig = FAST, topics: dict[str, int] | None = None, *, own: bool = True,
-                 now: int = T0) -> None:
+                 now: int = T0, txn_verifier=None) -> None:
         self.config = config
         self.topics = {"t": 6, "u": 3} if topics is None else dict(topics)
         self.now = now
-        self.log: dict[int, list[tuple[int, bytes, bytes | None]]] = defaultdict(list)
+        self.log: dict[int, list] = defaultdict(list)
         self.appended: list[Record] = []  # every record in append order, all partitions
         self._uuids = itertools.count(1)
-        self.coord = GroupCoordinator(config, partition_exists=self.partition_exists, new_uuid=self._uuid)
+        self.coord = GroupCoordinator(config, partition_exists=self.partition_exists, new_uuid=self._uuid,
+                                      txn_verifier=txn_verifier)
         self.replies: dict[object, object] = {}
         self._versions: dict[object, int] = {}
         self._tokens = itertools.count(1)
@@ -71,7 +77,11 @@ class Broker:
         for r in result.records:
             assert isinstance(r, Record)
             entries = self.log[r.partition]
-            entries.append((len(entries), r.key, r.value))
+            r.offset = len(entries)
+            if r.producer_id >= 0:
+                entries.append((r.offset, r.key, r.value, r.producer_id))
+            else:
+                entries.append((r.offset, r.key, r.value))
             self.appended.append(r)
         for r in result.records:
             self.coord.replay(r)
@@ -99,7 +109,14 @@ class Broker:
         self.now += ms
         return self.apply(self.coord.poll(self.now))
 
-    def records(self, partition: int | None = None) -> list[tuple[int, bytes, bytes | None]]:
+    def marker(self, partition: int, producer_id: int, commit: bool) -> Result:
+        """The transaction coordinator writes the COMMIT/ABORT marker of ``producer_id`` to
+        ``partition``, then tells the group coordinator (GroupRuntime.write_txn_marker)."""
+        entries = self.log[partition]
+        entries.append(TxnMarker(len(entries), producer_id, commit))
+        return self.apply(self.coord.complete_txn(partition, producer_id, commit, self.now))
+
+    def records(self, partition: int | None = None) -> list:
         if partition is None:
             return [e for p in sorted(self.log) for e in self.log[p]]
         return list(self.log[partition])
@@ -159,12 +176,32 @@ class Broker:
         resp = self.reply(self.call("offset_commit", req, version))
         return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
-    def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None, *, version: int = 7):
+    def txn_commit(self, group: str, offsets: dict[tuple[str, int], int], *, producer_id: int = 1000,
+                   producer_epoch: int = 0, version: int = 3, generation: int = -1, member_id: str = "",
+                   instance: str | None = None, metadata: str | None = "", leader_epoch: int = -1,
+                   transactional_id: str = "tid") -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit; {(topic, partition): error}."""
+        topics: dict[str, list] = {}
+        for (t, p), o in offsets.items():
+            topics.setdefault(t, []).append(TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=leader_epoch,
+                committed_metadata=metadata))
+        req = TxnOffsetCommitRequest(transactional_id=transactional_id, group_id=group, producer_id=producer_id,
+                                     producer_epoch=producer_epoch, generation_id=generation, member_id=member_id,
+                                     group_instance_id=instance, topics=[
+                                         TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                                         for t, ps in topics.items()])
+        resp = self.reply(self.call("txn_offset_commit", req, version))
+        return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    def fetch(self, group: str, partitions: list[tuple[str, int]] | None = None, *, version: int = 7,
+              require_stable: bool = False):
         """{(topic, partition): (offset, leader epoch, metadata, error)} and the group error."""
         if version >= 8:
             topics = (None if partitions is None
                       else self._fetch_topics(partitions, OffsetFetchRequest.OffsetFetchRequestTopics))
-            req = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=topics)])
+            req = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=topics)],
+                                     require_stable=require_stable)
             resp = self.reply(self.call("offset_fetch", req, version))
             g = resp.groups[0]
             return ({(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata,
@@ -172,7 +209,7 @@ class Broker:
                      for t in g.topics for p in t.partitions}, g.error_code)
         topics = (None if partitions is None
                   else self._fetch_topics(partitions, OffsetFetchRequest.OffsetFetchRequestTopic))
-        req = OffsetFetchRequest(group_id=group, topics=topics)
+        req = OffsetFetchRequest(group_id=group, topics=topics, require_stable=require_stable)
         resp = self.reply(self.call("offset_fetch", req, version))
         return ({(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
                  for t in resp.topics for p in t.partitions}, resp.error_code)

@@ -5,8 +5,11 @@ stateful testing). After every step:
 - structural invariants of Kafka's GroupMetadata hold;
 - no request is lost: every JoinGroup/SyncGroup not yet answered waits in a member;
 - every member is either waiting in a join/sync or has a session deadline;
-- a fresh coordinator loading the log has the same committed offsets (and, for quiescent
-  groups, the same group metadata).
+- a fresh coordinator loading the log has the same committed offsets and pending transactional
+  offsets (and, for quiescent groups, the same group metadata).
+
+Clients also commit offsets in transactions (TxnOffsetCommit v3 with their group metadata, one
+producer id per client) that commit or abort at random.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ class GroupMachine(RuleBasedStateMachine):
     # client steps, weighted towards the group protocol: the common paths reach Stable often
     @rule(name=st.sampled_from(CLIENTS),
           action=st.sampled_from(["join"] * 4 + ["sync"] * 4 + ["heartbeat"] * 3 + ["leave", "commit", "commit",
-                                                                                   "restart"]),
+                                                                                   "txn", "txn", "restart"]),
           version=st.sampled_from([3, 4, 5, 9]), flag=st.booleans(), partition=st.integers(0, 5),
           offset=st.integers(0, 100))
     def client_step(self, name, action, version, flag, partition, offset):
@@ -106,6 +109,8 @@ class GroupMachine(RuleBasedStateMachine):
             self.leave(name)
         elif action == "commit":
             self.commit(name, partition, offset)
+        elif action == "txn":
+            self.txn_commit(name, partition, offset)
         elif STATIC.get(name):  # a static member's process restarts and forgets its member id
             c = self.clients[name]
             self.orphans.update(t for t in (c.join_token, c.sync_token) if t is not None)
@@ -178,13 +183,29 @@ class GroupMachine(RuleBasedStateMachine):
                       instance=c.instance if c.member_id else None, metadata=name)
         self._harvest()
 
-    @rule(action=st.sampled_from(["commit", "commit", "delete", "offset_delete"]),
+    def txn_commit(self, name, partition, offset):
+        c = self.clients[name]
+        self.b.txn_commit(G, {("t", partition): offset}, producer_id=CLIENTS.index(name), generation=c.generation,
+                          member_id=c.member_id, instance=c.instance if c.member_id else None, metadata=name)
+        self._harvest()
+
+    @rule(producer=st.integers(0, len(CLIENTS) - 1), commit=st.booleans())
+    def end_txn(self, producer, commit):
+        """The transaction coordinator writes the producer's marker to every partition."""
+        for p in range(CONFIG.num_partitions):
+            self.b.marker(p, producer, commit)
+        self._harvest()
+
+    @rule(action=st.sampled_from(["commit", "commit", "txn", "delete", "offset_delete"]),
           group=st.sampled_from([G, "h1", "h2"]), topic=st.sampled_from(["t", "u"]), partition=st.integers(0, 2),
-          offset=st.integers(0, 100), retention=st.sampled_from([-1, -1, 100_000]))
-    def admin_step(self, action, group, topic, partition, offset, retention):
+          offset=st.integers(0, 100), retention=st.sampled_from([-1, -1, 100_000]),
+          producer=st.integers(0, len(CLIENTS) - 1))
+    def admin_step(self, action, group, topic, partition, offset, retention, producer):
         if action == "commit":  # a standalone consumer (generation -1)
             self.b.commit(group, {(topic, partition): offset}, version=2 if retention != -1 else 8,
                           retention=retention)
+        elif action == "txn":  # a transactional producer without group metadata (v2)
+            self.b.txn_commit(group, {(topic, partition): offset}, producer_id=producer, version=2)
         elif action == "delete":
             self.b.delete_groups(group)
         else:
@@ -203,6 +224,9 @@ class GroupMachine(RuleBasedStateMachine):
             fresh.coord.load(p, self.b.records(p), fresh.now)
         live = {g: dict(x.offsets) for g, x in self.b.coord._groups.items() if x.offsets}
         loaded = {g: dict(x.offsets) for g, x in fresh.coord._groups.items() if x.offsets}
+        assert live == loaded
+        live = {g: x.pending_txn for g, x in self.b.coord._groups.items() if x.pending_txn}
+        loaded = {g: x.pending_txn for g, x in fresh.coord._groups.items() if x.pending_txn}
         assert live == loaded
         live_meta = snapshot(self.b.coord, quiescent_only=True)
         loaded_meta = snapshot(fresh.coord)
