@@ -16,14 +16,18 @@ from kcompat.log.errors import (
     CheckpointError, CorruptLogError, LogClosedError, LogDirError, LogError, OffsetOutOfRangeError,
 )
 from kcompat.log.index import OffsetIndex, TimeIndex
+from kcompat.log.leader_epoch import (
+    LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache,
+)
 from kcompat.log.log import Log
-from kcompat.log.log import FlushPlan
+from kcompat.log.log_flush import FlushPlan
 from kcompat.log.manager import LogManager, parse_topic_partition, remove_tree
 from kcompat.log.segment import LogSegment
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT", "CleanOutcome", "CleanResult", "CleanStats", "CleanTask",
     "LogCleaner", "LogToClean", "run_clean_task",
+    "EpochEntry", "LEADER_EPOCH_CHECKPOINT", "LeaderEpochFileCache", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
     "CheckpointError", "CorruptLogError", "FlushPlan", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
     "LogDirError", "LogError", "LogManager", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
     "TimeIndex", "parse_topic_partition", "remove_tree", "read_meta_properties", "read_offset_checkpoint",

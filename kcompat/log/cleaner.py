@@ -45,7 +45,8 @@ from kcompat.log.compaction import (
     CleaningAbandoned, CleanResult, CleanStats, CleanTask, run_clean_task, worker_init,
 )
 from kcompat.log.errors import CheckpointError
-from kcompat.log.log import CleaningLease, Log, delete_cleaned_files
+from kcompat.log.log import Log
+from kcompat.log.log_cleaning import CleaningLease, delete_cleaned_files
 
 logger = logging.getLogger("kcompat.log.cleaner")
 

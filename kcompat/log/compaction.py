@@ -43,7 +43,7 @@ from typing import Iterator, Mapping
 
 from kcompat.log.config import LogConfig
 from kcompat.log.fileio import MAX_RELATIVE_OFFSET, pread_full, pwrite_all, unlink_quiet
-from kcompat.log.log import CleanedGroup, delete_cleaned_files
+from kcompat.log.log_cleaning import CleanedGroup, delete_cleaned_files
 from kcompat.log.segment import IndexBuilder, segment_name
 from kcompat.protocol import compression
 from kcompat.protocol.records import (

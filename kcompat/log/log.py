@@ -9,29 +9,35 @@ one containing it are scanned. Not thread-safe: call every method from one threa
 from __future__ import annotations
 
 import bisect
-import os
 import shutil
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import LogClosedError
-from kcompat.log.fileio import fsync_dir, fsync_path, logger, unlink_quiet
+from kcompat.log.fileio import fsync_dir, logger
+from kcompat.log.leader_epoch import LeaderEpochFileCache, load_for_log
 from kcompat.log.loader import load_segments
+from kcompat.log.log_flush import LogFlush
+from kcompat.log.log_cleaning import CleaningLease, LogCleaning
 from kcompat.log.reads import LogReads
-from kcompat.log.segment import BatchInfo, LogSegment, segment_name
+from kcompat.log.segment import BatchInfo, LogSegment
 from kcompat.log.snapshots import SnapshotStore
 from kcompat.log.txn_index import AbortedTxn
 from kcompat.protocol.records import HEADER_SIZE, parse_header
 
 
-class Log(LogReads):
+class Log(LogReads, LogCleaning, LogFlush):
     """The log of one partition in ``directory`` (``<log dir>/<topic>-<partition>``).
 
     Create with :meth:`open`. ``on_roll`` (optional) is called with the new active segment's base
     offset after every roll (the producer-state owner writes a snapshot there; an exception it
     raises propagates out of ``append``/``apply_retention``, the log itself stays consistent).
+
+    The leader-epoch cache (``leader-epoch-checkpoint``, :mod:`kcompat.log.leader_epoch`) follows
+    the log: a batch whose ``partitionLeaderEpoch`` is above the latest cached epoch starts that
+    epoch at its base offset; truncations and log start increments trim it (Kafka ``UnifiedLog``).
     """
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *,
@@ -59,6 +65,7 @@ class Log(LogReads):
         self._deferred_deletion = False
         self._truncated_to: int | None = None
         self._fault_hook: Callable[[str], None] | None = None   # tests: simulate a crash at a step
+        self._epochs = LeaderEpochFileCache(None)   # replaced by the file-backed one in open()
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0,
@@ -74,6 +81,9 @@ class Log(LogReads):
                           now_ms=now_ms)
         log = cls(directory, config, r.segments, next_offset=r.next_offset,
                   recovery_point=r.recovery_point, log_start_offset=r.log_start_offset, now_ms=now_ms)
+        log._epochs = load_for_log(directory, log_start_offset=log._log_start_offset, log_end_offset=log._leo,
+                                   headers_from=log.iter_batch_headers,
+                                   scan_from=None if clean_shutdown else r.recovery_point)
         if log._snapshots.delete_after(log._leo):
             logger.info("%s: deleted producer snapshots beyond the log end %d", directory, log._leo)
         logger.info("%s: loaded %d segment(s), log start %d, log end %d, recovery point %d",
@@ -137,17 +147,38 @@ class Log(LogReads):
         schedule the fsync of the completed segment); independent of ``on_roll``."""
         self._roll_listeners.append(listener)
 
+    # -- leader epochs ----------------------------------------------------------------------------
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """Epoch -> start offset of this log (``assign`` it at the LEO on becoming leader, as
+        Kafka's ``Partition.makeLeader`` does)."""
+        return self._epochs
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The largest leader epoch in the cache, None if it is empty (Kafka ``latestEpoch``)."""
+        return self._epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` for OffsetForLeaderEpoch, ``(-1, -1)`` when undefined; see
+        :meth:`LeaderEpochFileCache.end_offset_for` (the LEO ends the latest epoch)."""
+        return self._epochs.end_offset_for(epoch, self._leo)
+
     # -- append -----------------------------------------------------------------------------------
     def append(self, batches, *, last_offset: int, max_timestamp: int,
-               offset_of_max_timestamp: int, now_ms: int) -> None:
+               offset_of_max_timestamp: int, now_ms: int, allow_gap: bool = False) -> None:
         """Append complete RecordBatch v2 bytes whose offsets the caller assigned.
 
         ``batches``: bytes-like with one or more whole batches, the first base offset equal to
         ``log_end_offset``; ``last_offset``: last offset of the last batch; ``max_timestamp`` /
         ``offset_of_max_timestamp``: largest record timestamp (ms) and the first record carrying
-        it (-1 if the caller does not know it without decoding). Rolls first if needed (Kafka
-        ``UnifiedLog.maybeRoll``), writes with pwrite (in the page cache on return), and fsyncs
-        once ``flush.messages`` offsets are unflushed.
+        it (-1 if the caller does not know it without decoding). ``allow_gap``: the first base
+        offset may also be above the LEO (a follower copying a compacted leader, Kafka
+        ``appendAsFollower``). Rolls first if needed (Kafka ``UnifiedLog.maybeRoll``), writes
+        with pwrite (in the page cache on return), fsyncs once ``flush.messages`` offsets are
+        unflushed, and starts a new leader epoch for each batch whose epoch is above the latest
+        (an OSError writing ``leader-epoch-checkpoint`` then propagates with the data appended;
+        the cache keeps the epoch and writes it again at the next change or at close).
 
         Raises ValueError on misframed input or offsets not following the LEO; OSError if the
         write fails (the segment is cut back to its previous size).
@@ -158,16 +189,17 @@ class Log(LogReads):
         if n < HEADER_SIZE:
             raise ValueError(f"{n} bytes cannot hold a record batch")
         h = parse_header(mv, 0)
-        if h.base_offset != self._leo:
+        if h.base_offset < self._leo or (h.base_offset > self._leo and not allow_gap):
             raise ValueError(f"first batch base offset {h.base_offset} != log end offset {self._leo}")
         infos: list[BatchInfo] | None = None
+        epochs = [(h.partition_leader_epoch, h.base_offset)]
         if h.size == n:
             if h.last_offset != last_offset:
                 raise ValueError(f"last_offset {last_offset} != batch last offset {h.last_offset}")
         elif h.size > n:
             raise ValueError(f"incomplete batch: {h.size} bytes announced, {n} given")
         else:
-            infos = self._frame(mv, n, last_offset)
+            infos, epochs = self._frame(mv, n, last_offset)
         self._clock_ms = now_ms
         seg = self._segments[-1]
         reason = seg.should_roll(n, last_offset, max_timestamp, now_ms)
@@ -181,12 +213,17 @@ class Log(LogReads):
             # an unknown (-1) exact offset is found by decoding when next asked
             self._max_ts_cache = ((max_timestamp, offset_of_max_timestamp) if offset_of_max_timestamp >= 0
                                   else None)
+        for epoch, base in epochs:
+            self._epochs.maybe_assign_from_batch(epoch, base)
         if self._leo - self._recovery_point >= self._config.flush_messages:
             self.flush()
 
     @staticmethod
-    def _frame(mv: memoryview, n: int, last_offset: int) -> list[BatchInfo]:
+    def _frame(mv: memoryview, n: int, last_offset: int) -> tuple[list[BatchInfo], list[tuple[int, int]]]:
+        """Batch infos of a multi-batch append, and ``(epoch, base offset)`` where the
+        partition leader epoch changes."""
         infos: list[BatchInfo] = []
+        epochs: list[tuple[int, int]] = []
         pos = 0
         next_offset = None
         while pos < n:
@@ -196,11 +233,13 @@ class Log(LogReads):
             if next_offset is not None and h.base_offset < next_offset:
                 raise ValueError(f"batch offsets are not increasing at byte {pos}")
             infos.append((pos, h.size, h.last_offset, h.max_timestamp))
+            if not epochs or epochs[-1][0] != h.partition_leader_epoch:
+                epochs.append((h.partition_leader_epoch, h.base_offset))
             next_offset = h.next_offset
             pos += h.size
         if infos[-1][2] != last_offset:
             raise ValueError(f"last_offset {last_offset} != last batch's {infos[-1][2]}")
-        return infos
+        return infos, epochs
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty). The old
@@ -263,6 +302,7 @@ class Log(LogReads):
         self._log_start_offset = min(self._log_start_offset, new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
         self._snapshots.delete_after(new_leo)
+        self._epochs.truncate_from_end(new_leo)
         self._dir_dirty = True
         self._invalidate()
         self._note_truncation(seg.base_offset)   # Kafka: the cleaner checkpoint drops to the active base
@@ -318,6 +358,7 @@ class Log(LogReads):
         self._leo = self._log_start_offset = self._recovery_point = offset
         self._pending_roll_flush = False
         self._snapshots.delete_after(-1)
+        self._epochs.clear()
         self._dir_dirty = True
         self._invalidate()
         logger.info("%s: truncated fully, restarting at offset %d", self._directory, offset)
@@ -333,6 +374,7 @@ class Log(LogReads):
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self._recovery_point = max(self._recovery_point, offset)
+            self._epochs.truncate_from_start(offset)
             self._invalidate()
             self._delete_old_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= offset,
                                       None, self._clock_ms, "log start offset")
@@ -397,6 +439,7 @@ class Log(LogReads):
         doomed = self._segments[:n]
         self._log_start_offset = max(self._log_start_offset, self._bases[n])
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        self._epochs.truncate_from_start(self._log_start_offset)
         for seg in doomed:
             self._size -= seg.size
             self._open_inactive.pop(seg.base_offset, None)
@@ -412,104 +455,6 @@ class Log(LogReads):
     def _invalidate(self) -> None:
         self._read_cache.clear()
         self._max_ts_cache = None
-
-    # -- durability -------------------------------------------------------------------------------
-    def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync the segments holding offsets in [recovery point, ``up_to_offset``) (default:
-        LEO) plus the directory if segments were created/deleted, then advance the recovery
-        point to ``up_to_offset`` (Kafka ``UnifiedLog.flush``)."""
-        self._check_open()
-        target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
-        if target <= self._recovery_point:
-            return
-        start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
-        for seg in self._segments[start:]:
-            if seg.base_offset >= target:
-                break
-            seg.flush()
-        if self._dir_dirty:
-            fsync_dir(self._directory)
-            self._dir_dirty = False
-        self._recovery_point = target
-        self._last_flush_ms = self._clock_ms
-        if target >= self._bases[-1]:
-            self._pending_roll_flush = False
-
-    def flush_plan(self, up_to_offset: int | None = None) -> "FlushPlan | None":
-        """The work of :meth:`flush` split for a worker thread (so fsync never blocks the thread
-        that serves requests): returns a :class:`FlushPlan` whose :meth:`FlushPlan.sync` may run
-        on any thread, after which :meth:`complete_flush` must be called on this log's thread to
-        advance the recovery point. None if nothing needs flushing."""
-        self._check_open()
-        target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
-        if target <= self._recovery_point:
-            return None
-        start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
-        segments = []
-        paths: list[Path] = []
-        for seg in self._segments[start:]:
-            if seg.base_offset >= target:
-                break
-            taken = seg.take_sync_paths()
-            if taken:
-                segments.append(seg)
-                paths.extend(taken)
-        directory = None
-        if self._dir_dirty:
-            directory = self._directory
-            self._dir_dirty = False
-        return FlushPlan(self, target, segments, paths, directory)
-
-    def complete_flush(self, plan: "FlushPlan") -> None:
-        """Finish a flush plan: advance the recovery point if every fsync succeeded, otherwise
-        mark its segments dirty again so the next flush retries them."""
-        if plan.error is not None:
-            for seg in plan.segments:
-                seg.mark_dirty()
-            if plan.directory is not None:
-                self._dir_dirty = True
-            logger.error("%s: fsync failed, recovery point stays at %d: %s", self._directory,
-                         self._recovery_point, plan.error)
-            return
-        if self._closed or plan.target <= self._recovery_point:
-            return
-        self._recovery_point = min(plan.target, self._leo)
-        self._last_flush_ms = self._clock_ms
-        if plan.target >= self._bases[-1]:
-            self._pending_roll_flush = False
-
-    def due_flush_plan(self, now_ms: int) -> "FlushPlan | None":
-        """:meth:`maybe_flush` as a plan: rolled segments, or everything if ``flush.ms`` elapsed."""
-        self._check_open()
-        self._clock_ms = now_ms
-        if self._leo > self._recovery_point and now_ms - self._last_flush_ms >= self._config.flush_ms:
-            self._last_flush_ms = now_ms
-            return self.flush_plan()
-        if self._pending_roll_flush:
-            self._pending_roll_flush = False
-            return self.flush_plan(self._bases[-1])
-        return None
-
-    def flush_rolled(self) -> None:
-        """fsync segments completed by a roll (up to the active segment's base offset)."""
-        if self._pending_roll_flush:
-            self.flush(self._bases[-1])
-            self._pending_roll_flush = False
-
-    @property
-    def pending_roll_flush(self) -> bool:
-        """True while segments completed by a roll still await their fsync."""
-        return self._pending_roll_flush
-
-    def maybe_flush(self, now_ms: int) -> None:
-        """Periodic durability: fsync rolled segments, and everything if ``flush.ms`` elapsed
-        since the last flush (Kafka ``LogManager.flushDirtyLogs``)."""
-        self._check_open()
-        self._clock_ms = now_ms
-        self.flush_rolled()
-        if self._leo > self._recovery_point and now_ms - self._last_flush_ms >= self._config.flush_ms:
-            self.flush()
-            self._last_flush_ms = now_ms
 
     # -- producer snapshots -----------------------------------------------------------------------
     def write_snapshot(self, offset: int, data: bytes) -> None:
@@ -533,168 +478,6 @@ class Log(LogReads):
         """Offsets of the stored producer snapshots, ascending."""
         return self._snapshots.offsets
 
-    # -- log cleaner ------------------------------------------------------------------------------
-    @property
-    def cleaning(self) -> "CleaningLease | None":
-        """The lease of the cleaning in progress, None if the cleaner is not rewriting this log."""
-        return self._cleaning
-
-    def begin_cleaning(self, upper: int) -> "CleaningLease":
-        """Mark the segments below ``upper`` (a segment base offset, at most the active segment's)
-        as being rewritten by the log cleaner. Until :meth:`end_cleaning`, segment deletion
-        (retention, log start offset) is deferred, and a truncation below ``upper`` - or closing
-        the log - aborts the lease so the cleaner discards its result. Raises RuntimeError if a
-        cleaning is already in progress."""
-        self._check_open()
-        if self._cleaning is not None:
-            raise RuntimeError(f"{self._directory}: already being cleaned")
-        if upper > self._bases[-1]:
-            raise ValueError(f"cleaning bound {upper} is beyond the active segment {self._bases[-1]}")
-        self._cleaning = CleaningLease(upper)
-        return self._cleaning
-
-    def end_cleaning(self, lease: "CleaningLease") -> None:
-        """Release ``lease`` (after :meth:`replace_segments` or when giving up), then run the
-        segment deletion deferred meanwhile (segments wholly below the log start offset)."""
-        if self._cleaning is not lease:
-            return
-        self._cleaning = None
-        if self._deferred_deletion and not self._closed:
-            self._deferred_deletion = False
-            self._delete_old_segments(
-                lambda s, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
-                None, self._clock_ms, "log start offset")
-
-    def take_truncation(self) -> int | None:
-        """The lowest active-segment base offset after a truncation since the last call (the
-        cleaner lowers its checkpoint to it, Kafka ``maybeTruncateCheckpoint``), None if the log
-        was not truncated."""
-        t, self._truncated_to = self._truncated_to, None
-        return t
-
-    def _note_truncation(self, offset: int) -> None:
-        self._truncated_to = offset if self._truncated_to is None else min(self._truncated_to, offset)
-
-    def replace_segments(self, lease: "CleaningLease", groups: list["CleanedGroup"], *,
-                         now_ms: int) -> bool:
-        """Install cleaned segments in one call, fsyncs included (tools, tests, the cleaner's
-        in-process mode): :meth:`begin_swap`, fsync the directory, :meth:`complete_swap`, fsync
-        the directory, delete the old segments' files. False if the lease was aborted or the
-        groups do not match the log (nothing changed, cleaned files deleted)."""
-        if not self.begin_swap(lease, groups):
-            return False
-        fsync_dir(self._directory)
-        deleted = self.complete_swap(lease, groups, now_ms=now_ms)
-        if deleted is None:
-            return False
-        fsync_dir(self._directory)
-        for path in deleted:
-            unlink_quiet(path)
-        return True
-
-    def begin_swap(self, lease: "CleaningLease", groups: list["CleanedGroup"]) -> bool:
-        """First half of installing cleaned segments (Kafka ``LocalLog.replaceSegments``): each
-        group replaces the consecutive segments ``old_bases`` by the segment whose files
-        ``<base>.{log,index,timeindex}.cleaned`` the cleaner wrote and fsynced. Renames them all
-        to ``.swap`` - from here a crash completes the replacement at start-up (see
-        :mod:`kcompat.log.loader`). Returns False - deleting the cleaned files, changing nothing -
-        if the lease was aborted or a group no longer matches the log. The caller then fsyncs the
-        directory (off this thread if it likes) before :meth:`complete_swap`. Until then an abort
-        of the lease (truncation below its bound, close) deletes the swap files again, so a crash
-        can never apply them to a log that changed under them."""
-        try:
-            ok = (self._cleaning is lease and not lease.aborted and not self._closed
-                  and bool(groups) and self._check_groups(groups))
-        except Exception:
-            ok = False
-        if not ok:
-            for g in groups:
-                delete_cleaned_files(self._directory, g.base)
-            logger.info("%s: discarding cleaned segments (%s)", self._directory,
-                        lease.reason or "log changed")
-            return False
-        d = self._directory
-        for g in groups:
-            stem = segment_name(g.base)
-            for ext in ("txnindex", "index", "timeindex", "log"):
-                swap = d / f"{stem}.{ext}.swap"
-                try:
-                    os.replace(d / f"{stem}.{ext}.cleaned", swap)
-                except FileNotFoundError:
-                    if ext == "txnindex":  # only segments with aborted transactions have one
-                        continue
-                    raise
-                lease.swap_paths.append(swap)
-                self._step(f"swap {g.base} {ext}")
-        lease.groups = list(groups)
-        return True
-
-    def complete_swap(self, lease: "CleaningLease", groups: list["CleanedGroup"], *,
-                      now_ms: int) -> list[Path] | None:
-        """Second half, after the ``.swap`` renames are durable: per group, rename the old
-        segments' files to ``.deleted``, the index swaps and then ``.log.swap`` to their final
-        names, and swap the in-memory segment list - all in this call, so a reader on this
-        thread sees the old segments or the new ones, never a mix. Returns the ``.deleted`` paths
-        (unlink them, after an fsync of the directory, on any thread), or None if the lease was
-        aborted since :meth:`begin_swap` (its swap files are gone). An OSError midway leaves the
-        disk recoverable by a restart (treat the log dir as failed, as Kafka does)."""
-        if self._cleaning is not lease or lease.aborted or self._closed or lease.groups != list(groups):
-            lease.abort("install abandoned")
-            return None
-        lease.swap_paths.clear()   # committed: from here on only a restart may complete the swap
-        d = self._directory
-        deleted: list[Path] = []
-        for g in groups:
-            stem = segment_name(g.base)
-            i = bisect.bisect_left(self._bases, g.old_bases[0])
-            olds = self._segments[i:i + len(g.old_bases)]
-            for seg in olds:
-                self._open_inactive.pop(seg.base_offset, None)
-                seg.close()
-                old_stem = segment_name(seg.base_offset)
-                for ext in ("index", "timeindex", "txnindex", "log"):
-                    path = d / f"{old_stem}.{ext}"
-                    target = d / f"{old_stem}.{ext}.deleted"
-                    try:
-                        os.replace(path, target)
-                    except FileNotFoundError:
-                        continue
-                    deleted.append(target)
-                    self._step(f"deleted {seg.base_offset} {ext}")
-            for ext in ("txnindex", "index", "timeindex", "log"):
-                try:
-                    os.replace(d / f"{stem}.{ext}.swap", d / f"{stem}.{ext}")
-                except FileNotFoundError:
-                    if ext == "txnindex":
-                        continue
-                    raise
-                self._step(f"renamed {g.base} {ext}")
-            new = LogSegment(d, g.base, self._config, size=g.size, created_ms=now_ms,
-                             index_size=g.index_size, timeindex_size=g.timeindex_size)
-            self._segments[i:i + len(olds)] = [new]
-            self._bases[i:i + len(olds)] = [g.base]
-            self._size += g.size - sum(s.size for s in olds)
-            self._step(f"installed {g.base}")
-        self._dir_dirty = True
-        self._invalidate()
-        logger.info("%s: installed %d cleaned segment(s)", d, len(groups))
-        return deleted
-
-    def _check_groups(self, groups: list["CleanedGroup"]) -> bool:
-        for g in groups:
-            i = bisect.bisect_left(self._bases, g.old_bases[0])
-            if (g.base != g.old_bases[0] or i + len(g.old_bases) >= len(self._segments)
-                    or self._bases[i:i + len(g.old_bases)] != list(g.old_bases)
-                    or g.old_bases[-1] >= self._cleaning.upper):  # type: ignore[union-attr]
-                return False
-            if not (self._directory / f"{segment_name(g.base)}.log.cleaned").exists():
-                return False
-        return True
-
-    def _step(self, name: str) -> None:
-        if self._fault_hook is not None:
-            self._fault_hook(name)
-
     # -- lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:
         """Write the active segment's final time-index entry, fsync everything unflushed, close
@@ -710,6 +493,7 @@ class Log(LogReads):
         if self._dir_dirty:
             fsync_dir(self._directory)
             self._dir_dirty = False
+        self._epochs.flush_if_dirty()
         self._recovery_point = self._leo
         self._open_inactive.clear()
         self._read_cache.clear()
@@ -737,70 +521,3 @@ class Log(LogReads):
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self._directory} is closed")
-
-
-class FlushPlan:
-    """fsync work for one log, prepared by :meth:`Log.flush_plan`. :meth:`sync` opens each file
-    by path and fsyncs it (fsync covers the inode's dirty pages whichever descriptor is used); a
-    file deleted in the meantime (retention) is skipped."""
-
-    __slots__ = ("log", "target", "segments", "paths", "directory", "error")
-
-    def __init__(self, log: Log, target: int, segments: list, paths: list[Path], directory: Path | None) -> None:
-        self.log = log
-        self.target = target
-        self.segments = segments
-        self.paths = paths
-        self.directory = directory
-        self.error: OSError | None = None
-
-    def sync(self) -> None:
-        try:
-            for path in self.paths:
-                fsync_path(path)
-            if self.directory is not None:
-                fsync_dir(self.directory)
-        except OSError as e:
-            self.error = e
-
-
-class CleaningLease:
-    """The log cleaner's claim on the segments below ``upper`` (see :meth:`Log.begin_cleaning`).
-    ``aborted`` turns True (with a ``reason``) when the log is truncated below ``upper`` or
-    closed; the cleaner then discards its result. ``swap_paths``: ``.swap`` files written by
-    :meth:`Log.begin_swap` and not yet renamed; an abort deletes them at once."""
-
-    __slots__ = ("upper", "aborted", "reason", "swap_paths", "groups")
-
-    def __init__(self, upper: int) -> None:
-        self.upper = upper
-        self.aborted = False
-        self.reason: str | None = None
-        self.swap_paths: list[Path] = []
-        self.groups: list | None = None
-
-    def abort(self, reason: str) -> None:
-        if not self.aborted:
-            self.aborted, self.reason = True, reason
-        for path in self.swap_paths:
-            unlink_quiet(path)
-        self.swap_paths.clear()
-
-
-class CleanedGroup(NamedTuple):
-    """One cleaned segment replacing the consecutive segments ``old_bases``: its base offset
-    (``old_bases[0]``, as Kafka keeps the group's first base offset), ``.log`` size and index
-    file sizes."""
-
-    old_bases: tuple[int, ...]
-    base: int
-    size: int
-    index_size: int
-    timeindex_size: int
-
-
-def delete_cleaned_files(directory: Path, base: int) -> None:
-    """Remove ``<base>.{log,index,timeindex,txnindex}.cleaned`` (an abandoned cleaning)."""
-    stem = segment_name(base)
-    for ext in ("log", "index", "timeindex", "txnindex"):
-        unlink_quiet(directory / f"{stem}.{ext}.cleaned")
