@@ -227,6 +227,56 @@ class Partition:
         except rb.CorruptRecordError as e:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
 
+    def append_as_follower(self, records, now_ms: int) -> tuple[int, int] | None:
+        """Append batches fetched from the leader as they are: offsets, partition leader epochs
+        and timestamps kept, no client validation beyond framing and CRC32C (Kafka
+        ``Partition.appendRecordsToFollowerOrFutureReplica`` / ``UnifiedLog.appendAsFollower``).
+
+        ``records``: bytes-like, complete v2 batches with increasing offsets, the first at or
+        above the LEO (a gap is allowed: the leader's log may be compacted); a trailing partial
+        batch is ignored. If the log is empty at its start offset and the first batch straddles it
+        (the leader's log start lies inside that batch after DeleteRecords), the log restarts at
+        the batch's base offset, as Kafka does. The log assigns each higher leader epoch at its
+        batch's base offset; producer state and aborted transactions follow the batches. Returns
+        ``(first offset, last offset)`` appended, or None if ``records`` held no complete batch.
+        Raises KafkaError(CORRUPT_MESSAGE) for a bad header or CRC (nothing appended), ValueError
+        for offsets that go backwards or start below the LEO.
+        """
+        mv = memoryview(records).cast("B") if records is not None else memoryview(b"")
+        headers = []
+        end = 0
+        try:
+            for pos, h in rb.iter_batches(mv):
+                if not rb.crc_valid(mv, pos, h):
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record batch at offset {h.base_offset} is corrupt "
+                                                                f"(CRC mismatch) in {self.topic}-{self.partition_id}")
+                headers.append(h)
+                end = pos + h.size
+        except rb.CorruptRecordError as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
+        if not headers:
+            return None
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        leo = self.log.log_end_offset
+        if first < leo and leo == self.log.log_start_offset and last >= leo:
+            log.info("%s: first fetched offset %d is below the log start %d of the empty log; restarting it there",
+                     self, first, leo)
+            self.log.truncate_fully_and_start_at(first, now_ms=now_ms)
+            self.producer_state.truncate_and_reload(None)
+        self.log.append(mv[:end], last_offset=last, max_timestamp=max(h.max_timestamp for h in headers),
+                        offset_of_max_timestamp=-1, now_ms=now_ms, allow_gap=True)
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
+                commit, coordinator_epoch = self._read_marker(h)
+                self._complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset,
+                                   h.max_timestamp)
+            else:
+                self.producer_state.replay(h)
+        self._wake()
+        return first, last
+
     def append_internal(self, batch: bytes, now_ms: int) -> int:
         """Append a batch written by a coordinator of this broker (group or transaction state,
         control markers): no client validation, offsets and leader epoch assigned here (Kafka's
