@@ -6,6 +6,11 @@ offset; MAX_TIMESTAMP (-3, KIP-734) the record with the largest timestamp; any o
 the first record whose timestamp is >= the target through the time index. No match, or a match at
 or above the high watermark / LSO, answers offset -1 and timestamp -1 (Spark's
 ``startingOffsetsByTimestamp`` depends on it).
+
+A special (negative) timestamp the request's version does not know is refused for that partition
+with UNSUPPORTED_VERSION, before the partition is looked up, as Kafka's
+``handleListOffsetRequestV1AndAbove`` does: -1/-2 from v1, MAX_TIMESTAMP from v7, EARLIEST_LOCAL
+from v8, LATEST_TIERED (-5) from v9 (beyond what kcompat advertises), any other negative value never.
 """
 
 from __future__ import annotations
@@ -19,8 +24,16 @@ API_KEY = 2
 MIN_VERSION = 1
 MAX_VERSION = 8
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
+
+# The first ListOffsets version that accepts each special timestamp (Kafka's timestampMinSupportedVersion).
+SPECIAL_TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
+
+def timestamp_unsupported(timestamp: int, version: int) -> bool:
+    """True if ``timestamp`` is a special value ListOffsets ``version`` does not support."""
+    return timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15)
 
 
 def handle(ctx, req):
@@ -35,6 +48,9 @@ def handle(ctx, req):
             if seen[(t.name, lp.partition_index)] > 1:
                 # Kafka's handleListOffsetRequest: a partition listed twice is INVALID_REQUEST
                 parts.append(_error(lp.partition_index, ErrorCode.INVALID_REQUEST))
+                continue
+            if timestamp_unsupported(lp.timestamp, version):
+                parts.append(_error(lp.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
             parts.append(_one(broker, t.name, lp, isolation, version))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
