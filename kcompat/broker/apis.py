@@ -18,6 +18,7 @@ from kcompat.broker.handlers import (
     incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
     offset_commit, offset_delete, offset_fetch, produce, sync_group, txn_offset_commit,
 )
+from kcompat.broker.handlers import offset_for_leader_epoch
 
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
@@ -25,6 +26,7 @@ _MODULES = (
     delete_records, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
     incremental_alter_configs, offset_delete, describe_cluster, add_partitions_to_txn, add_offsets_to_txn,
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
+    offset_for_leader_epoch,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}
