@@ -48,13 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--override", action="append", default=[], metavar="key=value",
                        help="override a configuration value (repeatable)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument("--cluster-id", metavar="ID",
+                       help="cluster id for new (unformatted) log directories, the same on every node of a "
+                            "cluster (as kafka-storage format --cluster-id); existing directories must match")
+    sub.add_parser("random-uuid", help="print a new cluster id (as kafka-storage random-uuid)")
     return parser
 
 
-async def _serve(config) -> int:
+async def _serve(config, cluster_id: str | None = None) -> int:
     from kcompat.broker.broker import Broker
 
-    broker = Broker(config)
+    broker = Broker(config, cluster_id=cluster_id)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
@@ -65,6 +69,10 @@ async def _serve(config) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "random-uuid":
+        from kcompat.broker.broker import new_cluster_id
+        print(new_cluster_id())
+        return 0
     setup_logging(args.log_level)
     from kcompat.config import BrokerConfig, ConfigError
 
@@ -79,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
-        return asyncio.run(_serve(config))
-    return uvloop.run(_serve(config))
+        return asyncio.run(_serve(config, args.cluster_id))
+    return uvloop.run(_serve(config, args.cluster_id))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ from kcompat.broker.handlers import (
     offset_commit, offset_delete, offset_fetch, produce, sync_group, txn_offset_commit,
 )
 from kcompat.broker.handlers import offset_for_leader_epoch
+from kcompat.broker.handlers import (
+    allocate_producer_ids, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
+    end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
+)
 
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
@@ -26,12 +30,27 @@ _MODULES = (
     delete_records, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
     incremental_alter_configs, offset_delete, describe_cluster, add_partitions_to_txn, add_offsets_to_txn,
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
-    offset_for_leader_epoch,
+    describe_quorum, offset_for_leader_epoch,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}
 
+# The controller listener (Kafka's ControllerApis): the KRaft RPCs, metadata replication, and the
+# requests brokers forward to the active controller.
+_CONTROLLER_MODULES = (
+    api_versions, raft_fetch, vote, begin_quorum_epoch, end_quorum_epoch, describe_quorum, fetch_snapshot,
+    broker_registration, broker_heartbeat, allocate_producer_ids, create_topics, delete_topics, create_partitions,
+    alter_configs, incremental_alter_configs, describe_cluster,
+)
 
-def advertised() -> list[tuple[int, int, int]]:
+CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}
+
+
+def handlers_for(controller_listener: bool) -> dict:
+    """API key -> handler module served on a broker listener or a controller listener."""
+    return CONTROLLER_HANDLERS if controller_listener else HANDLERS
+
+
+def advertised(controller_listener: bool = False) -> list[tuple[int, int, int]]:
     """``[(api key, min version, max version), ...]`` sorted by key: what ApiVersions answers."""
-    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in HANDLERS.items())
+    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in handlers_for(controller_listener).items())

@@ -1,17 +1,22 @@
 """The broker process: wires configuration, metadata, logs, partitions and listeners together.
 
-Start-up order (as Kafka's ``BrokerServer``/``ControllerServer`` in combined mode):
+Start-up order (as Kafka's ``BrokerServer``/``ControllerServer``; one code path for a single
+node and for a cluster, DESIGN.md section 7):
 
-1. read or create the cluster id (``meta.properties``), open and replay ``__cluster_metadata``
-   into the metadata image (the single-node controller is a one-voter quorum: a record durable on
-   local disk is committed);
+1. read or create the cluster id (``meta.properties``; ``--cluster-id`` for a new cluster);
 2. load every partition log (recovering from the recovery point after an unclean shutdown);
-3. host the partitions the image assigns to this node; logs of topics the image does not know are
-   renamed ``-stray`` and kept, never deleted;
-4. open the listeners and log ``started listener <host>:<port>`` for each.
+3. start this node's replica of the ``__cluster_metadata`` Raft quorum (a voter of
+   ``controller.quorum.voters`` or an observer) and open the controller listeners; wait until the
+   committed metadata is applied to the image (hosting the partitions it places here); the
+   active controller finalizes ``metadata.version`` on a new cluster; logs of topics the image
+   does not know are renamed ``-stray`` and kept, never deleted;
+4. register with the active controller and heartbeat; once unfenced, open the broker listeners
+   and log ``started listener <host>:<port>`` for each.
 
-:meth:`Broker.stop` (SIGTERM) stops accepting, answers in-flight requests (long-polling fetches
-return at once), writes producer snapshots, flushes and closes every log and marks a clean shutdown.
+A single node is a one-voter quorum in the same process (committed = durable on its disk).
+:meth:`Broker.stop` (SIGTERM) moves leadership to other brokers first (controlled shutdown),
+stops accepting, answers in-flight requests (long-polling fetches return at once), writes
+producer snapshots, flushes and closes every log and marks a clean shutdown.
 """
 
 from __future__ import annotations
@@ -25,19 +30,24 @@ import uuid
 from pathlib import Path
 
 from kcompat.broker.connection import KafkaConnection
+from kcompat.broker.controller_service import ControllerService
+from kcompat.broker.lifecycle import BrokerLifecycle
+from kcompat.broker.metadata_loader import MetadataLoader
+from kcompat.broker.quorum import QuorumRuntime
 from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC, TxnRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
+from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic, TopicResult
 from kcompat.kraft.image import (
     CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
     RESOURCE_TOPIC, MetadataImage, record_type_of,
 )
-from kcompat.kraft.metadata_log import METADATA_TOPIC, MetadataLog
+from kcompat.kraft.metadata_log import METADATA_TOPIC
 from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties, remove_tree
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.txn.producer_id_manager import ProducerIdManager
 
 log = logging.getLogger("kcompat.broker")
@@ -47,8 +57,13 @@ PERIODIC_INTERVAL_S = 1.0
 
 
 def new_cluster_id() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` prints it (url-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` prints it (url-safe base64, no padding); like
+    Kafka's ``Uuid.randomUuid`` never starting with "-", which a command line would take for an
+    option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def now_ms() -> int:
@@ -65,8 +80,14 @@ def _background_io(plans, removals) -> None:
 class Broker:
     """A combined broker + controller node. ``config`` is a :class:`kcompat.config.BrokerConfig`."""
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, *, cluster_id: str | None = None) -> None:
         self.config = config
+        self.requested_cluster_id = cluster_id
+        self._controller_active = False
+        self._producer_id_blocks: list[tuple[int, int]] = []
+        self._producer_id_fetch = None
+        self.quorum = None
+        self.lifecycle = None
         self.node_id: int = config.node_id
         self.connections: set[KafkaConnection] = set()
         self.fetch_waiters: set = set()
@@ -89,29 +110,48 @@ class Broker:
         log_dirs = [Path(d) for d in cfg.log_dirs]
         for d in log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._find_cluster_id(log_dirs) or new_cluster_id()
+        self.cluster_id = self._find_cluster_id(log_dirs) or self.requested_cluster_id or new_cluster_id()
+        if self.requested_cluster_id and self.cluster_id != self.requested_cluster_id:
+            raise RuntimeError(f"log directories belong to cluster {self.cluster_id}, not {self.requested_cluster_id}")
         metadata_dir = Path(cfg.get("metadata.log.dir") or log_dirs[0])
         now = self.now_ms()
+        self.is_broker = "broker" in cfg.process_roles
 
+        # cluster metadata: the image is built only from records the quorum commits (logs are
+        # recovered with the broker defaults; topic configs reach them as ConfigRecords replay)
         self.image = MetadataImage()
-        self.metadata_log = MetadataLog(metadata_dir, now)
-        replayed = self.metadata_log.replay(self.image)
-        self._apply_dynamic_broker_configs()
-
         self.log_manager = LogManager(log_dirs, self.log_config_for)
         self.log_manager.startup(now, self.cluster_id, self.node_id)
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,
                                               policy_for=self.policy_for, now_ms=self.now_ms)
         self.log_manager.high_watermark_of = self._high_watermark_of
+
+        self.controller_service = ControllerService(self)
         self.controller = Controller(
-            self.image, self.metadata_log, node_id=self.node_id,
+            self.image, self.controller_service.sink, node_id=self.node_id,
             defaults=lambda: (cfg.get("num.partitions"), cfg.get("default.replication.factor")),
             validate_topic_configs=validate_topic_configs,
-            live_brokers=self.live_broker_ids,
-            delete_topic_enable=lambda: cfg.get("delete.topic.enable"),
-            publish=self._publish)
-        self.controller.bootstrap(now)
-        self._host_partitions()
+            delete_topic_enable=lambda: cfg.get("delete.topic.enable"))
+        self.cluster_control = ClusterControl(self.image, self.controller_service.sink, cluster_id=self.cluster_id,
+                                              session_timeout_ms=lambda: cfg.get("broker.session.timeout.ms"))
+        self.loader = MetadataLoader(self)
+        voters = {v.node_id: (v.host, v.port) for v in cfg.controller_quorum_voters}
+        self.quorum = QuorumRuntime(
+            node_id=self.node_id, voters=voters, cluster_id=self.cluster_id, directory=metadata_dir,
+            now_ms=self.now_ms, on_event=self.loader.on_event,
+            election_timeout_ms=cfg.get("controller.quorum.election.timeout.ms"),
+            fetch_timeout_ms=cfg.get("controller.quorum.fetch.timeout.ms"),
+            request_timeout_ms=cfg.get("controller.quorum.request.timeout.ms"),
+            retry_backoff_ms=cfg.get("controller.quorum.retry.backoff.ms"),
+            segment_bytes=cfg.get("metadata.log.segment.bytes"))
+        self.quorum.start()
+        controller_names = set(cfg.controller_listener_names)
+        await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
+        await self._wait_for_metadata()
+        if self.controller_active and "metadata.version" not in self.image.features:
+            await self.controller_service.run(lambda: self.controller.bootstrap(self.now_ms()))
+        self._apply_dynamic_broker_configs()
+        self._set_aside_unknown_logs()
         self.cleaner = None
         if cfg.get("log.cleaner.enable"):
             self.cleaner = LogCleaner(threads=cfg.get("log.cleaner.threads"),
@@ -125,24 +165,100 @@ class Broker:
             self.replica_manager.txn_verifier = self.txn.verify
             for p in self.replica_manager.partitions.values():
                 p.txn_verifier = self.txn.verify
-        self.producer_id_manager = ProducerIdManager(
-            lambda: self.controller.allocate_producer_ids(self.node_id, self.now_ms()))
+        self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)
+        self.lifecycle = BrokerLifecycle(self)
+        self._periodic_task = asyncio.ensure_future(self._periodic())
+        if self.is_broker:
+            # bind first (the registration carries the bound ports), serve once unfenced
+            await self._open_listeners([lst for lst in cfg.listeners if lst[0] not in controller_names],
+                                       serve=False)
+            self.lifecycle.start()
+            await self._wait_unfenced()
+            self._prefetch_producer_ids()
+            try:  # the first InitProducerId must not find the block still on its way
+                await asyncio.wait_for(asyncio.shield(self._producer_id_fetch), 10)
+            except asyncio.TimeoutError:
+                log.warning("no producer id block from the controller yet; InitProducerId answers "
+                            "COORDINATOR_LOAD_IN_PROGRESS until it arrives")
+            for server in self._servers:
+                if not server.is_serving():
+                    await server.start_serving()
+            for name in self._pending_listener_logs:
+                log.info("started listener %s:%d", *self._pending_listener_logs[name])
+            self.groups.start()
+            self.txn.start()
+            self._host_coordinators()
+        log.info("kcompat node %d started (%s): cluster id %s, %d partitions, metadata at offset %d, "
+                 "log dirs %s, in %.0f ms", self.node_id, ",".join(cfg.process_roles), self.cluster_id,
+                 len(self.replica_manager.partitions), self.image.offset,
+                 ",".join(str(d.resolve()) for d in log_dirs), (time.monotonic() - t0) * 1000)
 
+    async def _open_listeners(self, listeners, serve: bool = True) -> None:
         loop = asyncio.get_running_loop()
-        for name, host, port in cfg.listeners:
+        self._pending_listener_logs = {}
+        for name, host, port in listeners:
             server = await loop.create_server(lambda n=name: KafkaConnection(self, n), host or None, port,
-                                              reuse_address=True, backlog=1024)
+                                              reuse_address=True, backlog=1024, start_serving=serve)
             self._servers.append(server)
             sock = server.sockets[0]
             bhost, bport = sock.getsockname()[:2]
             self.bound[name] = (bhost, bport)
-            log.info("started listener %s:%d", host or bhost, bport)
-        self.groups.start()
-        self.txn.start()
-        self._periodic_task = asyncio.ensure_future(self._periodic())
-        log.info("kcompat broker %d started: cluster id %s, %d partitions, %d metadata records replayed, "
-                 "log dirs %s, in %.0f ms", self.node_id, self.cluster_id, len(self.replica_manager.partitions),
-                 replayed, ",".join(str(d.resolve()) for d in log_dirs), (time.monotonic() - t0) * 1000)
+            if name in self.config.controller_listener_names:
+                log.info("started controller listener %s on %s:%d", name, host or bhost, bport)
+            elif serve:
+                log.info("started listener %s:%d", host or bhost, bport)
+            else:
+                self._pending_listener_logs[name] = (host or bhost, bport)
+
+    async def _wait_for_metadata(self) -> None:
+        """Until this node has applied everything the quorum had committed when it learned the
+        high watermark (Kafka: the broker waits to catch up before it serves)."""
+        waited = time.monotonic()
+        while not self.shutting_down:
+            if self.quorum.caught_up() and (self.controller_active or self.quorum.leader_id != self.node_id):
+                return
+            if time.monotonic() - waited > 5:
+                waited = time.monotonic()
+                log.info("waiting for the metadata quorum: leader %s, high watermark %s, applied %d",
+                         self.quorum.leader_id, self.quorum.raft.high_watermark, self.quorum.applied_offset)
+            await asyncio.sleep(0.01)
+
+    async def _wait_unfenced(self) -> None:
+        """Until the controller has unfenced this broker and this node's own image shows it (so
+        its first Metadata responses list itself)."""
+        waited = time.monotonic()
+        while not self.lifecycle.unfenced.is_set():
+            try:
+                await asyncio.wait_for(self.lifecycle.unfenced.wait(), 5)
+            except asyncio.TimeoutError:
+                log.info("waiting to be unfenced by the controller (%.0f s)", time.monotonic() - waited)
+        while self.node_id not in self.image.unfenced_brokers() and not self.shutting_down:
+            await asyncio.sleep(0.005)
+
+    # -- producer id blocks ----------------------------------------------------------------------
+
+    def _take_producer_id_block(self) -> tuple[int, int]:
+        """The next prefetched producer id block (Kafka ``RPCProducerIdManager``); while none is
+        ready, COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
+        block = self._producer_id_blocks.pop(0) if self._producer_id_blocks else None
+        self._prefetch_producer_ids()
+        if block is None:
+            raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "Producer ID block is full. Waiting for next block")
+        return block
+
+    def _prefetch_producer_ids(self) -> None:
+        if self._producer_id_blocks or (self._producer_id_fetch is not None and not self._producer_id_fetch.done()):
+            return
+
+        async def fetch():
+            while not self.shutting_down:
+                try:
+                    self._producer_id_blocks.append(await self.lifecycle.allocate_producer_ids())
+                    return
+                except KafkaError as e:
+                    log.debug("producer id block allocation failed: %s", e)
+                    await asyncio.sleep(0.1)
+        self._producer_id_fetch = asyncio.ensure_future(fetch())
 
     def _find_cluster_id(self, log_dirs: list[Path]) -> str | None:
         for d in log_dirs:
@@ -151,54 +267,101 @@ class Broker:
                 return props["cluster.id"]
         return None
 
-    def _host_partitions(self) -> None:
-        """Host every partition the image assigns to this node; set aside logs it does not know."""
-        known = set()
-        for t in self.image.topics.values():
-            for pid, p in t.partitions.items():
-                if self.node_id in p.replicas:
-                    known.add((t.name, pid))
-                    existing = self.log_manager.get(t.name, pid)
-                    stored_id = self.log_manager.topic_id_of(t.name, pid) if existing is not None else None
-                    if stored_id is not None and stored_id != t.topic_id:
-                        log.warning("log %s-%d belongs to an older topic of that name (id %s, now %s); "
-                                    "setting it aside as stray", t.name, pid, stored_id, t.topic_id)
-                        self.log_manager.mark_stray(t.name, pid)
-                    self.replica_manager.ensure_partition(t.name, pid, t.topic_id, p.leader_epoch)
+    def _set_aside_unknown_logs(self) -> None:
+        """Logs of topic-partitions the caught-up image does not place here are renamed -stray
+        and kept, never deleted."""
+        known = set(self.replica_manager.partitions)
         for key in list(self.log_manager.logs):
             if key not in known and key[0] != METADATA_TOPIC:
                 log.warning("log %s-%d is not in the cluster metadata; renaming it -stray and keeping it", *key)
                 self.log_manager.mark_stray(*key)
 
+    def _host_partition(self, t, pid: int, p) -> None:
+        existing = self.log_manager.get(t.name, pid)
+        if existing is not None and (t.name, pid) not in self.replica_manager.partitions:
+            stored_id = self.log_manager.topic_id_of(t.name, pid)
+            if stored_id is not None and stored_id != t.topic_id:
+                log.warning("log %s-%d belongs to an older topic of that name (id %s, now %s); "
+                            "setting it aside as stray", t.name, pid, stored_id, t.topic_id)
+                self.log_manager.mark_stray(t.name, pid)
+        self.replica_manager.ensure_partition(t.name, pid, t.topic_id, p.leader_epoch)
+
+    def _host_coordinators(self) -> None:
+        """Load the group and transaction coordinators of internal partitions this node leads."""
+        for topic, runtime in ((OFFSETS_TOPIC, self.groups), (TRANSACTION_STATE_TOPIC, self.txn)):
+            t = self.image.topics.get(topic)
+            if t is not None:
+                for pid, p in t.partitions.items():
+                    if p.leader == self.node_id:
+                        runtime.on_partition_hosted(pid)
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        """The leader of a partition in the metadata image (None if unknown, -1 if none)."""
+        t = self.image.topics.get(topic)
+        if t is None or partition not in t.partitions:
+            return None
+        return t.partitions[partition].leader
+
+    def is_leader(self, topic: str, partition: int) -> bool:
+        return self.leader_of(topic, partition) == self.node_id
+
+    # -- quorum events ---------------------------------------------------------------------------
+
+    @property
+    def controller_active(self) -> bool:
+        return self._controller_active and self.quorum.is_leader
+
+    def on_quorum_leader(self, leader_id: int, epoch: int) -> None:
+        """The metadata quorum has a new leader (announced once this node's image is complete)."""
+        active = leader_id == self.node_id
+        if active and not self._controller_active:
+            self.cluster_control.activate(self.now_ms())
+            log.info("became the active controller (epoch %d)", epoch)
+        elif not active and leader_id >= 0:
+            log.info("the active controller is node %d (epoch %d)", leader_id, epoch)
+        self._controller_active = active
+
+    def on_metadata_snapshot(self) -> None:
+        """A snapshot replaced the image: host what it places here, apply its configs."""
+        for t in list(self.image.topics.values()):
+            for pid, p in t.partitions.items():
+                if self.node_id in p.replicas:
+                    self._host_partition(t, pid, p)
+        self._apply_dynamic_broker_configs()
+        if hasattr(self, "groups"):
+            self._host_coordinators()
+
     # -- metadata publishing ---------------------------------------------------------------------
 
-    def _publish(self, records: list) -> None:
-        """React to committed metadata records (Kafka's BrokerMetadataPublisher)."""
+    def on_metadata(self, records: list) -> None:
+        """React to committed metadata records already applied to the image (Kafka's
+        BrokerMetadataPublisher)."""
         refresh_all = False
         for r in records:
             kind = record_type_of(r)
             if kind == PARTITION_RECORD:
                 t = self.image.topics_by_id.get(r.topic_id)
                 if t is not None and self.node_id in r.replicas:
-                    self.replica_manager.ensure_partition(t.name, r.partition_id, t.topic_id, r.leader_epoch)
+                    self._host_partition(t, r.partition_id, t.partitions[r.partition_id])
                     if r.leader == self.node_id:
-                        if t.name == OFFSETS_TOPIC and hasattr(self, "groups"):
-                            self.groups.on_partition_hosted(r.partition_id)
-                        elif t.name == TRANSACTION_STATE_TOPIC and hasattr(self, "txn"):
-                            self.txn.on_partition_hosted(r.partition_id)
+                        self._coordinator_partition_led(t.name, r.partition_id)
             elif kind == PARTITION_CHANGE_RECORD:
                 t = self.image.topics_by_id.get(r.topic_id)
                 if t is not None:
                     p = self.replica_manager.get(t.name, r.partition_id)
                     if p is not None:
                         p.leader_epoch = t.partitions[r.partition_id].leader_epoch
+                        p._wake()  # long-polling fetches re-check leadership
+                    if r.leader == self.node_id:
+                        self._coordinator_partition_led(t.name, r.partition_id)
             elif kind == REMOVE_TOPIC_RECORD:
                 names = {p.topic for p in self.replica_manager.partitions.values() if p.topic_id == r.topic_id}
                 for name in names:
                     removed = [(name, p.partition_id) for p in self.replica_manager.topic_partitions(name)]
                     n = self.replica_manager.remove_topic(name)
                     log.info("deleted topic %s (%d partitions)", name, n)
-                    self.groups.on_partitions_deleted(removed)
+                    if hasattr(self, "groups"):
+                        self.groups.on_partitions_deleted(removed)
             elif kind == CONFIG_RECORD:
                 if r.resource_type == RESOURCE_TOPIC:
                     self.replica_manager.update_topic_config(r.resource_name)
@@ -208,6 +371,12 @@ class Broker:
             self._apply_dynamic_broker_configs()
             for topic in {p.topic for p in self.replica_manager.partitions.values()}:
                 self.replica_manager.update_topic_config(topic)
+
+    def _coordinator_partition_led(self, topic: str, partition: int) -> None:
+        if topic == OFFSETS_TOPIC and hasattr(self, "groups"):
+            self.groups.on_partition_hosted(partition)
+        elif topic == TRANSACTION_STATE_TOPIC and hasattr(self, "txn"):
+            self.txn.on_partition_hosted(partition)
 
     def _apply_dynamic_broker_configs(self) -> None:
         self.config.set_dynamic(cluster_default=self.image.broker_configs(""),
@@ -267,12 +436,21 @@ class Broker:
         isr = len(t.partitions[partition].isr) if t is not None and partition in t.partitions else 0
         return isr, self.topic_values(topic)["min.insync.replicas"]
 
-    def auto_create_topic(self, name: str) -> TopicResult:
-        """Create ``name`` with the broker defaults (auto.create.topics.enable)."""
-        result = self.controller.create_topics([NewTopic(name)], validate_only=False, now_ms=self.now_ms())[0]
-        if result.error == ErrorCode.NONE:
-            log.info("auto-created topic %s with %d partition(s)", name, result.num_partitions)
-        return result
+    async def auto_create_topics(self, names: list[str]) -> list[TopicResult]:
+        """Create topics with the broker defaults (auto.create.topics.enable), through the active
+        controller; returns once this node's image has them (or with the errors)."""
+        results = await self.controller_service.create_topics([NewTopic(n) for n in names])
+        for r in results:
+            if r.error == ErrorCode.NONE:
+                log.info("auto-created topic %s with %d partition(s)", r.name, r.num_partitions)
+        return results
+
+    async def wait_for_topics(self, names: list[str], timeout_s: float = 10.0) -> None:
+        """Until the local image has every topic in ``names`` (created through another node)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        while any(n not in self.image.topics for n in names) and loop.time() < end:
+            await asyncio.sleep(0.01)
 
     # -- endpoints -------------------------------------------------------------------------------
 
@@ -296,12 +474,18 @@ class Broker:
         return None
 
     def live_broker_ids(self) -> list[int]:
-        """Brokers that can host replicas (a single node: this one)."""
-        return [self.node_id]
+        """Registered, unfenced brokers (those that can host new replicas)."""
+        return self.image.unfenced_brokers()
 
     def live_broker_endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
-        host, port = self.advertised_endpoint(listener_name)
-        return [(self.node_id, host, port, self.config.get("broker.rack"))]
+        """(id, host, port, rack) on ``listener_name`` of every unfenced broker, as Metadata shows
+        them (Kafka's KRaftMetadataCache.getAliveBrokerNodes)."""
+        out = []
+        for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
+            ep = b.endpoints.get(listener_name)
+            if ep is not None and not b.fenced:
+                out.append((b.broker_id, ep.host, ep.port, b.rack))
+        return out
 
     # -- periodic work ---------------------------------------------------------------------------
 
@@ -314,6 +498,8 @@ class Broker:
             await asyncio.sleep(PERIODIC_INTERVAL_S)
             try:
                 now = self.now_ms()
+                await self.controller_service.fence_stale_brokers()
+                self.loader.maybe_snapshot(self.quorum, now)
                 plans = self.log_manager.flush_plans(now, flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"))
                 _deleted, removals = self.log_manager.maintain(
                     now, retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
@@ -350,8 +536,12 @@ class Broker:
         """Graceful shutdown: in-flight requests are answered, then logs are flushed and closed."""
         if self.shutting_down:
             return
-        self.shutting_down = True
         log.info("shutting down")
+        if self.lifecycle is not None and self.lifecycle.broker_epoch >= 0 and \
+                any(b != self.node_id for b in self.live_broker_ids()):
+            moved = await self.lifecycle.controlled_shutdown(SHUTDOWN_GRACE_S)
+            log.info("controlled shutdown %s", "complete" if moved else "timed out; shutting down anyway")
+        self.shutting_down = True
         for server in self._servers:
             server.close()
         for wake in list(self.fetch_waiters):
@@ -366,12 +556,16 @@ class Broker:
                 conn.transport.close()
         if self._periodic_task is not None:
             self._periodic_task.cancel()
-        self.txn.stop()
-        self.groups.stop()
-        if self.cleaner is not None:
+        if self.lifecycle is not None:
+            self.lifecycle.stop()
+        if hasattr(self, "txn"):
+            self.txn.stop()
+            self.groups.stop()
+        if getattr(self, "cleaner", None) is not None:
             self.cleaner.shutdown()
+        await self.quorum.stop()
+        self.controller_service.close()
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
-        self.metadata_log.close()
         log.info("shutdown complete")
         self.stopped.set()

@@ -23,7 +23,8 @@ def current_configs(broker, resource_type: int, resource_name: str) -> dict[str,
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist.")
         return broker.image.topic_configs(resource_name)
     if resource_type == BROKER:
-        if resource_name not in ("", str(broker.node_id)):
+        if resource_name not in ("", str(broker.node_id)) and \
+                not (resource_name.isdigit() and int(resource_name) in broker.image.brokers):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {broker.node_id} or empty string, "
                              f"but received {resource_name}")

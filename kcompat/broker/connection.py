@@ -62,6 +62,8 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker, listener_name: str) -> None:
         self.broker = broker
         self.listener_name = listener_name
+        self.is_controller_listener = listener_name in broker.config.controller_listener_names
+        self.handlers = apis.handlers_for(self.is_controller_listener)
         self.transport = None
         self.peer = "?"
         self._buf = bytearray()
@@ -140,7 +142,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"request frame of {len(frame)} bytes is too short for a request header")
             return
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame, 0)
-        api = apis.HANDLERS.get(api_key)
+        api = self.handlers.get(api_key)
         if api_key == API_VERSIONS_KEY and version > api.MAX_VERSION:
             self._kip511_response(correlation_id, version)
             return
@@ -246,7 +248,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _kip511_response(self, correlation_id: int, version: int) -> None:
         """KIP-511: ApiVersions at an unknown version -> v0 body, UNSUPPORTED_VERSION, our range."""
-        api = apis.HANDLERS[API_VERSIONS_KEY]
+        api = self.handlers[API_VERSIONS_KEY]
         resp = ApiVersionsResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION,
             api_keys=[ApiVersionsResponse.ApiVersion(api_key=API_VERSIONS_KEY, min_version=api.MIN_VERSION,

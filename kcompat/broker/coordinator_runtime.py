@@ -97,8 +97,9 @@ class CoordinatorRuntime:
 
     # -- the internal topic ----------------------------------------------------------------------
 
-    def ensure_topic(self) -> bool:
-        """Create the internal topic if it does not exist yet; True if it exists now."""
+    async def ensure_topic(self) -> bool:
+        """Create the internal topic (through the active controller) if it does not exist yet;
+        True if it exists now."""
         broker = self.broker
         if self.TOPIC in broker.image.topics:
             return True
@@ -110,16 +111,17 @@ class CoordinatorRuntime:
             log.warning("creating %s with replication factor %d: %s=%d but only %d broker(s) are registered",
                         self.TOPIC, rf, rf_key, wanted, live)
         topic = NewTopic(self.TOPIC, num_partitions=partitions, replication_factor=rf, configs=configs)
-        result = broker.controller.create_topics([topic], validate_only=False, now_ms=broker.now_ms())[0]
+        result = (await broker.controller_service.create_topics([topic]))[0]
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.error("could not create %s: %s %s", self.TOPIC, result.error.name, result.message)
             return False
-        log.info("created %s with %d partitions", self.TOPIC, partitions)
-        return True
+        if result.error == ErrorCode.NONE:
+            log.info("created %s with %d partitions", self.TOPIC, partitions)
+        return self.TOPIC in broker.image.topics
 
-    def coordinator_node(self, key: str) -> int | None:
+    async def coordinator_node(self, key: str) -> int | None:
         """The broker leading the internal partition of ``key`` (creating the topic if needed)."""
-        if not self.ensure_topic():
+        if self.TOPIC not in self.broker.image.topics and not await self.ensure_topic():
             return None
         partition = self.coordinator.partition_for(key)
         return self.broker.image.topics[self.TOPIC].partitions[partition].leader

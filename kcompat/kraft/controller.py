@@ -3,8 +3,8 @@
 As Kafka's ``QuorumController`` (``ReplicationControlManager``, ``ConfigurationControlManager``,
 ``ProducerIdControlManager``): every operation checks the request against the current image and
 returns the records that make the change plus the per-item results; :meth:`Controller.commit`
-appends the records to the metadata log and applies them to the image (the only way the image
-changes), then hands them to the broker's metadata publisher.
+hands the records to a sink that commits them to the metadata log. The image changes only by
+replaying committed records, on every node.
 
 Errors are Kafka's (CreateTopics / DeleteTopics / CreatePartitions / IncrementalAlterConfigs):
 INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
@@ -74,40 +74,37 @@ class TopicResult:
 
 
 class Controller:
-    """Single-node controller over a :class:`MetadataImage` and its metadata log.
+    """The active controller's operations over a :class:`MetadataImage`.
 
-    ``defaults``: callable returning (num.partitions, default.replication.factor);
+    Every operation validates against the image and hands the records that make the change to
+    ``sink(records, now_ms)``; the image changes only when those records come back committed from
+    the metadata log (``ControllerService`` commits them through the Raft quorum and waits until
+    they are applied before running the next operation, as Kafka's ``QuorumController`` event
+    queue). ``defaults``: callable returning (num.partitions, default.replication.factor);
     ``validate_topic_configs``: callable normalizing a {name: value} dict, raising an exception
-    with ``key`` and a message on bad input; ``live_brokers``: callable returning broker ids;
-    ``publish``: called with the committed records after they are applied.
+    with ``key`` and a message on bad input; ``live_brokers``: callable returning the ids of
+    brokers that may host new replicas (default: the image's unfenced brokers).
     """
 
-    def __init__(self, image: MetadataImage, metadata_log, *, node_id: int,
+    def __init__(self, image: MetadataImage, sink: Callable[[list, int], None], *, node_id: int,
                  defaults: Callable[[], tuple[int, int]],
                  validate_topic_configs: Callable[[dict], dict],
-                 live_brokers: Callable[[], list[int]],
                  delete_topic_enable: Callable[[], bool],
-                 publish: Callable[[list], None]) -> None:
+                 live_brokers: Callable[[], list[int]] | None = None) -> None:
         self.image = image
-        self.metadata_log = metadata_log
+        self._sink = sink
         self.node_id = node_id
         self._defaults = defaults
         self._validate_configs = validate_topic_configs
-        self._live_brokers = live_brokers
+        self._live_brokers = live_brokers or image.unfenced_brokers
         self._delete_enabled = delete_topic_enable
-        self._publish = publish
 
     # -- commit ----------------------------------------------------------------------------------
 
     def commit(self, records: list, now_ms: int) -> None:
-        """Durably append ``records``, apply them to the image, publish them."""
-        if not records:
-            return
-        last = self.metadata_log.append(records, now_ms)
-        first = last - len(records) + 1
-        for i, r in enumerate(records):
-            self.image.apply(r, first + i)
-        self._publish(records)
+        """Hand ``records`` (one atomic change) to the sink that commits them."""
+        if records:
+            self._sink(list(records), now_ms)
 
     def bootstrap(self, now_ms: int) -> None:
         """First start of a new cluster: finalize metadata.version (Kafka's bootstrap records)."""
@@ -344,9 +341,9 @@ class Controller:
 
     # -- producer ids ----------------------------------------------------------------------------
 
-    def allocate_producer_ids(self, broker_id: int, now_ms: int) -> tuple[int, int]:
+    def allocate_producer_ids(self, broker_id: int, now_ms: int, broker_epoch: int = -1) -> tuple[int, int]:
         """AllocateProducerIds: a fresh block ``(first id, length)``; never handed out twice."""
         start = self.image.next_producer_id
-        self.commit([ProducerIdsRecord(broker_id=broker_id, broker_epoch=0,
+        self.commit([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                        next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)], now_ms)
         return start, PRODUCER_ID_BLOCK_SIZE

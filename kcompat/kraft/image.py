@@ -17,13 +17,18 @@ from kcompat.protocol.metadata_records import RECORD_TYPES
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 
+REGISTER_BROKER_RECORD = 0
+UNREGISTER_BROKER_RECORD = 1
 TOPIC_RECORD = 2
 PARTITION_RECORD = 3
 CONFIG_RECORD = 4
 PARTITION_CHANGE_RECORD = 5
 PRODUCER_IDS_RECORD = 15
 REMOVE_TOPIC_RECORD = 9
+FENCE_BROKER_RECORD = 7
+UNFENCE_BROKER_RECORD = 8
 FEATURE_LEVEL_RECORD = 12
+BROKER_REGISTRATION_CHANGE_RECORD = 17
 
 NO_LEADER = -1
 NO_CHANGE_LEADER = -2  # PartitionChangeRecord: leader unchanged
@@ -46,6 +51,31 @@ class PartitionImage:
 
 
 @dataclass
+class BrokerEndpoint:
+    """One listener of a registered broker (RegisterBrokerRecord.BrokerEndpoint)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
+@dataclass
+class BrokerImage:
+    """A registered broker (Kafka ``BrokerRegistration``): ``epoch`` is the broker epoch the
+    controller assigned at registration (the offset of its RegisterBrokerRecord); a fenced broker
+    leads nothing and is not shown to clients."""
+
+    broker_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: dict[str, BrokerEndpoint]
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass
 class TopicImage:
     name: str
     topic_id: uuid.UUID
@@ -58,7 +88,8 @@ class MetadataImage:
     Attributes: ``topics`` (name -> TopicImage), ``topics_by_id`` (uuid -> TopicImage),
     ``configs`` ((resource type, resource name) -> {config name: value}), ``next_producer_id``
     (first id of the next unallocated block, ProducerIdsRecord), ``features`` (name -> level),
-    ``offset`` (metadata log offset of the last applied record, -1 if none).
+    ``brokers`` (id -> BrokerImage), ``offset`` (metadata log offset of the last applied record,
+    -1 if none).
     """
 
     def __init__(self) -> None:
@@ -67,6 +98,7 @@ class MetadataImage:
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
+        self.brokers: dict[int, BrokerImage] = {}
         self.offset = -1
 
     def apply(self, record, offset: int) -> None:
@@ -110,7 +142,29 @@ class MetadataImage:
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
         elif kind == FEATURE_LEVEL_RECORD:
             self.features[record.name] = record.feature_level
-        # other record types (brokers, ACLs, quotas, ...) are not used by a single node yet
+        elif kind == REGISTER_BROKER_RECORD:
+            self.brokers[record.broker_id] = BrokerImage(
+                record.broker_id, record.broker_epoch, record.incarnation_id,
+                {e.name: BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points},
+                record.rack, bool(record.fenced), bool(record.in_controlled_shutdown))
+        elif kind == UNREGISTER_BROKER_RECORD:
+            b = self.brokers.get(record.broker_id)
+            if b is not None and b.epoch == record.broker_epoch:
+                del self.brokers[record.broker_id]
+        elif kind in (FENCE_BROKER_RECORD, UNFENCE_BROKER_RECORD):
+            b = self.brokers.get(record.id)
+            if b is not None and b.epoch == record.epoch:
+                b.fenced = kind == FENCE_BROKER_RECORD
+                if not b.fenced:
+                    b.in_controlled_shutdown = False
+        elif kind == BROKER_REGISTRATION_CHANGE_RECORD:
+            b = self.brokers.get(record.broker_id)
+            if b is not None and b.epoch == record.broker_epoch:
+                if record.fenced:  # 1 fenced, -1 unfenced, 0 no change
+                    b.fenced = record.fenced > 0
+                if record.in_controlled_shutdown:
+                    b.in_controlled_shutdown = True
+        # other record types (ACLs, quotas, SCRAM, ...) are not used by kcompat yet
         self.offset = offset
 
     def topic_configs(self, name: str) -> dict[str, str]:
@@ -120,6 +174,38 @@ class MetadataImage:
     def broker_configs(self, resource_name: str) -> dict[str, str]:
         """Dynamic broker configs: ``""`` is the cluster-wide default, ``"<node id>"`` per broker."""
         return dict(self.configs.get((RESOURCE_BROKER, resource_name), {}))
+
+
+    def unfenced_brokers(self) -> list[int]:
+        """Ids of registered brokers that may lead partitions (not fenced, not shutting down)."""
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced and not b.in_controlled_shutdown)
+
+    def to_records(self) -> list:
+        """Records that rebuild this image from empty (a metadata snapshot, KIP-630): features,
+        brokers, topics with partitions, configs, the producer id watermark."""
+        from kcompat.protocol.metadata_records import (
+            ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, TopicRecord,
+        )
+        out: list = [FeatureLevelRecord(name=n, feature_level=lvl) for n, lvl in sorted(self.features.items())]
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(RegisterBrokerRecord(
+                broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+                end_points=[RegisterBrokerRecord.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
+                                                                security_protocol=e.security_protocol)
+                            for e in b.endpoints.values()],
+                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+        for t in self.topics.values():
+            out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
+            for p in t.partitions.values():
+                out.append(PartitionRecord(partition_id=p.partition_id, topic_id=t.topic_id, replicas=list(p.replicas),
+                                           isr=list(p.isr), leader=p.leader, leader_epoch=p.leader_epoch,
+                                           partition_epoch=p.partition_epoch))
+        for (rtype, rname), values in sorted(self.configs.items()):
+            out += [ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
+                    for k, v in sorted(values.items())]
+        if self.next_producer_id:
+            out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id))
+        return out
 
 
 def record_class(record_type: int):

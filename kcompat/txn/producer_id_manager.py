@@ -20,7 +20,8 @@ class ProducerIdManager:
         self._end = 0  # exclusive
 
     def generate(self) -> int:
-        """The next unused producer id (int64)."""
+        """The next unused producer id (int64). Whatever ``allocate_block`` raises (KafkaError
+        COORDINATOR_LOAD_IN_PROGRESS while the controller has not answered yet) propagates."""
         if self._next >= self._end:
             first, length = self._allocate_block()
             self._next, self._end = first, first + length

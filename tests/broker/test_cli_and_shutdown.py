@@ -98,7 +98,8 @@ def test_idempotent_retry_after_restart_is_deduplicated(fresh_broker):
     pid_resp = wire.call(b.bootstrap, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                             producer_id=-1, producer_epoch=-1), 4)
     pid = pid_resp.producer_id
-    batches = [rb.build_batch([(1000 + i, None, b"v%d" % i, ())], producer_id=pid, producer_epoch=0,
+    now = int(time.time() * 1000)  # producer ids expire by their batches' timestamps, as in Kafka
+    batches = [rb.build_batch([(now + i, None, b"v%d" % i, ())], producer_id=pid, producer_epoch=0,
                               base_sequence=i) for i in range(3)]
     offsets = [_produce(b.bootstrap, "dedup", x).base_offset for x in batches]
     assert offsets == [0, 1, 2]
@@ -107,9 +108,9 @@ def test_idempotent_retry_after_restart_is_deduplicated(fresh_broker):
         again = _produce(b.bootstrap, "dedup", batches[2])
         assert again.error_code == 0
         assert again.base_offset == 2
-    nxt = rb.build_batch([(2000, None, b"v3", ())], producer_id=pid, producer_epoch=0, base_sequence=3)
+    nxt = rb.build_batch([(now + 3, None, b"v3", ())], producer_id=pid, producer_epoch=0, base_sequence=3)
     assert _produce(b.bootstrap, "dedup", nxt).base_offset == 3
-    gap = rb.build_batch([(2000, None, b"v9", ())], producer_id=pid, producer_epoch=0, base_sequence=9)
+    gap = rb.build_batch([(now + 9, None, b"v9", ())], producer_id=pid, producer_epoch=0, base_sequence=9)
     assert _produce(b.bootstrap, "dedup", gap).error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
     # new producer ids are never reused across restarts
     later = wire.call(b.bootstrap, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,

@@ -43,10 +43,17 @@ class Node:
         self.log = MetadataLog(self.path, NOW)
         self.replayed = self.log.replay(self.image)
         self.controller = Controller(
-            self.image, self.log, node_id=1, defaults=lambda: (self.num_partitions, 1),
+            self.image, self._commit, node_id=1, defaults=lambda: (self.num_partitions, 1),
             validate_topic_configs=validate_topic_configs, live_brokers=lambda: self.brokers,
-            delete_topic_enable=lambda: self.delete_enabled, publish=self.published.extend)
+            delete_topic_enable=lambda: self.delete_enabled)
         self.controller.bootstrap(NOW)
+
+    def _commit(self, records: list, now_ms: int) -> None:
+        """A one-voter commit: durable in the local log, then replayed into the image."""
+        last = self.log.append(records, now_ms)
+        for i, r in enumerate(records):
+            self.image.apply(r, last - len(records) + 1 + i)
+        self.published.extend(records)
 
     def reopen(self) -> None:
         self.log.close()

@@ -47,8 +47,10 @@ class BrokerProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         logf = open(self.log_path, "a")
+        # a session of its own: kill9 takes the broker's worker processes (log cleaner) down with
+        # it, as a crash of the machine would, instead of leaving them holding its stderr open
         self.proc = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env=env, cwd=str(ROOT))
+                                     env=env, cwd=str(ROOT), start_new_session=True)
         found = threading.Event()
 
         def read():
@@ -95,7 +97,10 @@ class BrokerProcess:
     def kill9(self) -> None:
         if self.proc is None:
             return
-        self.proc.kill()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait()
         if self._reader is not None:
             self._reader.join(5)

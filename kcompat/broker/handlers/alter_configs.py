@@ -17,6 +17,10 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
+    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+
+
+def _local(ctx, req):
     def change(res) -> None:
         new = {c.name: c.value for c in res.configs}
         if any(v is None for v in new.values()):

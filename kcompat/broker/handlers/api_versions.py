@@ -31,7 +31,7 @@ def handle(ctx, req):
     resp = ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in apis.advertised()],
+                  for k, lo, hi in apis.advertised(_controller(ctx))],
         throttle_time_ms=0)
     if version >= 3:
         image = ctx.broker.image
@@ -45,9 +45,11 @@ def handle(ctx, req):
     return resp
 
 
-def error_response(req, version, code):
-    from kcompat.broker import apis
+def _controller(ctx) -> bool:
+    return ctx.connection is not None and getattr(ctx.connection, "is_controller_listener", False)
 
-    lo, hi = next((lo, hi) for k, lo, hi in apis.advertised() if k == API_KEY)
+
+def error_response(req, version, code):
+    lo, hi = MIN_VERSION, MAX_VERSION
     return ApiVersionsResponse(error_code=code, api_keys=[
         ApiVersionsResponse.ApiVersion(api_key=API_KEY, min_version=lo, max_version=hi)])

@@ -18,6 +18,10 @@ MAX_VERSION = 3
 
 
 def handle(ctx, req):
+    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+
+
+def _local(ctx, req):
     broker = ctx.broker
     counts = Counter(t.name for t in req.topics)
     results = []

@@ -20,6 +20,10 @@ MAX_VERSION = 7
 
 
 def handle(ctx, req):
+    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+
+
+def _local(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     new_topics = [NewTopic(name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,

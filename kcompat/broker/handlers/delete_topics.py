@@ -17,6 +17,10 @@ MAX_VERSION = 6
 
 
 def handle(ctx, req):
+    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+
+
+def _local(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     if version >= 6:

@@ -68,8 +68,11 @@ def _resolve(broker, req, version: int) -> _Plan:
                 target = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 target = broker.replica_manager.get(name, fp.partition)
-                if target is None:
+                leader = broker.leader_of(name, fp.partition)
+                if target is None and leader is None:
                     target = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif target is None or leader != broker.node_id:
+                    target = ErrorCode.NOT_LEADER_OR_FOLLOWER  # followers serve replicas (issue 6)
                 elif version >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != target.leader_epoch:
                     target = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < target.leader_epoch
                               else ErrorCode.UNKNOWN_LEADER_EPOCH)

@@ -22,13 +22,13 @@ MAX_VERSION = 6
 GROUP, TRANSACTION = 0, 1
 
 
-def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == GROUP:
         broker = ctx.broker
         if not key and ctx.api_version < 4:
             return ErrorCode.INVALID_REQUEST, "Invalid group id", -1, "", -1
-        leader = broker.groups.coordinator_node(key)
+        leader = await broker.groups.coordinator_node(key)
         endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
@@ -38,7 +38,7 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
         broker = ctx.broker
         if not key:
             return ErrorCode.INVALID_REQUEST, "Invalid transactional id", -1, "", -1
-        leader = broker.txn.coordinator_node(key)
+        leader = await broker.txn.coordinator_node(key)
         endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
@@ -47,17 +47,17 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
     return ErrorCode.INVALID_REQUEST, f"Invalid coordinator type {key_type}", -1, "", -1
 
 
-def handle(ctx, req):
+async def handle(ctx, req):
     version = ctx.api_version
     key_type = req.key_type if version >= 1 else GROUP
     if version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            code, message, node, host, port = _lookup(ctx, key, key_type)
+            code, message, node, host, port = await _lookup(ctx, key, key_type)
             coordinators.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=code,
                                               error_message=message))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    code, message, node, host, port = _lookup(ctx, req.key, key_type)
+    code, message, node, host, port = await _lookup(ctx, req.key, key_type)
     return R(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port)
 
 

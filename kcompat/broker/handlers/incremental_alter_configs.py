@@ -25,6 +25,12 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
 
 
 def handle(ctx, req):
+    if all(res.resource_type == BROKER_LOGGER for res in req.resources):
+        return _local(ctx, req)  # logger levels belong to this process
+    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+
+
+def _local(ctx, req):
     def change(res) -> None:
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
         _alter(ctx.broker, res, ops, req.validate_only)

@@ -10,7 +10,7 @@ coordinator answers: a new id, or the same id with its epoch bumped, fencing old
 
 from __future__ import annotations
 
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse as R
 
 API_KEY = 22
@@ -21,7 +21,10 @@ MAX_VERSION = 5
 def handle(ctx, req):
     if req.transactional_id is not None:
         return ctx.broker.txn.submit("init_producer_id", ctx, req)
-    producer_id = ctx.broker.producer_id_manager.generate()
+    try:
+        producer_id = ctx.broker.producer_id_manager.generate()
+    except KafkaError as e:  # no producer id block yet: COORDINATOR_LOAD_IN_PROGRESS, retried
+        return error_response(req, ctx.api_version, e.code)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
 
 

@@ -27,6 +27,34 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def handle(ctx, req):
+    """Answer at once, or first auto-create the requested topics that do not exist (through the
+    active controller) and then answer."""
+    version = ctx.api_version
+    broker = ctx.broker
+    if req.topics and (req.allow_auto_topic_creation if version >= 4 else True) \
+            and broker.config.get("auto.create.topics.enable"):
+        missing = [t.name for t in req.topics if t.name is not None and t.name not in broker.image.topics
+                   and t.name not in INTERNAL_TOPICS and _valid_name(t.name)]
+        if missing and not (version < 12 and any(t.topic_id != ZERO_UUID for t in req.topics)):
+            return _create_then_answer(ctx, req, list(dict.fromkeys(missing)))
+    return _answer(ctx, req, {})
+
+
+async def _create_then_answer(ctx, req, names: list[str]):
+    results = await ctx.broker.auto_create_topics(names)
+    return _answer(ctx, req, {r.name: r.error for r in results
+                              if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)})
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
+
+
+def _answer(ctx, req, create_errors: dict):
     broker = ctx.broker
     version = ctx.api_version
     image = broker.image
@@ -52,7 +80,7 @@ def handle(ctx, req):
                 else:
                     topics_out.append(_topic(broker, found.name, include_ops))
                 continue
-            topics_out.append(_lookup_or_create(ctx, t.name, allow_create, include_ops))
+            topics_out.append(_lookup(ctx, t.name, allow_create, include_ops, create_errors))
     resp = R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
@@ -66,19 +94,17 @@ def handle(ctx, req):
     return resp
 
 
-def _lookup_or_create(ctx, name: str, allow_create: bool, include_ops: bool):
+def _lookup(ctx, name: str, allow_create: bool, include_ops: bool, create_errors: dict):
     broker = ctx.broker
     if name in broker.image.topics:
         return _topic(broker, name, include_ops)
-    try:
-        validate_topic_name(name)
-    except KafkaError:
+    if not _valid_name(name):
         return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if name in create_errors:
+        return _error_topic(name, create_errors[name])
     if allow_create and broker.config.get("auto.create.topics.enable") and name not in INTERNAL_TOPICS:
-        result = broker.auto_create_topic(name)
-        if result.error == ErrorCode.NONE or result.error == ErrorCode.TOPIC_ALREADY_EXISTS:
-            return _topic(broker, name, include_ops)
-        return _error_topic(name, result.error)
+        # created but not in this node's image yet: Kafka's answer for a topic being created
+        return _error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE)
     return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 

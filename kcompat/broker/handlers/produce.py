@@ -28,6 +28,30 @@ _RECORD_ERRORS = (ErrorCode.INVALID_TIMESTAMP, ErrorCode.INVALID_RECORD)
 
 
 def handle(ctx, req):
+    """Append at once, or first auto-create the topics that do not exist yet (kcompat, as the
+    single-node issue asks; Kafka creates topics only from Metadata)."""
+    broker = ctx.broker
+    if broker.config.get("auto.create.topics.enable"):
+        missing = [td.name for td in req.topic_data if td.name not in broker.image.topics and _valid(td.name)]
+        if missing:
+            return _create_then_append(ctx, req, list(dict.fromkeys(missing)))
+    return _append_all(ctx, req)
+
+
+async def _create_then_append(ctx, req, names: list[str]):
+    await ctx.broker.auto_create_topics(names)
+    return _append_all(ctx, req)
+
+
+def _valid(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
+
+
+def _append_all(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     acks = req.acks
@@ -62,12 +86,14 @@ def _append(broker, topic: str, pd, acks: int, now: int, version: int, transacti
                 # Produce, whatever its name (INVALID_TOPIC_EXCEPTION is Metadata's answer)
                 return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
                               f"This server does not host this topic-partition. ({e.message})")
-            if broker.config.get("auto.create.topics.enable"):
-                broker.auto_create_topic(topic)
-                partition = broker.replica_manager.get(topic, pd.index)
-        if partition is None:
-            return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
-                          "This server does not host this topic-partition.")
+        if broker.leader_of(topic, pd.index) is not None:  # exists, hosted elsewhere
+            return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
+                          f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
+        return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
+                      "This server does not host this topic-partition.")
+    if not broker.is_leader(topic, pd.index):
+        return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
+                      f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
     if acks == -1:
         isr_size, min_isr = broker.isr_size_and_min(topic, pd.index)
         if isr_size < min_isr:

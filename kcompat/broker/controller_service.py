@@ -1,0 +1,151 @@
+"""Controller operations in a cluster: run them on the active controller, forward them otherwise.
+
+The active controller is the leader of the metadata quorum. An operation (CreateTopics,
+DeleteTopics, CreatePartitions, config changes, AllocateProducerIds, broker registration and
+heartbeats) runs there one at a time, as Kafka's ``QuorumController`` event queue does: it is
+validated against the metadata image, its records are committed through the Raft quorum, and the
+response is sent once they are applied to the image. On any other node the request is forwarded
+to the active controller's controller listener and its response returned as is (Kafka's
+``ForwardingManager``); with no reachable active controller the caller gets NOT_CONTROLLER, which
+clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.kraft.controller import NewTopic, TopicResult
+from kcompat.kraft.metadata_log import encode_record
+from kcompat.protocol import records as rb
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.create_topics import CreateTopicsRequest
+
+log = logging.getLogger("kcompat.kraft.controller")
+
+FORWARD_TIMEOUT_S = 30.0
+
+
+class ControllerService:
+    """Runs controller operations for ``broker`` (a :class:`Broker` with ``controller``, ``quorum``)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._lock = asyncio.Lock()
+        self._outbox: list[list] = []
+        self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}")
+
+    @property
+    def active(self) -> bool:
+        """This node leads the metadata quorum and its image is complete."""
+        return self.broker.controller_active
+
+    def _controller_endpoint(self, node_id: int):
+        return self.broker.quorum.voters.get(node_id)
+
+    # -- local execution -------------------------------------------------------------------------
+
+    async def run(self, op: Callable[[], object]):
+        """Run ``op()`` on the active controller: its records (``controller.outbox``) are committed
+        and applied before the result is returned. Raises KafkaError(NOT_CONTROLLER)."""
+        async with self._lock:
+            if not self.active:
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller")
+            self._outbox = []
+            try:
+                result = op()
+            finally:
+                records = [r for change in self._outbox for r in change]
+                self._outbox = []
+            if records:
+                await self.commit(records)
+            return result
+
+    def sink(self, records: list, now_ms: int) -> None:
+        """Where the controller's operations put their records (committed by :meth:`run`)."""
+        self._outbox.append(records)
+
+    async def commit(self, records: list) -> int:
+        """Commit metadata records as one batch; returns the offset of the last one."""
+        now = self.broker.now_ms()
+        batch = rb.build_batch([(now, None, encode_record(r), ()) for r in records])
+        return await self.broker.quorum.commit(batch)
+
+    # -- requests: local or forwarded ---------------------------------------------------------------
+
+    async def handle(self, ctx, req, local: Callable[[], object], error_response: Callable):
+        """Answer a controller request: ``local()`` (building the response, queueing records) on
+        the active controller, else forward ``req`` at ``ctx.api_version``."""
+        return await self.call(req, ctx.api_version, local, error_response)
+
+    async def call(self, req, version: int, local: Callable[[], object], error_response: Callable):
+        """A controller request from this node itself (registration, heartbeats, producer ids)."""
+        if self.active:
+            try:
+                return await self.run(local)
+            except KafkaError as e:
+                if e.code != ErrorCode.NOT_CONTROLLER:
+                    raise
+        return await self.forward(req, version, error_response)
+
+    async def forward(self, req, version: int, error_response: Callable):
+        leader = self.broker.quorum.leader_id
+        if leader is None or leader == self.broker.node_id:
+            return error_response(req, version, ErrorCode.NOT_CONTROLLER)
+        try:
+            return await self._clients.send(leader, req, version, timeout_s=FORWARD_TIMEOUT_S)
+        except (NodeConnectionError, asyncio.TimeoutError, OSError) as e:
+            log.warning("forwarding %s to controller %d failed: %s", type(req).NAME, leader, e)
+            return error_response(req, version, ErrorCode.NOT_CONTROLLER)
+
+    # -- internal operations --------------------------------------------------------------------------
+
+    async def create_topics(self, topics: list[NewTopic], deadline_s: float = 30.0) -> list[TopicResult]:
+        """Create topics from inside the broker (auto-creation, internal topics), retrying while the
+        controller moves. Results carry Kafka error codes."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_s
+        while True:
+            if self.active:
+                try:
+                    return await self.run(lambda: self.broker.controller.create_topics(
+                        topics, validate_only=False, now_ms=self.broker.now_ms()))
+                except KafkaError as e:
+                    if e.code != ErrorCode.NOT_CONTROLLER:
+                        raise
+            else:
+                req = CreateTopicsRequest(timeout_ms=int(deadline_s * 1000), validate_only=False, topics=[
+                    CreateTopicsRequest.CreatableTopic(
+                        name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+                        assignments=[], configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                                                 for k, v in t.configs.items()]) for t in topics])
+                resp = await self.forward(req, 7, _create_topics_error)
+                results = [TopicResult(r.name, ErrorCode(r.error_code), r.error_message, r.topic_id,
+                                       r.num_partitions, r.replication_factor) for r in resp.topics]
+                if not any(r.error == ErrorCode.NOT_CONTROLLER for r in results):
+                    await self.broker.wait_for_topics([r.name for r in results if r.error == ErrorCode.NONE])
+                    return results
+            if loop.time() > end:
+                return [TopicResult(t.name, ErrorCode.REQUEST_TIMED_OUT, "no active controller") for t in topics]
+            await asyncio.sleep(0.1)
+
+    async def fence_stale_brokers(self) -> None:
+        """Active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms)."""
+        if not self.active:
+            return
+        cc = self.broker.cluster_control
+        now = self.broker.now_ms()
+        if any(not b.fenced and not cc._has_session(b.broker_id, now) for b in self.broker.image.brokers.values()):
+            fenced = await self.run(lambda: cc.fence_stale_brokers(self.broker.now_ms()))
+            if fenced:
+                log.warning("fenced broker(s) %s: no heartbeat for broker.session.timeout.ms", fenced)
+
+    def close(self) -> None:
+        self._clients.close()
+
+
+def _create_topics_error(req, version, code):
+    from kcompat.broker.handlers.create_topics import error_response
+    return error_response(req, version, code)

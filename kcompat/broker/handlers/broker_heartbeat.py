@@ -1,0 +1,32 @@
+"""BrokerHeartbeat (key 63), versions 0-1: a registered broker keeps its session, reports its
+metadata offset, and asks to be unfenced, fenced or shut down (KIP-631). Answered by the active
+controller; see :meth:`kcompat.kraft.cluster_control.ClusterControl.heartbeat`.
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.errors import KafkaError
+from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatResponse as R
+
+API_KEY = 63
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def local(broker, req) -> R:
+    """Handle on this node, the active controller (inside ControllerService.run)."""
+    try:
+        res = broker.cluster_control.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
+                                               req.want_fence, req.want_shut_down, broker.now_ms())
+    except KafkaError as e:
+        return error_response(req, 0, e.code)
+    return R(error_code=0, is_caught_up=res.is_caught_up, is_fenced=res.is_fenced,
+             should_shut_down=res.should_shut_down)
+
+
+def handle(ctx, req):
+    return ctx.broker.controller_service.handle(ctx, req, lambda: local(ctx.broker, req), error_response)
+
+
+def error_response(req, version, code):
+    return R(error_code=code, is_caught_up=False, is_fenced=True, should_shut_down=False)

@@ -1,0 +1,140 @@
+"""The broker side of cluster membership (Kafka's ``BrokerLifecycleManager``, KIP-631).
+
+After its metadata has caught up, a broker registers with the active controller
+(BrokerRegistration: its listeners, rack and a fresh incarnation id) and heartbeats every
+``broker.heartbeat.interval.ms`` with its metadata offset. The controller unfences it once that
+offset reaches its registration; it serves clients only from then on. Controlled shutdown:
+heartbeats with ``want_shut_down`` until the controller has moved every leadership away and
+answers ``should_shut_down``. A STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED answer (the
+controller fenced and forgot this incarnation) makes the broker register again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from kcompat.broker.handlers import allocate_producer_ids, broker_heartbeat, broker_registration
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest
+from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
+from kcompat.protocol.messages.broker_registration import BrokerRegistrationRequest
+
+log = logging.getLogger("kcompat.broker.lifecycle")
+
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+RETRY_S = 0.1
+
+
+class BrokerLifecycle:
+    """Registration and heartbeats of ``broker`` (a :class:`kcompat.broker.broker.Broker`)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self.want_shut_down = False
+        self.should_shut_down = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def _registration(self) -> BrokerRegistrationRequest:
+        b = self.broker
+        cfg = b.config
+        listeners = []
+        for name, _host, _port in cfg.advertised_broker_listeners:
+            host, port = b.advertised_endpoint(name)
+            listeners.append(BrokerRegistrationRequest.Listener(
+                name=name, host=host, port=port,
+                security_protocol=_PROTOCOL_IDS.get(cfg.security_protocol(name), 0)))
+        return BrokerRegistrationRequest(
+            broker_id=b.node_id, cluster_id=b.cluster_id, incarnation_id=self.incarnation_id, listeners=listeners,
+            features=[BrokerRegistrationRequest.Feature(name="metadata.version", min_supported_version=1,
+                                                        max_supported_version=20)],
+            rack=cfg.get("broker.rack"), previous_broker_epoch=self.broker_epoch)
+
+    async def register(self) -> None:
+        """Register (retrying until a controller accepts)."""
+        cs = self.broker.controller_service
+        while not self.broker.shutting_down:
+            req = self._registration()
+            resp = await cs.call(req, 4, lambda: broker_registration.local(self.broker, req),
+                                 broker_registration.error_response)
+            if resp.error_code == ErrorCode.NONE:
+                self.broker_epoch = resp.broker_epoch
+                log.info("registered with the controller: broker epoch %d", self.broker_epoch)
+                return
+            if resp.error_code not in (ErrorCode.NOT_CONTROLLER, ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                                       ErrorCode.REQUEST_TIMED_OUT):
+                log.warning("broker registration refused: %s", ErrorCode(resp.error_code).name)
+            await asyncio.sleep(RETRY_S * (5 if resp.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION else 1))
+
+    async def heartbeat(self) -> None:
+        """One heartbeat; updates fencing state."""
+        b = self.broker
+        req = BrokerHeartbeatRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch,
+                                     current_metadata_offset=max(b.image.offset, 0),
+                                     want_fence=False, want_shut_down=self.want_shut_down)
+        resp = await b.controller_service.call(req, 1, lambda: broker_heartbeat.local(b, req),
+                                               broker_heartbeat.error_response)
+        if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
+            log.warning("the controller no longer knows this broker epoch (%s): registering again",
+                        ErrorCode(resp.error_code).name)
+            self._set_fenced(True)
+            await self.register()
+            return
+        if resp.error_code != ErrorCode.NONE:
+            return
+        self._set_fenced(resp.is_fenced)
+        if resp.should_shut_down:
+            self.should_shut_down.set()
+
+    def _set_fenced(self, fenced: bool) -> None:
+        if fenced != self.fenced:
+            log.info("broker %d is %s", self.broker.node_id, "fenced" if fenced else "unfenced")
+        self.fenced = fenced
+        if fenced:
+            self.unfenced.clear()
+        else:
+            self.unfenced.set()
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        await self.register()
+        interval = self.broker.config.get("broker.heartbeat.interval.ms") / 1000.0
+        while True:
+            try:
+                await self.heartbeat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("broker heartbeat failed")
+            # heartbeat quickly while fenced or shutting down, as Kafka's lifecycle manager does
+            await asyncio.sleep(RETRY_S if (self.fenced or self.want_shut_down) else interval)
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move leadership away; True once it says to shut down."""
+        self.want_shut_down = True
+        try:
+            await asyncio.wait_for(self.should_shut_down.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A new producer id block from the controller. Raises KafkaError."""
+        b = self.broker
+        req = AllocateProducerIdsRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch)
+        resp = await b.controller_service.call(req, 0, lambda: allocate_producer_ids.local(b, req),
+                                               allocate_producer_ids.error_response)
+        if resp.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(resp.error_code), "could not allocate a producer id block")
+        return resp.producer_id_start, resp.producer_id_len
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

@@ -1,0 +1,111 @@
+"""Committed ``__cluster_metadata`` into the metadata image and the broker, and metadata snapshots.
+
+Kafka's ``MetadataLoader`` + ``BrokerMetadataPublisher`` + ``SnapshotGenerator``: the quorum hands
+over committed batches, snapshot loads and leader changes in log order (:mod:`kcompat.broker.quorum`);
+each metadata record is applied to the image (the only writer of the image), then the broker reacts
+to the records (hosts new partitions, deletes removed topics, applies configs). After
+``metadata.log.max.record.bytes.between.snapshots`` bytes of records, or
+``metadata.log.max.snapshot.interval.ms`` with new records, the image is written as a snapshot
+(``<end offset>-<epoch>.checkpoint``: record batches of the records that rebuild the image) and the
+log below it may be deleted; a new or lagging node catches up from it (KIP-630).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kcompat.kraft.metadata_log import decode_record, encode_record
+from kcompat.kraft.raft import CommittedBatch, LeaderChanged, SnapshotLoaded
+from kcompat.protocol import records as rb
+from kcompat.protocol.primitives import DecodeError
+
+log = logging.getLogger("kcompat.kraft.loader")
+
+SNAPSHOT_BATCH_RECORDS = 1000
+
+
+def snapshot_bytes(records: list, now_ms: int) -> bytes:
+    """Metadata records as the record batches of a ``.checkpoint`` file."""
+    out = bytearray()
+    for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS):
+        chunk = records[i:i + SNAPSHOT_BATCH_RECORDS]
+        out += rb.build_batch([(now_ms, None, encode_record(r), ()) for r in chunk], base_offset=i)
+    return bytes(out)
+
+
+def snapshot_records(data: bytes) -> list:
+    """Inverse of :func:`snapshot_bytes` (control batches skipped). Raises DecodeError."""
+    out = []
+    for pos, header in rb.iter_batches(data):
+        if header.is_control:
+            continue
+        for rec in rb.iter_records(memoryview(data)[pos:pos + header.size]):
+            out.append(decode_record(rec.value))
+    return out
+
+
+class MetadataLoader:
+    """Feeds quorum events to ``broker.image`` and ``broker.on_metadata(records)``; tells the
+    broker about leader changes (``broker.on_quorum_leader(leader_id, epoch)``)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = broker.now_ms()
+        self.snapshots_loaded = 0
+
+    def on_event(self, event) -> None:
+        broker = self.broker
+        if isinstance(event, CommittedBatch):
+            if event.is_control:
+                broker.image.offset = max(broker.image.offset, event.last_offset)
+                return
+            records = []
+            for rec in rb.iter_records(event.data):
+                try:
+                    record = decode_record(rec.value)
+                except DecodeError as e:
+                    log.error("skipping undecodable metadata record at offset %d: %s", rec.offset, e)
+                    continue
+                broker.image.apply(record, rec.offset)
+                records.append(record)
+            broker.image.offset = max(broker.image.offset, event.last_offset)
+            self.bytes_since_snapshot += len(event.data)
+            if records:
+                broker.on_metadata(records)
+        elif isinstance(event, SnapshotLoaded):
+            records = snapshot_records(event.data)
+            image = broker.image
+            image.__init__()  # the image object is shared: reset it in place
+            for r in records:
+                image.apply(r, event.snapshot_id.offset - 1)
+            image.offset = event.snapshot_id.offset - 1
+            self.snapshots_loaded += 1
+            self.bytes_since_snapshot = 0
+            log.info("loaded metadata snapshot %s (%d records)", event.snapshot_id, len(records))
+            broker.on_metadata_snapshot()
+        elif isinstance(event, LeaderChanged):
+            broker.on_quorum_leader(event.leader.leader_id, event.leader.epoch)
+
+    def maybe_snapshot(self, quorum, now_ms: int) -> None:
+        """Write a snapshot of the image when enough has been committed since the last one."""
+        cfg = self.broker.config
+        image = self.broker.image
+        if self.bytes_since_snapshot <= 0 or image.offset < 0:
+            return
+        interval = cfg.get("metadata.log.max.snapshot.interval.ms")
+        due = self.bytes_since_snapshot >= cfg.get("metadata.log.max.record.bytes.between.snapshots") or \
+            (interval > 0 and now_ms - self.last_snapshot_ms >= interval)
+        if not due:
+            return
+        end = min(image.offset + 1, quorum.raft.high_watermark or 0)
+        if end <= 0:
+            return
+        try:
+            sid = quorum.raft.create_snapshot(end, snapshot_bytes(image.to_records(), now_ms), now_ms)
+        except ValueError as e:
+            log.debug("no metadata snapshot now: %s", e)
+            return
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = now_ms
+        log.info("wrote metadata snapshot %s", sid)
