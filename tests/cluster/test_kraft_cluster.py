@@ -177,3 +177,18 @@ def test_a_broker_without_heartbeats_is_fenced_and_loses_leadership(cluster):
     assert elapsed >= 2.0, f"fenced after {elapsed:.1f}s, before broker.session.timeout.ms (3 s)"
     wait_until(lambda: victim not in _leaders(cluster.bootstrap, "fence").values(), 5, "leadership to move")
     assert -1 not in _leaders(cluster.bootstrap, "fence").values()
+
+
+def test_separate_roles_a_controller_only_node_and_two_broker_only_observers(tmp_path):
+    """process.roles as Kafka: node 1 is the whole quorum (controller only, no client listener);
+    nodes 2 and 3 are brokers that replicate the metadata log as observers and forward to it."""
+    with Cluster(tmp_path, roles=["controller", "broker", "broker"]) as cluster:
+        brokers = "127.0.0.1:%d,127.0.0.1:%d" % (cluster.client_ports[1], cluster.client_ports[2])
+        wait_until(lambda: sorted(_admin(brokers).list_topics(timeout=10).brokers) == [2, 3], 10, "two brokers")
+        _create(brokers, "roles", 4)
+        md = _admin(brokers).list_topics("roles", timeout=10)
+        assert sorted(p.leader for p in md.topics["roles"].partitions.values()) == [2, 2, 3, 3]
+        q = cluster.quorum(via=2)
+        assert q.leader_id == 1 and [v.replica_id for v in q.current_voters] == [1]
+        assert sorted(o.replica_id for o in q.observers) == [2, 3]
+        assert "controller" in cluster.node(1).log_text() and not list(cluster.node(1).data_dir.glob("roles-*"))

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class BrokerProcess:
     """A kcompat broker subprocess. ``bootstrap`` is ``host:port`` once started."""
 
+    LISTENER_RE = _LISTENER  # the log line that says the process serves, with its address
+
     def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
                  port: int = 0, log_path: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
@@ -58,7 +60,7 @@ class BrokerProcess:
                 logf.write(line)
                 logf.flush()
                 self._log_lines.append(line)
-                m = _LISTENER.search(line)
+                m = self.LISTENER_RE.search(line)
                 if m and not found.is_set():
                     self.bootstrap = f"{m.group(1)}:{m.group(2)}"
                     # keep the same port across restarts so clients can reconnect

@@ -5,6 +5,7 @@ CONTROLLER listener for the Raft quorum and forwarded requests, all formatted wi
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -34,11 +35,14 @@ def free_ports(n: int) -> list[int]:
 
 
 class ClusterNode(BrokerProcess):
-    """One node; ``--cluster-id`` formats its new log directory for the cluster."""
+    """One node; ``--cluster-id`` formats its new log directory for the cluster. A controller-only
+    node counts as started once its controller listener is open."""
 
     def __init__(self, data_dir: Path, overrides: dict[str, str], cluster_id: str, port: int) -> None:
         super().__init__(data_dir, overrides, port=port)
         self.cluster_id = cluster_id
+        if "broker" not in overrides.get("process.roles", "broker"):
+            self.LISTENER_RE = re.compile(r"started controller listener \S+ on (\S+):(\d+)")
 
     def args(self) -> list[str]:
         return super().args() + [f"--cluster-id={self.cluster_id}"]
@@ -47,16 +51,24 @@ class ClusterNode(BrokerProcess):
 class Cluster:
     """``n`` voters; ``nodes[i]`` has node id ``i + 1``."""
 
-    def __init__(self, root: Path, n: int = 3, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, n: int = 3, overrides: dict[str, str] | None = None,
+                 roles: list[str] | None = None) -> None:
+        """``roles[i]``: process.roles of node i + 1 (default broker,controller for all); nodes
+        with the controller role are the voters; a controller-only node has no client listener."""
         ports = free_ports(2 * n)
         self.client_ports, self.controller_ports = ports[:n], ports[n:]
-        voters = ",".join(f"{i + 1}@127.0.0.1:{self.controller_ports[i]}" for i in range(n))
+        self.roles = roles or ["broker,controller"] * n
+        voters = ",".join(f"{i + 1}@127.0.0.1:{self.controller_ports[i]}" for i in range(n)
+                          if "controller" in self.roles[i])
         self.cluster_id = new_cluster_id()
         self.nodes: list[ClusterNode] = []
         for i in range(n):
-            o = {"node.id": str(i + 1), "process.roles": "broker,controller",
-                 "listeners": f"PLAINTEXT://127.0.0.1:{self.client_ports[i]},"
-                              f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}",
+            listeners = []
+            if "broker" in self.roles[i]:
+                listeners.append(f"PLAINTEXT://127.0.0.1:{self.client_ports[i]}")
+            if "controller" in self.roles[i]:
+                listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}")
+            o = {"node.id": str(i + 1), "process.roles": self.roles[i], "listeners": ",".join(listeners),
                  "controller.listener.names": "CONTROLLER", "controller.quorum.voters": voters,
                  "offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3", **FAST}
             o.update(overrides or {})
@@ -78,7 +90,8 @@ class Cluster:
             t.join()
         if errors:
             raise errors[0]
-        self.wait_for_brokers()
+        if all("broker" in r for r in self.roles):
+            self.wait_for_brokers()
         return self
 
     def broker_ids(self, node_id: int) -> list[int]:
