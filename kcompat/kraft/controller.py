@@ -14,6 +14,7 @@ UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED.
 
 from __future__ import annotations
 
+import random
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -213,9 +214,12 @@ class Controller:
         return records, topic_id, len(assignment), rf_out
 
     def _place(self, first: int, count: int, rf: int, brokers: list[int]) -> dict[int, list[int]]:
-        """Round-robin placement: partition p leads on brokers[p % n], replicas follow."""
+        """Round-robin placement from a random starting broker (Kafka's rack-unaware assignment):
+        partition p leads on brokers[(start + p) % n], its replicas on the brokers after it, so
+        the leaders of a topic, and of many small topics, spread over the cluster."""
         n = len(brokers)
-        return {p: [brokers[(p + i) % n] for i in range(rf)] for p in range(first, first + count)}
+        start = random.randrange(n)
+        return {p: [brokers[(start + p + i) % n] for i in range(rf)] for p in range(first, first + count)}
 
     def _check_assignments(self, assignments: dict[int, list[int]], first: int, brokers: list[int]):
         indexes = sorted(assignments)
