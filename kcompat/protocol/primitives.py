@@ -130,11 +130,12 @@ def _check(buf, off: int, length: int, what: str) -> None:
 
 
 def r_count(buf, off: int) -> tuple[int, int]:
-    """ARRAY count (int32, -1 = null). Returns -1 for null. Checks count <= bytes remaining."""
+    """ARRAY count (int32). Returns -1 for null: like Kafka's generated readers, any negative count
+    means null (the caller refuses it where the field is not nullable). Checks count <= bytes remaining."""
     n = I32.unpack_from(buf, off)[0]
     off += 4
-    if n < -1:
-        raise DecodeError(f"negative array count {n}")
+    if n < 0:
+        return -1, off
     _check(buf, off, n, "array")
     return n, off
 
@@ -160,12 +161,10 @@ def w_ccount(out: bytearray, n: int) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def r_nstr(buf, off: int):
-    """NULLABLE_STRING: int16 length, -1 = null."""
+    """NULLABLE_STRING: int16 length; any negative length is null, as in Kafka's readers."""
     n = I16.unpack_from(buf, off)[0]
     off += 2
     if n < 0:
-        if n != -1:
-            raise DecodeError(f"negative string length {n}")
         return None, off
     _check(buf, off, n, "string")
     end = off + n
@@ -229,12 +228,10 @@ w_cstr = w_ncstr
 # ---------------------------------------------------------------------------------------------
 
 def r_nbytes(buf, off: int):
-    """NULLABLE_BYTES: int32 length, -1 = null. Returns a ``bytes`` copy."""
+    """NULLABLE_BYTES: int32 length, negative = null (as Kafka's readers). Returns a ``bytes`` copy."""
     n = I32.unpack_from(buf, off)[0]
     off += 4
     if n < 0:
-        if n != -1:
-            raise DecodeError(f"negative bytes length {n}")
         return None, off
     _check(buf, off, n, "bytes")
     end = off + n
@@ -267,12 +264,10 @@ def r_cbytes(buf, off: int):
 
 
 def r_nrecords(buf, off: int):
-    """RECORDS (nullable, int32 length): a zero-copy ``memoryview`` slice of ``buf``."""
+    """RECORDS (nullable, int32 length, negative = null): a zero-copy ``memoryview`` slice of ``buf``."""
     n = I32.unpack_from(buf, off)[0]
     off += 4
     if n < 0:
-        if n != -1:
-            raise DecodeError(f"negative records length {n}")
         return None, off
     _check(buf, off, n, "records")
     end = off + n

@@ -1,0 +1,160 @@
+"""The reference broker: Apache Kafka in KRaft single-node mode, started by the suite (no Docker).
+
+The jars come from :mod:`conformance.maven`. Start-up: write ``server.properties`` (broker and
+controller in one process on ``host`` with two free ports, ``log.dirs`` in the work directory), format
+the storage with ``kafka.tools.StorageTool format`` and a fresh cluster id, then run ``kafka.Kafka``.
+Restarts (``clean``: SIGTERM; ``kill``: SIGKILL) keep the ports and the data.
+
+Settings beyond Kafka's defaults are only those a single-node cluster needs (replication factor 1
+for the internal topics) and ``group.initial.rebalance.delay.ms=0``, the value Kafka's own sample
+``server.properties`` uses for development.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conformance import procs
+from conformance.targets import Target, wait_serving
+
+LOG4J = """log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.kafka.controller=INFO
+log4j.logger.state.change.logger=WARN
+"""
+
+
+def java_command(lib: Path, main: str, args: list[str], *, heap: str = "512m", log4j: Path | None = None,
+                 quick: bool = True) -> list[str]:
+    """``java -cp <lib>/* main args``; ``quick`` picks JVM flags that start fast for short-lived tools."""
+    cmd = ["java", f"-Xmx{heap}"]
+    if quick:
+        cmd += ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+    if log4j is not None:
+        cmd.append(f"-Dlog4j.configuration=file:{log4j}")
+    return cmd + ["-cp", f"{lib}/*", main] + list(args)
+
+
+class ReferenceKafka(Target):
+    """Apache Kafka ``version`` (KRaft, broker+controller) on ``host``."""
+
+    kind = "reference"
+    restartable = True
+
+    def __init__(self, lib: Path, version: str, workdir: Path, *, host: str = "127.0.0.1",
+                 heap: str = "1g", start_timeout: float = 120.0) -> None:
+        self.lib = Path(lib)
+        self.version = version
+        self.label = f"Kafka {version}"
+        self.workdir = Path(workdir)
+        self.host = host
+        self.heap = heap
+        self.start_timeout = start_timeout
+        self.port = procs.free_port(host)
+        self.controller_port = procs.free_port(host)
+        self.bootstrap = f"{host}:{self.port}"
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "server.log"
+        self.stdout_path = self.workdir / "stdout.log"
+        self.proc: subprocess.Popen | None = None
+        self._formatted = False
+
+    def properties(self) -> str:
+        h = self.host
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{h}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{h}:{self.port},CONTROLLER://{h}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{h}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _java(self, main: str, args: list[str], heap: str = "512m", quick: bool = True) -> list[str]:
+        return java_command(self.lib, main, args, heap=heap, log4j=self.workdir / "log4j.properties", quick=quick)
+
+    def _format(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "server.properties").write_text(self.properties())
+        (self.workdir / "log4j.properties").write_text(LOG4J.format(log=self.log_path))
+        uuid = procs.run(self._java("kafka.tools.StorageTool", ["random-uuid"]), timeout=60)
+        if not uuid.ok:
+            raise RuntimeError(f"StorageTool random-uuid failed: {uuid.summary()}")
+        cluster_id = uuid.stdout.strip().splitlines()[-1]
+        fmt = procs.run(self._java("kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c",
+                                                                str(self.workdir / "server.properties")]), timeout=120)
+        if not fmt.ok:
+            raise RuntimeError(f"StorageTool format failed: {fmt.summary()}")
+        self._formatted = True
+
+    def start(self) -> None:
+        if not self._formatted:
+            self._format()
+        out = open(self.stdout_path, "a")
+        out.write(f"\n=== {time.strftime('%H:%M:%S')} starting Kafka {self.version}\n")
+        out.flush()
+        cmd = self._java("kafka.Kafka", [str(self.workdir / "server.properties")], heap=self.heap, quick=False)
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        out.close()
+        try:
+            wait_serving(self.bootstrap, self.start_timeout, self.proc, what=self.label)
+        except Exception as e:
+            self.kill()
+            raise RuntimeError(f"{self.label} did not start: {e}\n{self.log_tail()}") from None
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            procs.kill_group(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                procs.kill_group(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            procs.kill_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self, mode: str = "clean") -> None:
+        if mode == "kill":
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update({"version": self.version, "mode": "KRaft single node (broker+controller)",
+                  "workdir": str(self.workdir), "log": str(self.log_path)})
+        return d
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = ""
+        for p in (self.stdout_path, self.log_path):
+            try:
+                text += p.read_text(errors="replace")
+            except OSError:
+                pass
+        return procs.tail(text, lines)

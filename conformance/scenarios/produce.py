@@ -1,0 +1,104 @@
+"""Produce with every compression codec and acks level, read back by the same client; size limits.
+
+The records (value ``"i"``, key ``"i % 7"``) are exactly what the Java VerifiableProducer sends, so
+all four clients produce the same data. After producing, the batches on the broker are inspected
+over the wire: with the topic's default ``compression.type=producer`` the broker must keep the
+producer's codec.
+"""
+
+from __future__ import annotations
+
+from conformance import wire
+from conformance.clients.base import ACKS, CODECS, Rec
+from conformance.registry import CONFLUENT, JAVA, KAFKA_PYTHON, KCAT, scenario
+
+N = 500
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+PRODUCE_CLIENTS = [KAFKA_PYTHON, CONFLUENT, JAVA, KCAT]
+
+
+def records(n: int = N) -> list[Rec]:
+    return [Rec(value=str(i).encode(), key=str(i % 7).encode()) for i in range(n)]
+
+
+def stored_codecs(ctx, topic: str) -> list[int]:
+    """The codec ids of the batches stored for partition 0 (read over the wire)."""
+    codecs: list[int] = []
+    offset = 0
+    with ctx.wire() as conn:
+        for _ in range(200):
+            res = wire.fetch(conn, topic, 0, offset, max_wait_ms=100)
+            batches = wire.batch_headers(res["records"])
+            if not batches:
+                break
+            codecs += [b.attributes & 0x7 for b in batches]
+            offset = batches[-1].base_offset + batches[-1].last_offset_delta + 1
+            if offset >= res["high_watermark"]:
+                break
+    return codecs
+
+
+def _make(codec: str, acks: str):
+    def run(ctx):
+        topic = ctx.topic()
+        recs = records()
+        offsets = ctx.client.produce(topic, recs, acks=acks, codec=codec, idempotent=False)
+        if acks != "0" and any(o is not None for o in offsets):
+            ctx.expect_eq("offsets_in_order", offsets == list(range(N)), True)
+        got = ctx.client.fetch(topic, 0, "earliest", N, timeout_s=ctx.timeout(20))
+        ctx.expect_eq("records_read", len(got), N)
+        ctx.expect_eq("offsets_read", [r.offset for r in got] == list(range(N)), True)
+        ctx.expect_eq("values_and_keys", [(r.key, r.value) for r in got] == [(r.key, r.value) for r in recs], True)
+        # the client may send a batch uncompressed (librdkafka does when compression does not pay or the
+        # broker seems not to support the codec); the broker must store what it got, never recompress
+        codecs = sorted(set(stored_codecs(ctx, topic)))
+        ctx.detail(stored_codecs=codecs)
+        ctx.check(not set(codecs) - {0, CODEC_IDS[codec]}, f"stored batches use codecs {codecs}; the producer "
+                                                          f"used {codec} ({CODEC_IDS[codec]})")
+        ctx.observe(requested_codec_stored=CODEC_IDS[codec] in codecs)
+        ctx.check(CODEC_IDS[codec] in codecs, f"no stored batch uses {codec}: the client sent every batch "
+                                              f"uncompressed (stored codec ids {codecs})")
+
+    run.__doc__ = (f"Produce {N} keyed records with compression {codec} and acks={acks}; fetch them back "
+                   "and check offsets, keys, values and that the stored batches use the producer's codec.")
+    return run
+
+
+for _codec in CODECS:
+    for _acks in ACKS:
+        scenario(f"produce.{_codec}.acks-{_acks}", area="produce",
+                 title=f"Produce with {_codec} compression, acks={_acks}; read back with the same client",
+                 clients=PRODUCE_CLIENTS, slow=not (_acks == "all" or _codec == "none"))(_make(_codec, _acks))
+
+
+@scenario("produce.message-too-large", area="produce",
+          title="A record above the topic's max.message.bytes is refused (MESSAGE_TOO_LARGE)",
+          clients=[KAFKA_PYTHON, CONFLUENT])
+def too_large(ctx):
+    topic = ctx.topic(configs={"max.message.bytes": "2000"})
+    big = Rec(value=b"x" * 5000)
+    try:
+        if ctx.case.client == KAFKA_PYTHON:
+            # the client checks max_request_size itself; keep it out of the way so the broker decides
+            ctx.client.produce(topic, [big], acks="all", retries=0)
+        else:
+            ctx.client.produce(topic, [big], acks="all")
+        ctx.expect_eq("error", "accepted", "MESSAGE_TOO_LARGE")
+    except Exception as e:
+        text = f"{type(e).__name__}: {e}"
+        name = "MESSAGE_TOO_LARGE" if ("MSG_SIZE_TOO_LARGE" in text or "MessageSizeTooLarge" in text
+                                       or "MESSAGE_TOO_LARGE" in text) else text[:200]
+        ctx.expect_eq("error", name, "MESSAGE_TOO_LARGE")
+    ok = ctx.client.produce(topic, [Rec(value=b"y" * 500)], acks="all")
+    ctx.expect_eq("small_record_after", ok, [0])
+
+
+@scenario("produce.wire-max-message-bytes", area="produce",
+          title="A batch above max.message.bytes: Produce answers MESSAGE_TOO_LARGE, nothing appended",
+          clients=["wire"])
+def wire_too_large(ctx):
+    topic = ctx.topic(configs={"max.message.bytes": "2000"})
+    with ctx.wire() as conn:
+        res = wire.produce(conn, topic, 0, wire.record_batch([b"z" * 3000]))
+        ctx.expect_eq("produce_error", wire.error_name(res["error"]), wire.error_name(10))
+        ctx.expect_eq("log_end_offset", wire.list_offsets(conn, topic, 0, -1)["offset"], 0)

@@ -1,0 +1,44 @@
+"""Apache Kafka's own ``kafka-metadata-quorum`` (``org.apache.kafka.tools.MetadataQuorumCommand``,
+from Kafka's jars resolved from Maven Central by the conformance suite) describes kcompat's
+quorum: ``describe --status`` and ``describe --replication`` through a broker, which forwards
+DescribeQuorum to the active controller."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from conformance import KAFKA_VERSION, maven
+from tests.support.cluster import Cluster, wait_until
+
+
+@pytest.fixture(scope="module")
+def kafka_lib():
+    return maven.resolve_kafka(KAFKA_VERSION)
+
+
+def _quorum_tool(lib, bootstrap: str, *args: str) -> str:
+    proc = subprocess.run(["java", "-cp", f"{lib}/*", "org.apache.kafka.tools.MetadataQuorumCommand",
+                           "--bootstrap-server", bootstrap, "describe", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_kafka_metadata_quorum_describes_a_three_voter_quorum(tmp_path, kafka_lib):
+    with Cluster(tmp_path) as cluster:
+        leader = wait_until(cluster.leader_id, 15, "a leader")
+        follower_port = next(p for i, p in enumerate(cluster.client_ports) if i + 1 != leader)
+        status = _quorum_tool(kafka_lib, f"127.0.0.1:{follower_port}", "--status")
+        fields = dict(re.findall(r"^(\w+):\s+(.*)$", status, re.M))
+        assert fields["ClusterId"] == cluster.cluster_id
+        assert int(fields["LeaderId"]) == leader
+        assert int(fields["HighWatermark"]) > 0
+        assert sorted(int(i) for i in re.findall(r'"id": (\d+)', fields["CurrentVoters"])) == [1, 2, 3]
+        replication = _quorum_tool(kafka_lib, f"127.0.0.1:{follower_port}", "--replication")
+        rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
+        assert sorted(int(r[0]) for r in rows) == [1, 2, 3]
+        assert [r[-1] for r in rows if int(r[0]) == leader] == ["Leader"]
+        assert sorted(r[-1] for r in rows if int(r[0]) != leader) == ["Follower", "Follower"]
