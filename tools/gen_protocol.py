@@ -155,7 +155,7 @@ class Message:
 def python_default(ftype: str, raw, nullable_all: bool):
     """Python literal source for a field default (see the specs' README, 'Custom Default Values')."""
     if ftype.startswith("[]"):
-        return "[]"
+        return "None" if raw == "null" else "[]"
     if ftype in FIXED:
         if raw is None or raw == "":
             return "0.0" if ftype == "float64" else "0"

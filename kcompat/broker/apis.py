@@ -20,7 +20,7 @@ from kcompat.broker.handlers import (
 )
 from kcompat.broker.handlers import offset_for_leader_epoch
 from kcompat.broker.handlers import (
-    allocate_producer_ids, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
+    allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
 
@@ -40,7 +40,7 @@ HANDLERS = {m.API_KEY: m for m in _MODULES}
 _CONTROLLER_MODULES = (
     api_versions, raft_fetch, vote, begin_quorum_epoch, end_quorum_epoch, describe_quorum, fetch_snapshot,
     broker_registration, broker_heartbeat, allocate_producer_ids, create_topics, delete_topics, create_partitions,
-    alter_configs, incremental_alter_configs, describe_cluster,
+    alter_configs, incremental_alter_configs, describe_cluster, alter_partition,
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}

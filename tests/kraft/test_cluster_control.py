@@ -109,6 +109,8 @@ def test_missed_heartbeats_fence_the_broker_and_move_leadership_within_the_isr(h
     assert h.image.brokers[2].fenced and h.image.unfenced_brokers() == [1, 3]
     for p in t.partitions.values():
         assert p.leader in (1, 3) and 2 not in p.isr
+        # a PartitionChangeRecord without replicas leaves them as they were (a null field)
+        assert sorted(p.replicas) == [1, 2, 3]
     assert all(p.leader_epoch == 1 for p in led_by_2)
     # the broker comes back: unfenced on its next caught-up heartbeat (it rejoins the ISR only
     # through replication, the next issue)

@@ -39,9 +39,9 @@ class AlterPartitionReassignmentsRequest(Struct):
             ('replicas', '[]int32', (0, None), (0, None), None, (1, 0), None, None),
         )
 
-        def __init__(self, partition_index=0, replicas=_DEFAULT, unknown_tagged_fields=None):
+        def __init__(self, partition_index=0, replicas=None, unknown_tagged_fields=None):
             self.partition_index = partition_index
-            self.replicas = [] if replicas is _DEFAULT else replicas
+            self.replicas = replicas
             self.unknown_tagged_fields = unknown_tagged_fields
 
         @classmethod

@@ -92,17 +92,17 @@ class ConsumerGroupHeartbeatRequest(Struct):
         ('topic_partitions', '[]TopicPartitions', (0, None), (0, None), None, (1, 0), None, 'TopicPartitions'),
     )
 
-    def __init__(self, group_id='', member_id='', member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=_DEFAULT, subscribed_topic_regex=None, server_assignor=None, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
+    def __init__(self, group_id='', member_id='', member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, topic_partitions=None, unknown_tagged_fields=None):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
         self.instance_id = instance_id
         self.rack_id = rack_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.subscribed_topic_names = [] if subscribed_topic_names is _DEFAULT else subscribed_topic_names
+        self.subscribed_topic_names = subscribed_topic_names
         self.subscribed_topic_regex = subscribed_topic_regex
         self.server_assignor = server_assignor
-        self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
+        self.topic_partitions = topic_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
 
     @classmethod

@@ -204,15 +204,15 @@ class DescribeTopicPartitionsResponse(Struct):
             ('offline_replicas', '[]int32', (0, None), (1, 0), None, (1, 0), None, None),
         )
 
-        def __init__(self, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_DEFAULT, isr_nodes=_DEFAULT, eligible_leader_replicas=_DEFAULT, last_known_elr=_DEFAULT, offline_replicas=_DEFAULT, unknown_tagged_fields=None):
+        def __init__(self, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_DEFAULT, isr_nodes=_DEFAULT, eligible_leader_replicas=None, last_known_elr=None, offline_replicas=_DEFAULT, unknown_tagged_fields=None):
             self.error_code = error_code
             self.partition_index = partition_index
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.replica_nodes = [] if replica_nodes is _DEFAULT else replica_nodes
             self.isr_nodes = [] if isr_nodes is _DEFAULT else isr_nodes
-            self.eligible_leader_replicas = [] if eligible_leader_replicas is _DEFAULT else eligible_leader_replicas
-            self.last_known_elr = [] if last_known_elr is _DEFAULT else last_known_elr
+            self.eligible_leader_replicas = eligible_leader_replicas
+            self.last_known_elr = last_known_elr
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
 

@@ -84,9 +84,9 @@ class ListPartitionReassignmentsRequest(Struct):
         ('topics', '[]ListPartitionReassignmentsTopics', (0, None), (0, None), None, (1, 0), None, 'ListPartitionReassignmentsTopics'),
     )
 
-    def __init__(self, timeout_ms=60000, topics=_DEFAULT, unknown_tagged_fields=None):
+    def __init__(self, timeout_ms=60000, topics=None, unknown_tagged_fields=None):
         self.timeout_ms = timeout_ms
-        self.topics = [] if topics is _DEFAULT else topics
+        self.topics = topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
     @classmethod

@@ -37,12 +37,12 @@ class ShareGroupHeartbeatRequest(Struct):
         ('subscribed_topic_names', '[]string', (0, None), (0, None), None, (1, 0), None, None),
     )
 
-    def __init__(self, group_id='', member_id='', member_epoch=0, rack_id=None, subscribed_topic_names=_DEFAULT, unknown_tagged_fields=None):
+    def __init__(self, group_id='', member_id='', member_epoch=0, rack_id=None, subscribed_topic_names=None, unknown_tagged_fields=None):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
         self.rack_id = rack_id
-        self.subscribed_topic_names = [] if subscribed_topic_names is _DEFAULT else subscribed_topic_names
+        self.subscribed_topic_names = subscribed_topic_names
         self.unknown_tagged_fields = unknown_tagged_fields
 
     @classmethod

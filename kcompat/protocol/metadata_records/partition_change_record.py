@@ -43,18 +43,18 @@ class PartitionChangeRecord(Struct):
         ('last_known_elr', '[]int32', (2, None), (2, None), 7, (2, None), None, None),
     )
 
-    def __init__(self, partition_id=-1, topic_id=ZERO_UUID, isr=_DEFAULT, leader=-2, replicas=_DEFAULT, removing_replicas=_DEFAULT, adding_replicas=_DEFAULT, leader_recovery_state=-1, directories=_DEFAULT, eligible_leader_replicas=_DEFAULT, last_known_elr=_DEFAULT, unknown_tagged_fields=None):
+    def __init__(self, partition_id=-1, topic_id=ZERO_UUID, isr=None, leader=-2, replicas=None, removing_replicas=None, adding_replicas=None, leader_recovery_state=-1, directories=None, eligible_leader_replicas=None, last_known_elr=None, unknown_tagged_fields=None):
         self.partition_id = partition_id
         self.topic_id = topic_id
-        self.isr = [] if isr is _DEFAULT else isr
+        self.isr = isr
         self.leader = leader
-        self.replicas = [] if replicas is _DEFAULT else replicas
-        self.removing_replicas = [] if removing_replicas is _DEFAULT else removing_replicas
-        self.adding_replicas = [] if adding_replicas is _DEFAULT else adding_replicas
+        self.replicas = replicas
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
         self.leader_recovery_state = leader_recovery_state
-        self.directories = [] if directories is _DEFAULT else directories
-        self.eligible_leader_replicas = [] if eligible_leader_replicas is _DEFAULT else eligible_leader_replicas
-        self.last_known_elr = [] if last_known_elr is _DEFAULT else last_known_elr
+        self.directories = directories
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
         self.unknown_tagged_fields = unknown_tagged_fields
 
     @classmethod
@@ -65,15 +65,15 @@ class PartitionChangeRecord(Struct):
         self.partition_id = I32.unpack_from(buf, off)[0]
         off += 4
         self.topic_id, off = r_uuid(buf, off)
-        self.isr = []
+        self.isr = None
         self.leader = -2
-        self.replicas = []
-        self.removing_replicas = []
-        self.adding_replicas = []
+        self.replicas = None
+        self.removing_replicas = None
+        self.adding_replicas = None
         self.leader_recovery_state = -1
-        self.directories = []
-        self.eligible_leader_replicas = []
-        self.last_known_elr = []
+        self.directories = None
+        self.eligible_leader_replicas = None
+        self.last_known_elr = None
         if version >= 0:
             nt, off = r_uvarint(buf, off)
             for _ in range(nt):
@@ -188,7 +188,7 @@ class PartitionChangeRecord(Struct):
         w_uuid(out, self.topic_id)
         if version >= 0:
             tagged = list(self.unknown_tagged_fields or ())
-            if self.isr != []:
+            if self.isr is not None:
                 t = bytearray()
                 if self.isr is None:
                     w_ccount(t, -1)
@@ -200,7 +200,7 @@ class PartitionChangeRecord(Struct):
                 t = bytearray()
                 t += I32.pack(self.leader)
                 tagged.append((1, t))
-            if self.replicas != []:
+            if self.replicas is not None:
                 t = bytearray()
                 if self.replicas is None:
                     w_ccount(t, -1)
@@ -208,7 +208,7 @@ class PartitionChangeRecord(Struct):
                     w_ccount(t, len(self.replicas))
                     w_fixed_array(t, self.replicas, 'int32')
                 tagged.append((2, t))
-            if self.removing_replicas != []:
+            if self.removing_replicas is not None:
                 t = bytearray()
                 if self.removing_replicas is None:
                     w_ccount(t, -1)
@@ -216,7 +216,7 @@ class PartitionChangeRecord(Struct):
                     w_ccount(t, len(self.removing_replicas))
                     w_fixed_array(t, self.removing_replicas, 'int32')
                 tagged.append((3, t))
-            if self.adding_replicas != []:
+            if self.adding_replicas is not None:
                 t = bytearray()
                 if self.adding_replicas is None:
                     w_ccount(t, -1)
@@ -228,7 +228,7 @@ class PartitionChangeRecord(Struct):
                 t = bytearray()
                 t += I8.pack(self.leader_recovery_state)
                 tagged.append((5, t))
-            if version >= 1 and self.directories != []:
+            if version >= 1 and self.directories is not None:
                 t = bytearray()
                 if self.directories is None:
                     w_ccount(t, -1)
@@ -237,7 +237,7 @@ class PartitionChangeRecord(Struct):
                     for item in self.directories:
                         w_uuid(t, item)
                 tagged.append((8, t))
-            if version >= 2 and self.eligible_leader_replicas != []:
+            if version >= 2 and self.eligible_leader_replicas is not None:
                 t = bytearray()
                 if self.eligible_leader_replicas is None:
                     w_ccount(t, -1)
@@ -245,7 +245,7 @@ class PartitionChangeRecord(Struct):
                     w_ccount(t, len(self.eligible_leader_replicas))
                     w_fixed_array(t, self.eligible_leader_replicas, 'int32')
                 tagged.append((6, t))
-            if version >= 2 and self.last_known_elr != []:
+            if version >= 2 and self.last_known_elr is not None:
                 t = bytearray()
                 if self.last_known_elr is None:
                     w_ccount(t, -1)

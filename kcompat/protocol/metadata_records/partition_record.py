@@ -45,7 +45,7 @@ class PartitionRecord(Struct):
         ('last_known_elr', '[]int32', (2, None), (2, None), 2, (2, None), None, None),
     )
 
-    def __init__(self, partition_id=-1, topic_id=ZERO_UUID, replicas=_DEFAULT, isr=_DEFAULT, removing_replicas=_DEFAULT, adding_replicas=_DEFAULT, leader=-1, leader_recovery_state=0, leader_epoch=-1, partition_epoch=-1, directories=_DEFAULT, eligible_leader_replicas=_DEFAULT, last_known_elr=_DEFAULT, unknown_tagged_fields=None):
+    def __init__(self, partition_id=-1, topic_id=ZERO_UUID, replicas=_DEFAULT, isr=_DEFAULT, removing_replicas=_DEFAULT, adding_replicas=_DEFAULT, leader=-1, leader_recovery_state=0, leader_epoch=-1, partition_epoch=-1, directories=_DEFAULT, eligible_leader_replicas=None, last_known_elr=None, unknown_tagged_fields=None):
         self.partition_id = partition_id
         self.topic_id = topic_id
         self.replicas = [] if replicas is _DEFAULT else replicas
@@ -57,8 +57,8 @@ class PartitionRecord(Struct):
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.directories = [] if directories is _DEFAULT else directories
-        self.eligible_leader_replicas = [] if eligible_leader_replicas is _DEFAULT else eligible_leader_replicas
-        self.last_known_elr = [] if last_known_elr is _DEFAULT else last_known_elr
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
         self.unknown_tagged_fields = unknown_tagged_fields
 
     @classmethod
@@ -108,8 +108,8 @@ class PartitionRecord(Struct):
                 self.directories = items
         else:
             self.directories = []
-        self.eligible_leader_replicas = []
-        self.last_known_elr = []
+        self.eligible_leader_replicas = None
+        self.last_known_elr = None
         if version >= 0:
             nt, off = r_uvarint(buf, off)
             for _ in range(nt):
@@ -191,7 +191,7 @@ class PartitionRecord(Struct):
                 t = bytearray()
                 t += I8.pack(self.leader_recovery_state)
                 tagged.append((0, t))
-            if version >= 2 and self.eligible_leader_replicas != []:
+            if version >= 2 and self.eligible_leader_replicas is not None:
                 t = bytearray()
                 if self.eligible_leader_replicas is None:
                     w_ccount(t, -1)
@@ -199,7 +199,7 @@ class PartitionRecord(Struct):
                     w_ccount(t, len(self.eligible_leader_replicas))
                     w_fixed_array(t, self.eligible_leader_replicas, 'int32')
                 tagged.append((1, t))
-            if version >= 2 and self.last_known_elr != []:
+            if version >= 2 and self.last_known_elr is not None:
                 t = bytearray()
                 if self.last_known_elr is None:
                     w_ccount(t, -1)

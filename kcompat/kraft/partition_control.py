@@ -1,0 +1,87 @@
+"""ISR changes requested by partition leaders: AlterPartition on the active controller.
+
+As Kafka's ``ReplicationControlManager.alterPartition`` (KIP-497, KIP-704, KIP-903): the leader
+proposes a new ISR for a partition at the partition epoch it knows; the controller checks, in
+Kafka's order, that the leader's broker epoch is current (STALE_BROKER_EPOCH), that the topic and
+partition exist (UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION), that the requester leads it
+(NOT_LEADER_OR_FOLLOWER), at this leader epoch (FENCED_LEADER_EPOCH) and partition epoch
+(INVALID_UPDATE_VERSION), that the new ISR holds the leader and only replicas (INVALID_REQUEST),
+and that every member it adds is registered, unfenced and not shutting down (INELIGIBLE_REPLICA).
+An accepted change is a PartitionChangeRecord; the answer is the partition as it will be after
+the record (same leader and leader epoch, the new ISR, partition epoch + 1).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from kcompat.kraft.image import NO_CHANGE_LEADER, MetadataImage
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.metadata_records import PartitionChangeRecord
+
+
+@dataclass
+class IsrChange:
+    """One partition of an AlterPartition request."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: list[int]
+    partition_epoch: int
+
+
+@dataclass
+class IsrChangeResult:
+    """The AlterPartition answer for one partition (leader -1 and epochs -1 on error)."""
+
+    error: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: list[int] | None = None
+    partition_epoch: int = -1
+
+
+def alter_partition(image: MetadataImage, sink: Callable[[list, int], None], broker_id: int, broker_epoch: int,
+                    changes: list[IsrChange], now_ms: int) -> list[IsrChangeResult]:
+    """Validate and record ISR changes; one result per change, in order."""
+    b = image.brokers.get(broker_id)
+    if b is None or (broker_epoch != -1 and b.epoch != broker_epoch):
+        return [IsrChangeResult(ErrorCode.STALE_BROKER_EPOCH) for _ in changes]
+    records, results = [], []
+    for c in changes:
+        result = _check(image, broker_id, c)
+        if result.error == ErrorCode.NONE:
+            records.append(PartitionChangeRecord(partition_id=c.partition, topic_id=c.topic_id,
+                                                 isr=list(c.new_isr), leader=NO_CHANGE_LEADER))
+        results.append(result)
+    if records:
+        sink(records, now_ms)
+    return results
+
+
+def _check(image: MetadataImage, broker_id: int, c: IsrChange) -> IsrChangeResult:
+    t = image.topics_by_id.get(c.topic_id)
+    if t is None:
+        return IsrChangeResult(ErrorCode.UNKNOWN_TOPIC_ID)
+    p = t.partitions.get(c.partition)
+    if p is None:
+        return IsrChangeResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if p.leader != broker_id:
+        return IsrChangeResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if c.leader_epoch != p.leader_epoch:
+        return IsrChangeResult(ErrorCode.FENCED_LEADER_EPOCH)
+    if c.partition_epoch != p.partition_epoch:
+        return IsrChangeResult(ErrorCode.INVALID_UPDATE_VERSION)
+    if broker_id not in c.new_isr or len(set(c.new_isr)) != len(c.new_isr) \
+            or any(r not in p.replicas for r in c.new_isr):
+        return IsrChangeResult(ErrorCode.INVALID_REQUEST)
+    for r in c.new_isr:
+        if r in p.isr:
+            continue
+        rb = image.brokers.get(r)
+        if rb is None or rb.fenced or rb.in_controlled_shutdown:
+            return IsrChangeResult(ErrorCode.INELIGIBLE_REPLICA)
+    return IsrChangeResult(ErrorCode.NONE, p.leader, p.leader_epoch, list(c.new_isr), p.partition_epoch + 1)
