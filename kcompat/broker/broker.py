@@ -32,19 +32,19 @@ from pathlib import Path
 from kcompat.broker.connection import KafkaConnection
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
+from kcompat.broker.isr_updates import IsrUpdates
 from kcompat.broker.metadata_loader import MetadataLoader
+from kcompat.broker.metadata_publisher import MetadataPublisher
 from kcompat.broker.quorum import QuorumRuntime
-from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
-from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC, TxnRuntime
+from kcompat.broker.replica_fetcher import ReplicaFetcherManager
+from kcompat.broker.group_runtime import GroupRuntime
+from kcompat.broker.txn_runtime import TxnRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
 from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic, TopicResult
-from kcompat.kraft.image import (
-    CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
-    RESOURCE_TOPIC, MetadataImage, record_type_of,
-)
+from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import METADATA_TOPIC
 from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties, remove_tree
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -54,6 +54,7 @@ log = logging.getLogger("kcompat.broker")
 
 SHUTDOWN_GRACE_S = 10.0
 PERIODIC_INTERVAL_S = 1.0
+FENCE_CHECK_INTERVAL_S = 0.2
 
 
 def new_cluster_id() -> str:
@@ -84,6 +85,7 @@ class Broker:
         self.config = config
         self.requested_cluster_id = cluster_id
         self._controller_active = False
+        self._quorum_leader: int | None = None
         self._producer_id_blocks: list[tuple[int, int]] = []
         self._producer_id_fetch = None
         self.quorum = None
@@ -97,6 +99,7 @@ class Broker:
         self._servers: list = []
         self._periodic_task = None
         self._last_producer_expiry = 0
+        self._last_isr_check = self._last_hw_checkpoint = 0
         self.stopped = asyncio.Event()
 
     def now_ms(self) -> int:
@@ -125,6 +128,11 @@ class Broker:
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,
                                               policy_for=self.policy_for, now_ms=self.now_ms)
         self.log_manager.high_watermark_of = self._high_watermark_of
+        self.publisher = MetadataPublisher(self)
+        self.replica_fetchers = ReplicaFetcherManager(self)
+        self.isr_updates = IsrUpdates(self)
+        self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
+        self.replica_manager.isr_change_listener = self.isr_updates.submit
 
         self.controller_service = ControllerService(self)
         self.controller = Controller(
@@ -187,7 +195,7 @@ class Broker:
                 log.info("started listener %s:%d", *self._pending_listener_logs[name])
             self.groups.start()
             self.txn.start()
-            self._host_coordinators()
+            self.publisher.host_coordinators()
         log.info("kcompat node %d started (%s): cluster id %s, %d partitions, metadata at offset %d, "
                  "log dirs %s, in %.0f ms", self.node_id, ",".join(cfg.process_roles), self.cluster_id,
                  len(self.replica_manager.partitions), self.image.offset,
@@ -276,25 +284,6 @@ class Broker:
                 log.warning("log %s-%d is not in the cluster metadata; renaming it -stray and keeping it", *key)
                 self.log_manager.mark_stray(*key)
 
-    def _host_partition(self, t, pid: int, p) -> None:
-        existing = self.log_manager.get(t.name, pid)
-        if existing is not None and (t.name, pid) not in self.replica_manager.partitions:
-            stored_id = self.log_manager.topic_id_of(t.name, pid)
-            if stored_id is not None and stored_id != t.topic_id:
-                log.warning("log %s-%d belongs to an older topic of that name (id %s, now %s); "
-                            "setting it aside as stray", t.name, pid, stored_id, t.topic_id)
-                self.log_manager.mark_stray(t.name, pid)
-        self.replica_manager.ensure_partition(t.name, pid, t.topic_id, p.leader_epoch)
-
-    def _host_coordinators(self) -> None:
-        """Load the group and transaction coordinators of internal partitions this node leads."""
-        for topic, runtime in ((OFFSETS_TOPIC, self.groups), (TRANSACTION_STATE_TOPIC, self.txn)):
-            t = self.image.topics.get(topic)
-            if t is not None:
-                for pid, p in t.partitions.items():
-                    if p.leader == self.node_id:
-                        runtime.on_partition_hosted(pid)
-
     def leader_of(self, topic: str, partition: int) -> int | None:
         """The leader of a partition in the metadata image (None if unknown, -1 if none)."""
         t = self.image.topics.get(topic)
@@ -314,6 +303,9 @@ class Broker:
     def on_quorum_leader(self, leader_id: int, epoch: int) -> None:
         """The metadata quorum has a new leader (announced once this node's image is complete)."""
         active = leader_id == self.node_id
+        previous, self._quorum_leader = self._quorum_leader, leader_id
+        if previous != leader_id:
+            self.controller_service.on_leader_change(previous)
         if active and not self._controller_active:
             self.cluster_control.activate(self.now_ms())
             log.info("became the active controller (epoch %d)", epoch)
@@ -322,61 +314,10 @@ class Broker:
         self._controller_active = active
 
     def on_metadata_snapshot(self) -> None:
-        """A snapshot replaced the image: host what it places here, apply its configs."""
-        for t in list(self.image.topics.values()):
-            for pid, p in t.partitions.items():
-                if self.node_id in p.replicas:
-                    self._host_partition(t, pid, p)
-        self._apply_dynamic_broker_configs()
-        if hasattr(self, "groups"):
-            self._host_coordinators()
-
-    # -- metadata publishing ---------------------------------------------------------------------
+        self.publisher.on_metadata_snapshot()
 
     def on_metadata(self, records: list) -> None:
-        """React to committed metadata records already applied to the image (Kafka's
-        BrokerMetadataPublisher)."""
-        refresh_all = False
-        for r in records:
-            kind = record_type_of(r)
-            if kind == PARTITION_RECORD:
-                t = self.image.topics_by_id.get(r.topic_id)
-                if t is not None and self.node_id in r.replicas:
-                    self._host_partition(t, r.partition_id, t.partitions[r.partition_id])
-                    if r.leader == self.node_id:
-                        self._coordinator_partition_led(t.name, r.partition_id)
-            elif kind == PARTITION_CHANGE_RECORD:
-                t = self.image.topics_by_id.get(r.topic_id)
-                if t is not None:
-                    p = self.replica_manager.get(t.name, r.partition_id)
-                    if p is not None:
-                        p.leader_epoch = t.partitions[r.partition_id].leader_epoch
-                        p._wake()  # long-polling fetches re-check leadership
-                    if r.leader == self.node_id:
-                        self._coordinator_partition_led(t.name, r.partition_id)
-            elif kind == REMOVE_TOPIC_RECORD:
-                names = {p.topic for p in self.replica_manager.partitions.values() if p.topic_id == r.topic_id}
-                for name in names:
-                    removed = [(name, p.partition_id) for p in self.replica_manager.topic_partitions(name)]
-                    n = self.replica_manager.remove_topic(name)
-                    log.info("deleted topic %s (%d partitions)", name, n)
-                    if hasattr(self, "groups"):
-                        self.groups.on_partitions_deleted(removed)
-            elif kind == CONFIG_RECORD:
-                if r.resource_type == RESOURCE_TOPIC:
-                    self.replica_manager.update_topic_config(r.resource_name)
-                elif r.resource_type == RESOURCE_BROKER:
-                    refresh_all = True
-        if refresh_all:
-            self._apply_dynamic_broker_configs()
-            for topic in {p.topic for p in self.replica_manager.partitions.values()}:
-                self.replica_manager.update_topic_config(topic)
-
-    def _coordinator_partition_led(self, topic: str, partition: int) -> None:
-        if topic == OFFSETS_TOPIC and hasattr(self, "groups"):
-            self.groups.on_partition_hosted(partition)
-        elif topic == TRANSACTION_STATE_TOPIC and hasattr(self, "txn"):
-            self.txn.on_partition_hosted(partition)
+        self.publisher.on_metadata(records)
 
     def _apply_dynamic_broker_configs(self) -> None:
         self.config.set_dynamic(cluster_default=self.image.broker_configs(""),
@@ -429,12 +370,6 @@ class Broker:
         if p is None:
             return {}
         return {pid: e.batches[-1].last_offset for pid, e in p.producer_state.producers.items() if e.batches}
-
-    def isr_size_and_min(self, topic: str, partition: int) -> tuple[int, int]:
-        """(ISR size, effective min.insync.replicas) of a partition, for acks=-1."""
-        t = self.image.topics.get(topic)
-        isr = len(t.partitions[partition].isr) if t is not None and partition in t.partitions else 0
-        return isr, self.topic_values(topic)["min.insync.replicas"]
 
     async def auto_create_topics(self, names: list[str]) -> list[TopicResult]:
         """Create topics with the broker defaults (auto.create.topics.enable), through the active
@@ -494,12 +429,19 @@ class Broker:
         on the loop; fsyncs and directory removals run on a worker thread (DESIGN.md section 5)."""
         cfg = self.config
         loop = asyncio.get_running_loop()
+        last_maintenance = 0.0
         while not self.shutting_down:
-            await asyncio.sleep(PERIODIC_INTERVAL_S)
+            await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
             try:
-                now = self.now_ms()
+                # a dead broker is fenced (and loses leadership) soon after its session expires
                 await self.controller_service.fence_stale_brokers()
+                if loop.time() - last_maintenance < PERIODIC_INTERVAL_S:
+                    continue
+                last_maintenance = loop.time()
+                now = self.now_ms()
+                await self.controller_service.maybe_elect_leaders()
                 self.loader.maybe_snapshot(self.quorum, now)
+                self._replication_maintenance(now)
                 plans = self.log_manager.flush_plans(now, flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"))
                 _deleted, removals = self.log_manager.maintain(
                     now, retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
@@ -529,6 +471,17 @@ class Broker:
                 raise
             except Exception:
                 log.exception("periodic log maintenance failed")
+
+    def _replication_maintenance(self, now: int) -> None:
+        """ISR shrink checks every ``replica.lag.time.max.ms`` / 2 (Kafka's isr-expiration task)
+        and the HW checkpoint every ``replica.high.watermark.checkpoint.interval.ms``."""
+        cfg = self.config
+        if now - self._last_isr_check >= cfg.get("replica.lag.time.max.ms") // 2:
+            self._last_isr_check = now
+            self.replica_manager.maybe_shrink_isr(now)
+        if now - self._last_hw_checkpoint >= cfg.get("replica.high.watermark.checkpoint.interval.ms"):
+            self._last_hw_checkpoint = now
+            self.replica_manager.checkpoint_high_watermarks()
 
     # -- shutdown --------------------------------------------------------------------------------
 
@@ -563,6 +516,7 @@ class Broker:
             self.groups.stop()
         if getattr(self, "cleaner", None) is not None:
             self.cleaner.shutdown()
+        self.replica_fetchers.close()
         await self.quorum.stop()
         self.controller_service.close()
         self.replica_manager.shutdown()

@@ -36,6 +36,8 @@ class ControllerService:
         self._lock = asyncio.Lock()
         self._outbox: list[list] = []
         self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}")
+        self._unclean_enabled = self.unclean_election_enabled
+        self._next_rebalance_ms: int | None = None
 
     @property
     def active(self) -> bool:
@@ -54,6 +56,7 @@ class ControllerService:
             if not self.active:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller")
             self._outbox = []
+            self._wire_cluster_control()
             try:
                 result = op()
             finally:
@@ -80,7 +83,8 @@ class ControllerService:
         the active controller, else forward ``req`` at ``ctx.api_version``."""
         return await self.call(req, ctx.api_version, local, error_response)
 
-    async def call(self, req, version: int, local: Callable[[], object], error_response: Callable):
+    async def call(self, req, version: int, local: Callable[[], object], error_response: Callable,
+                   timeout_s: float = FORWARD_TIMEOUT_S):
         """A controller request from this node itself (registration, heartbeats, producer ids)."""
         if self.active:
             try:
@@ -88,14 +92,21 @@ class ControllerService:
             except KafkaError as e:
                 if e.code != ErrorCode.NOT_CONTROLLER:
                     raise
-        return await self.forward(req, version, error_response)
+        return await self.forward(req, version, error_response, timeout_s)
 
-    async def forward(self, req, version: int, error_response: Callable):
+    def on_leader_change(self, old_leader: int | None) -> None:
+        """A new quorum leader: requests in flight to the old one fail now rather than at their
+        timeout (a stopped controller never answers; Kafka's NodeToControllerChannelManager
+        disconnects too)."""
+        if old_leader is not None and old_leader != self.broker.node_id:
+            self._clients.close_node(old_leader)
+
+    async def forward(self, req, version: int, error_response: Callable, timeout_s: float = FORWARD_TIMEOUT_S):
         leader = self.broker.quorum.leader_id
         if leader is None or leader == self.broker.node_id:
             return error_response(req, version, ErrorCode.NOT_CONTROLLER)
         try:
-            return await self._clients.send(leader, req, version, timeout_s=FORWARD_TIMEOUT_S)
+            return await self._clients.send(leader, req, version, timeout_s=timeout_s)
         except (NodeConnectionError, asyncio.TimeoutError, OSError) as e:
             log.warning("forwarding %s to controller %d failed: %s", type(req).NAME, leader, e)
             return error_response(req, version, ErrorCode.NOT_CONTROLLER)
@@ -141,6 +152,59 @@ class ControllerService:
             fenced = await self.run(lambda: cc.fence_stale_brokers(self.broker.now_ms()))
             if fenced:
                 log.warning("fenced broker(s) %s: no heartbeat for broker.session.timeout.ms", fenced)
+
+    # -- leader elections ------------------------------------------------------------------------------
+
+    def unclean_election_enabled(self, topic: str) -> bool:
+        """The effective ``unclean.leader.election.enable`` of ``topic``: its override, else the
+        dynamic then static broker config (Kafka ``ConfigurationControlManager.
+        uncleanLeaderElectionEnabledForTopic``)."""
+        return bool(self.broker.topic_values(topic)["unclean.leader.election.enable"])
+
+    def _wire_cluster_control(self) -> None:
+        # ClusterControl is built with an image-only view of the config; elections on this node
+        # also honour the static broker config of unclean.leader.election.enable
+        cc = getattr(self.broker, "cluster_control", None)
+        if cc is not None and cc.unclean_enabled is not self._unclean_enabled:
+            cc.unclean_enabled = self._unclean_enabled
+
+    async def maybe_elect_leaders(self) -> None:
+        """Active controller, every periodic tick: elect leaders for leaderless partitions of topics
+        with ``unclean.leader.election.enable`` (Kafka 3.9's ``electUnclean`` task; checking every
+        tick also covers the config turning true), and every
+        ``leader.imbalance.check.interval.seconds`` with ``auto.leader.rebalance.enable`` move
+        leadership back to preferred replicas (Kafka's ``electPreferred`` task, which in KRaft
+        acts on every imbalanced partition: ``leader.imbalance.per.broker.percentage`` is not
+        used). A pass that hit the per-pass limit runs again on the next tick. Never raises."""
+        if not self.active:
+            self._next_rebalance_ms = None
+            return
+        cc = self.broker.cluster_control
+        cfg = self.broker.config
+        try:
+            n = await self.run(lambda: cc.elect_unclean_leaders(self.broker.now_ms()))
+            if n:
+                log.warning("unclean leader election: new leaders for %d leaderless partition(s) "
+                            "(unclean.leader.election.enable); records not replicated to them may be lost", n)
+            now = self.broker.now_ms()
+            interval_ms = cfg.get("leader.imbalance.check.interval.seconds") * 1000
+            if not cfg.get("auto.leader.rebalance.enable"):
+                self._next_rebalance_ms = None
+                return
+            if self._next_rebalance_ms is None:
+                self._next_rebalance_ms = now + interval_ms
+            if now < self._next_rebalance_ms:
+                return
+            moved, more = await self.run(lambda: cc.balance_leaders(self.broker.now_ms()))
+            self._next_rebalance_ms = now if more else now + interval_ms
+            if moved:
+                log.info("auto leader rebalance: %d partition(s) led by their preferred replica again", moved)
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as e:
+            log.debug("leader elections skipped: %s", e)
+        except Exception:
+            log.exception("periodic leader elections failed")
 
     def close(self) -> None:
         self._clients.close()

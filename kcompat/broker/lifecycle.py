@@ -77,8 +77,10 @@ class BrokerLifecycle:
         req = BrokerHeartbeatRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch,
                                      current_metadata_offset=max(b.image.offset, 0),
                                      want_fence=False, want_shut_down=self.want_shut_down)
+        # a heartbeat stuck on an unresponsive controller must not outlive the session
+        timeout_s = max(0.5, b.config.get("broker.session.timeout.ms") / 3000.0)
         resp = await b.controller_service.call(req, 1, lambda: broker_heartbeat.local(b, req),
-                                               broker_heartbeat.error_response)
+                                               broker_heartbeat.error_response, timeout_s=timeout_s)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning("the controller no longer knows this broker epoch (%s): registering again",
                         ErrorCode(resp.error_code).name)

@@ -168,6 +168,12 @@ class NodeClients:
         conn = await self.get(node_id)
         return await conn.send(request, version, timeout_s)
 
+    def close_node(self, node_id: int) -> None:
+        """Drop the connection to ``node_id`` (after an error); the next send reconnects."""
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
     def close(self) -> None:
         for conn in self._conns.values():
             conn.close()

@@ -224,7 +224,7 @@ _CORE: list[ConfigKey] = [
     d("producer.purgatory.purge.interval.requests", INT, 1000, None, RO, False, "Purge interval (requests) of the produce purgatory."),
     d("delete.records.purgatory.purge.interval.requests", INT, 1, None, RO, False, "Purge interval (requests) of the delete-records purgatory."),
     d("auto.leader.rebalance.enable", BOOLEAN, True, None, RO, True, "Move leadership back to preferred replicas periodically."),
-    d("leader.imbalance.per.broker.percentage", INT, 10, None, RO, False, "Allowed leader imbalance (%) per broker."),
+    d("leader.imbalance.per.broker.percentage", INT, 10, None, RO, False, "Allowed leader imbalance (%) per broker (unused by KRaft controllers, as in Kafka)."),
     d("leader.imbalance.check.interval.seconds", LONG, 300, at_least(1), RO, True, "How often (s) leader balance is checked."),
     d("unclean.leader.election.enable", BOOLEAN, False, None, CW, True, "Allow out-of-sync replicas to become leader (data loss)."),
     d("inter.broker.protocol.version", STRING, "3.9-IV0", METADATA_VERSION, RO, False, "Inter-broker protocol version (ZooKeeper mode)."),

@@ -1,8 +1,8 @@
 """A topic-partition replica hosted by this broker: its log, producer state, and watermarks.
 
-On a single node this broker leads every partition and the high watermark equals the log end
-offset; ISR replication (followers, HW = min LEO of the ISR) extends this class in the replication
-issue. The append path follows Kafka's ``UnifiedLog.appendAsLeader`` + ``LogValidator`` for
+The replication role (leader or follower, high watermark, acks=all waits, ISR changes) comes
+from :mod:`kcompat.isr.partition_replication`; a partition with this broker as its only replica has
+HW = LEO. The append path follows Kafka's ``UnifiedLog.appendAsLeader`` + ``LogValidator`` for
 RecordBatch v2, without decoding records (DESIGN.md section 4):
 
 1. exactly one batch per partition per request, complete, magic 2, CRC32C valid
@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from kcompat.isr.partition_replication import ReplicationMixin
 from kcompat.log import Log, OffsetOutOfRangeError
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -33,13 +34,15 @@ READ_COMMITTED = 1
 
 @dataclass
 class AppendInfo:
-    """Result of a successful append: ``base_offset`` of the batch (the original one for a
-    retried duplicate), ``log_append_time`` (-1 unless LogAppendTime), ``log_start_offset``."""
+    """Result of a successful append: ``base_offset`` / ``last_offset`` of the batch (the
+    original ones for a retried duplicate), ``log_append_time`` (-1 unless LogAppendTime),
+    ``log_start_offset``."""
 
     base_offset: int
     log_append_time: int
     log_start_offset: int
     duplicate: bool = False
+    last_offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -82,11 +85,13 @@ def _unframed_batch_error(records, detail: str) -> KafkaError:
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, detail)
 
 
-class Partition:
-    """Leader replica of ``topic``-``partition_id`` over ``log``."""
+class Partition(ReplicationMixin):
+    """Replica of ``topic``-``partition_id`` over ``log`` on broker ``local_id``; leader until the
+    metadata says otherwise (:meth:`make_leader` / :meth:`make_follower`). ``high_watermark``: the
+    checkpointed HW to start from (None: the LEO)."""
 
     def __init__(self, topic: str, partition_id: int, topic_id, log_: Log, *, leader_epoch: int = 0,
-                 policy: AppendPolicy | None = None) -> None:
+                 policy: AppendPolicy | None = None, local_id: int = 1, high_watermark: int | None = None) -> None:
         self.topic = topic
         self.partition_id = partition_id
         self.topic_id = topic_id
@@ -99,6 +104,7 @@ class Partition:
         self._waiters: set[Callable[[], None]] = set()
         self._load_producer_state()
         self.log.on_roll = self._on_roll
+        self._init_replication(local_id, high_watermark)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition_id})"
@@ -111,11 +117,6 @@ class Partition:
 
     @property
     def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """Single node: every appended batch is on the whole ISR (this broker)."""
         return self.log.log_end_offset
 
     @property
@@ -184,7 +185,8 @@ class Partition:
                                  f"Idempotent batch from producer {h.producer_id} has no sequence number")
             dup = self.producer_state.check(h)
             if dup is not None:
-                return AppendInfo(dup.first_offset, append_time, self.log.log_start_offset, duplicate=True)
+                return AppendInfo(dup.first_offset, append_time, self.log.log_start_offset, duplicate=True,
+                                  last_offset=dup.last_offset)
 
         base = self.log.log_end_offset
         rb.set_base_offset(records, 0, base)
@@ -198,8 +200,10 @@ class Partition:
                         now_ms=now_ms)
         if h.producer_id >= 0:
             self.producer_state.update(h, base, max_ts)
+        if not self._solo:
+            self.after_leader_append(now_ms)
         self._wake()
-        return AppendInfo(base, append_time, self.log.log_start_offset)
+        return AppendInfo(base, append_time, self.log.log_start_offset, last_offset=last)
 
     def _verify_transaction(self, h: rb.BatchHeader, transactional_id: str | None) -> None:
         """Transactional batches must belong to an ongoing transaction that includes this
@@ -291,6 +295,8 @@ class Partition:
                         offset_of_max_timestamp=base if h.records_count == 1 else -1, now_ms=now_ms)
         if h.producer_id >= 0:
             self.producer_state.update(h, base, h.max_timestamp)
+        if not self._solo:
+            self.after_leader_append(now_ms)
         self._wake()
         return base
 
@@ -341,11 +347,15 @@ class Partition:
         """Whole batches from ``offset`` below the HW (LSO for read_committed), at most
         ``max_bytes`` unless the first batch alone is larger and ``min_one_batch``.
 
-        Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start offset, HW]."""
-        limit = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
-        if offset > self.high_watermark:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"Fetch offset {offset} is above the high watermark {self.high_watermark}")
+        Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start offset, LEO]; between the HW and
+        the LEO (a new leader whose HW has not caught up yet) the read is empty, as Kafka's."""
+        hw = self.high_watermark
+        limit = self.last_stable_offset if isolation_level == READ_COMMITTED else hw
+        if offset > hw:
+            if offset > self.log.log_end_offset:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"Fetch offset {offset} is above the log end offset {self.log.log_end_offset}")
+            return b""
         try:
             return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
         except OffsetOutOfRangeError as e:

@@ -2,7 +2,11 @@
 
 Kafka's ``ReplicaManager`` applied to a metadata delta (``applyDelta``): partitions assigned to
 this broker get a log (created or loaded) and a :class:`Partition`; removed topics lose theirs;
-topic config changes reach the log and the append policy.
+topic config changes reach the log and the append policy. Each hosted partition is made leader
+or follower as the image says (:meth:`ReplicaManager.apply_partition_state`); followers are handed
+to the replica fetcher through ``follower_listener``. High watermarks are checkpointed in
+``replication-offset-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms`` and at
+shutdown) and a partition starts from its checkpointed HW.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         # KIP-890 verification of transactional produce, given to every partition (None: off)
         self.txn_verifier = None
+        # (partition, leader id or -1, leader epoch) -> None: start/stop fetching (-1 or us: stop)
+        self.follower_listener: Callable[[Partition, int, int], None] | None = None
+        # (partition, PendingIsrChange) -> None: send AlterPartition to the controller
+        self.isr_change_listener = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -50,16 +58,53 @@ class ReplicaManager:
             lg = self.log_manager.create(topic, partition, config, topic_id, self._now_ms())
         else:
             lg.update_config(config)
-        p = Partition(topic, partition, topic_id, lg, leader_epoch=leader_epoch, policy=self._policy_for(topic))
+        hw = getattr(self.log_manager, "high_watermarks", {}).get((topic, partition))
+        p = Partition(topic, partition, topic_id, lg, leader_epoch=leader_epoch, policy=self._policy_for(topic),
+                      local_id=self.node_id, high_watermark=hw)
         p.txn_verifier = self.txn_verifier
+        p.isr_change_listener = self.isr_change_listener
         self.partitions[(topic, partition)] = p
         return p
+
+    def apply_partition_state(self, p: Partition, *, leader: int, leader_epoch: int, partition_epoch: int,
+                              replicas, isr, now_ms: int, min_insync_replicas: int, replica_lag_time_max_ms: int,
+                              is_eligible=None) -> None:
+        """Make ``p`` leader or follower as the metadata says (Kafka ``ReplicaManager.applyDelta``
+        -> ``makeLeader`` / ``makeFollower``), and start or stop its fetcher."""
+        if leader == self.node_id:
+            p.make_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas, isr=isr,
+                          now_ms=now_ms, min_insync_replicas=min_insync_replicas,
+                          replica_lag_time_max_ms=replica_lag_time_max_ms, is_eligible=is_eligible)
+            if self.follower_listener is not None:
+                self.follower_listener(p, -1, leader_epoch)
+        else:
+            changed = p.make_follower(leader_id=leader, leader_epoch=leader_epoch, replicas=replicas)
+            if self.follower_listener is not None and (changed or leader < 0):
+                self.follower_listener(p, leader, leader_epoch)
+
+    def maybe_shrink_isr(self, now_ms: int) -> int:
+        """Propose ISR shrinks of every partition led here (``replica.lag.time.max.ms`` / 2
+        period, as Kafka's isr-expiration task). Returns how many were proposed."""
+        return sum(1 for p in list(self.partitions.values()) if p.replica_state is not None and p.maybe_shrink_isr(now_ms))
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every hosted partition's HW to ``replication-offset-checkpoint``."""
+        writer = getattr(self.log_manager, "write_high_watermarks", None)
+        if writer is None:
+            return
+        try:
+            writer({key: p.high_watermark for key, p in self.partitions.items()})
+        except OSError as e:
+            log.warning("could not write the high watermark checkpoint: %s", e)
 
     def remove_topic(self, topic: str) -> int:
         """Stop hosting every partition of ``topic`` and delete their logs; returns how many."""
         keys = [k for k in self.partitions if k[0] == topic]
         for key in keys:
             p = self.partitions.pop(key)
+            if self.follower_listener is not None:
+                self.follower_listener(p, -1, -1)
+            p.make_follower(leader_id=-1, leader_epoch=p.leader_epoch, replicas=p.replicas)
             p._wake()  # waiting fetches re-check and see the topic is gone
             self.log_manager.delete(topic, key[1])
         return len(keys)
@@ -77,7 +122,9 @@ class ReplicaManager:
         return [p for (t, _), p in sorted(self.partitions.items()) if t == topic]
 
     def shutdown(self) -> None:
-        """Write producer-state snapshots at the LEO of every partition (clean shutdown)."""
+        """Write producer-state snapshots at the LEO of every partition and the HW checkpoint
+        (clean shutdown)."""
+        self.checkpoint_high_watermarks()
         for p in self.partitions.values():
             try:
                 p.write_snapshot()

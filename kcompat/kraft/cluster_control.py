@@ -11,12 +11,19 @@ As Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` + the broker-s
 - BrokerHeartbeat (every ``broker.heartbeat.interval.ms``): unknown broker ->
   BROKER_ID_NOT_REGISTERED, wrong epoch -> STALE_BROKER_EPOCH. A fenced broker whose metadata
   offset has reached its registration is unfenced (UnfenceBrokerRecord) and becomes leader of the
-  leaderless partitions whose ISR it is in. ``want_shut_down`` starts controlled shutdown
+  leaderless partitions whose ISR it is in (of any it replicates, for topics with
+  ``unclean.leader.election.enable``). ``want_shut_down`` starts controlled shutdown
   (BrokerRegistrationChangeRecord): leadership moves to other ISR members, and once the broker
   leads nothing it is told to shut down and is fenced.
 - A broker without a heartbeat for ``broker.session.timeout.ms`` is fenced (FenceBrokerRecord):
   it leaves the ISR of every partition where others remain and loses leadership to the next ISR
-  member, or the partition goes leaderless (leader -1) when it was the last one.
+  member, or the partition goes leaderless (leader -1) when it was the last one - unless the
+  topic has ``unclean.leader.election.enable``: then the first live replica leads, with an ISR of
+  itself alone.
+
+Leader choice is :mod:`kcompat.kraft.leader_election`'s, also used by ElectLeaders, the periodic
+unclean elections and the preferred-leader rebalance (``elect_leaders``, ``elect_unclean_leaders``,
+``balance_leaders``).
 
 Heartbeat times live only in the active controller's memory; a new active controller starts
 every registered broker's session afresh, as Kafka does.
@@ -28,6 +35,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
+from kcompat.kraft import leader_election
 from kcompat.kraft.image import NO_CHANGE_LEADER, NO_LEADER, MetadataImage
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
@@ -59,11 +67,16 @@ class ClusterControl:
     """Membership operations; records go to ``sink(records, now_ms)`` (see ``Controller``)."""
 
     def __init__(self, image: MetadataImage, sink: Callable[[list, int], None], *, cluster_id: str,
-                 session_timeout_ms: Callable[[], int]) -> None:
+                 session_timeout_ms: Callable[[], int], unclean_enabled: Callable[[str], bool] | None = None) -> None:
+        """``unclean_enabled(topic name)``: the topic's effective ``unclean.leader.election.enable``
+        (default: from the image alone, see ``leader_election.unclean_enabled_in_image``; the
+        broker's ControllerService sets one that also falls back to the static broker config)."""
         self.image = image
         self._sink = sink
         self.cluster_id = cluster_id
         self._session_timeout_ms = session_timeout_ms
+        self.unclean_enabled: Callable[[str], bool] = unclean_enabled or (
+            lambda topic: leader_election.unclean_enabled_in_image(self.image, topic))
         self.last_heartbeat: dict[int, int] = {}
         self.heard_from: set[int] = set()
 
@@ -168,43 +181,78 @@ class ClusterControl:
 
     # -- leadership ------------------------------------------------------------------------------
 
-    def _usable(self, exclude: set[int]) -> set[int]:
-        return {b for b in self.image.unfenced_brokers() if b not in exclude}
-
     def _leave_partitions(self, broker_id: int, *, fenced_or_down: set[int], pending: list | None = None) -> list:
         """PartitionChangeRecords taking ``broker_id`` out of leadership and (where others remain)
-        out of the ISR (Kafka ``ReplicationControlManager.handleBrokerFenced``). ``pending``:
-        records already queued in this operation, whose changes are taken into account."""
-        usable = self._usable(fenced_or_down)
+        out of the ISR (Kafka ``ReplicationControlManager.handleBrokerFenced``): the next leader is
+        elected from the ISR, or, for a topic with ``unclean.leader.election.enable``, from any
+        live replica when no ISR member is live (:mod:`kcompat.kraft.leader_election`).
+        ``pending``: records already queued in this operation, whose changes are taken into account."""
+        acceptable = leader_election.acceptable_leaders(self.image, exclude=fenced_or_down)
         changed = _pending_changes(self.image, pending or [])
         out = []
         for t in self.image.topics.values():
+            unclean = None
             for p in t.partitions.values():
                 leader, isr = changed.get((t.topic_id, p.partition_id), (p.leader, p.isr))
                 if leader != broker_id and broker_id not in isr:
                     continue
-                new_isr = [r for r in isr if r != broker_id] or list(isr)
-                new_leader = leader
-                if leader == broker_id:
-                    new_leader = next((r for r in p.replicas if r in new_isr and r in usable), NO_LEADER)
-                if new_leader == leader and new_isr == isr:
-                    continue
-                out.append(PartitionChangeRecord(
-                    partition_id=p.partition_id, topic_id=t.topic_id,
-                    isr=new_isr if new_isr != isr else None,
-                    leader=new_leader if new_leader != leader else NO_CHANGE_LEADER))
+                if unclean is None:
+                    unclean = self.unclean_enabled(t.name)
+                rec = leader_election.change(
+                    t.topic_id, p, leader_election.UNCLEAN if unclean else leader_election.ONLINE, acceptable,
+                    leader=leader, isr=isr, target_isr=[r for r in isr if r != broker_id] or list(isr))
+                if rec is not None:
+                    out.append(rec)
         return out
 
     def _lead_leaderless(self, broker_id: int) -> list:
-        """Leaderless partitions with ``broker_id`` in the ISR get it as leader (Kafka
-        ``handleBrokerUnfenced``)."""
+        """Leaders for the leaderless partitions now that ``broker_id`` is unfenced (Kafka
+        ``handleBrokerUnfenced``): an ISR member, or for a topic with unclean election enabled any
+        live replica."""
+        acceptable = leader_election.acceptable_leaders(self.image, include={broker_id})
         out = []
         for t in self.image.topics.values():
+            unclean = None
             for p in t.partitions.values():
-                if p.leader == NO_LEADER and broker_id in p.isr:
-                    out.append(PartitionChangeRecord(partition_id=p.partition_id, topic_id=t.topic_id,
-                                                     isr=None, leader=broker_id))
+                if p.leader != NO_LEADER:
+                    continue
+                if unclean is None:
+                    unclean = self.unclean_enabled(t.name)
+                rec = leader_election.change(
+                    t.topic_id, p, leader_election.UNCLEAN if unclean else leader_election.ONLINE, acceptable)
+                if rec is not None:
+                    out.append(rec)
         return out
+
+    # -- elections -------------------------------------------------------------------------------
+
+    def elect_unclean_leaders(self, now_ms: int) -> int:
+        """Leaderless partitions of topics with ``unclean.leader.election.enable`` get a live
+        replica as leader (Kafka 3.9 ``maybeElectUncleanLeaders``); returns how many."""
+        records = leader_election.unclean_elections(
+            self.image, leader_election.acceptable_leaders(self.image), self.unclean_enabled)
+        if records:
+            self._sink(records, now_ms)
+        return len(records)
+
+    def balance_leaders(self, now_ms: int, limit: int = leader_election.MAX_ELECTIONS_PER_IMBALANCE) -> tuple[int, bool]:
+        """Preferred replica elections for partitions led elsewhere (``auto.leader.rebalance.enable``,
+        Kafka 3.9 ``maybeBalancePartitionLeaders``): returns (elections, more may be due)."""
+        records, more = leader_election.preferred_elections(
+            self.image, leader_election.acceptable_leaders(self.image), limit)
+        if records:
+            self._sink(records, now_ms)
+        return len(records), more
+
+    def elect_leaders(self, election_type: int, topic_partitions: list[tuple[str, list[int]]] | None,
+                      now_ms: int) -> list[leader_election.TopicElection]:
+        """ElectLeaders: see :func:`kcompat.kraft.leader_election.elect_leaders` (raises
+        KafkaError(INVALID_REQUEST) for an unknown election type)."""
+        results, records = leader_election.elect_leaders(
+            self.image, election_type, topic_partitions, leader_election.acceptable_leaders(self.image))
+        if records:
+            self._sink(records, now_ms)
+        return results
 
     def _leads_any(self, broker_id: int, pending: list) -> bool:
         changed = _pending_changes(self.image, pending)

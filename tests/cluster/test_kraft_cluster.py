@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -33,9 +33,22 @@ def _admin(bootstrap: str) -> AdminClient:
 
 
 def _create(bootstrap: str, name: str, partitions: int = 1, timeout: float = 15):
-    admin = _admin(bootstrap)  # keep the handle alive until the result arrives
-    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout,
-                        request_timeout=timeout)[name].result(timeout)
+    """Create a topic, retrying NOT_CONTROLLER (retriable, as the Java AdminClient treats it) while
+    a new controller is being elected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        admin = _admin(bootstrap)  # keep the handle alive until the result arrives
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout,
+                                request_timeout=timeout)[name].result(timeout)
+            return
+        except KafkaException as e:
+            err = e.args[0]
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return   # an earlier attempt went through
+            if err.code() != KafkaError.NOT_CONTROLLER or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _topics_seen_by(port: int) -> set[str]:

@@ -13,7 +13,12 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
   ``max_wait_ms``; an append to any requested partition wakes it (no polling), and it answers as
   soon as ``min_bytes`` are available or the time is up;
 - fetch sessions (KIP-227): we answer session id 0 (sessionless full fetches); a request for an
-  existing session id gets FETCH_SESSION_ID_NOT_FOUND, since we never hand one out.
+  existing session id gets FETCH_SESSION_ID_NOT_FOUND, since we never hand one out;
+- a follower's fetch (``replica_id`` before v15, ``replica_state`` from v15; KIP-903) reads up to
+  the log end offset, not the HW, records the follower's position (which advances the HW and
+  may expand the ISR) and, from v12, answers ``diverging_epoch`` instead of records when the
+  follower's ``last_fetched_epoch`` does not match this log (KIP-320); its long poll also ends
+  when the HW moves, so followers learn the HW promptly.
 """
 
 from __future__ import annotations
@@ -45,11 +50,19 @@ def handle(ctx, req):
     if version >= 7 and req.session_id != 0:
         return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     plan = _resolve(broker, req, version)
-    responses, total, has_error = _read_all(broker, req, plan, version)
+    responses, total, has_error = _read_all(broker, req, plan, version, _replica_of(req, version))
     if req.max_wait_ms <= 0 or total >= max(req.min_bytes, 1) or has_error or not plan.entries \
             or broker.shutting_down:
         return _response(responses)
     return _delayed(ctx, req, plan, version, total)
+
+
+def _replica_of(req, version: int) -> tuple[int, int]:
+    """(replica id, broker epoch) of the fetching follower; replica id -1 for consumers."""
+    if version >= 15:
+        rs = req.replica_state
+        return (rs.replica_id, rs.replica_epoch) if rs is not None else (-1, -1)
+    return req.replica_id, -1
 
 
 def _resolve(broker, req, version: int) -> _Plan:
@@ -72,7 +85,7 @@ def _resolve(broker, req, version: int) -> _Plan:
                 if target is None and leader is None:
                     target = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif target is None or leader != broker.node_id:
-                    target = ErrorCode.NOT_LEADER_OR_FOLLOWER  # followers serve replicas (issue 6)
+                    target = ErrorCode.NOT_LEADER_OR_FOLLOWER  # reads go to the leader (no KIP-392)
                 elif version >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != target.leader_epoch:
                     target = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < target.leader_epoch
                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -80,9 +93,11 @@ def _resolve(broker, req, version: int) -> _Plan:
     return plan
 
 
-def _read_all(broker, req, plan: _Plan, version: int):
+def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] = (-1, -1)):
     """Read every partition of the plan; returns (topic responses, bytes read, any error)."""
-    isolation = req.isolation_level
+    replica_id, replica_epoch = replica
+    now = broker.now_ms() if replica_id >= 0 else 0
+    isolation = req.isolation_level if replica_id < 0 else 0
     limit = req.max_bytes if version >= 3 else 2**31 - 1
     min_one = True
     total = 0
@@ -105,8 +120,15 @@ def _read_all(broker, req, plan: _Plan, version: int):
             has_error = True
             by_topic[key].append(_error_partition(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR))
             continue
+        diverging = None
         try:
-            records = p.read(fp.fetch_offset, max_bytes, isolation_level=isolation, min_one_batch=min_one)
+            if replica_id >= 0:
+                records, diverging = p.read_for_follower(
+                    replica_id, fetch_offset=fp.fetch_offset, log_start_offset=fp.log_start_offset,
+                    last_fetched_epoch=fp.last_fetched_epoch if version >= 12 else -1, max_bytes=max_bytes,
+                    now_ms=now, broker_epoch=replica_epoch)
+            else:
+                records = p.read(fp.fetch_offset, max_bytes, isolation_level=isolation, min_one_batch=min_one)
             code = ErrorCode.NONE
         except KafkaError as e:
             records = b""
@@ -123,10 +145,14 @@ def _read_all(broker, req, plan: _Plan, version: int):
             aborted = [R.AbortedTransaction(producer_id=pid, first_offset=first)
                        for pid, first in p.aborted_transactions(fp.fetch_offset, p.last_stable_offset)] \
                 if n else []
-        by_topic[key].append(R.PartitionData(
+        pd = R.PartitionData(
             partition_index=fp.partition, error_code=code, high_watermark=p.high_watermark,
             last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
-            aborted_transactions=aborted, preferred_read_replica=-1, records=records))
+            aborted_transactions=aborted, preferred_read_replica=-1, records=records)
+        if diverging is not None:
+            pd.diverging_epoch = R.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+            has_error = True   # answer at once: the follower must truncate first
+        by_topic[key].append(pd)
     responses = []
     for key in order:
         if version >= 13:
@@ -153,6 +179,8 @@ async def _delayed(ctx, req, plan: _Plan, version: int, available: int):
     deadline = loop.time() + req.max_wait_ms / 1000.0
     partitions = [t for _, _, t in plan.entries if not isinstance(t, ErrorCode)]
     start_sizes = [p.log.size_in_bytes for p in partitions]
+    replica = _replica_of(req, version)
+    start_hws = [p.high_watermark for p in partitions]
     need = max(req.min_bytes, 1)
     event = asyncio.Event()
     wake = event.set
@@ -171,14 +199,16 @@ async def _delayed(ctx, req, plan: _Plan, version: int, available: int):
             event.clear()
             grown = sum(max(0, p.log.size_in_bytes - s) for p, s in zip(partitions, start_sizes))
             if available + grown >= need or any(broker.replica_manager.get(p.topic, p.partition_id) is not p
-                                                for p in partitions):
+                                                or not p.is_leader for p in partitions):
                 break
+            if replica[0] >= 0 and any(p.high_watermark != h for p, h in zip(partitions, start_hws)):
+                break   # a follower learns the new HW now, not after replica.fetch.wait.max.ms
     finally:
         for p in partitions:
             p.remove_waiter(wake)
         broker.fetch_waiters.discard(wake)
     plan = _resolve(broker, req, version)
-    responses, _total, _err = _read_all(broker, req, plan, version)
+    responses, _total, _err = _read_all(broker, req, plan, version, replica)
     return _response(responses)
 
 

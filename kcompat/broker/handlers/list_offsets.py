@@ -11,6 +11,10 @@ A special (negative) timestamp the request's version does not know is refused fo
 with UNSUPPORTED_VERSION, before the partition is looked up, as Kafka's
 ``handleListOffsetRequestV1AndAbove`` does: -1/-2 from v1, MAX_TIMESTAMP from v7, EARLIEST_LOCAL
 from v8, LATEST_TIERED (-5) from v9 (beyond what kcompat advertises), any other negative value never.
+
+Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, unless ``replica_id`` is -2, Kafka's
+debugging id); a follower asking as a replica (``replica_id`` >= 0) gets the log end offset for
+LATEST, as Kafka's ``fetchOffsetForTimestamp`` with ``isolationLevel`` None.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ MIN_VERSION = 1
 MAX_VERSION = 8
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+DEBUGGING_REPLICA_ID = -2   # Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: any replica may answer
 READ_COMMITTED = 1
 
 # The first ListOffsets version that accepts each special timestamp (Kafka's timestampMinSupportedVersion).
@@ -52,19 +57,26 @@ def handle(ctx, req):
             if timestamp_unsupported(lp.timestamp, version):
                 parts.append(_error(lp.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
-            parts.append(_one(broker, t.name, lp, isolation, version))
+            parts.append(_one(broker, t.name, lp, isolation, version, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
 
 
-def _one(broker, topic: str, lp, isolation: int, version: int):
+def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int = -1):
     p = broker.replica_manager.get(topic, lp.partition_index)
     if p is None:
+        if broker.leader_of(topic, lp.partition_index) is not None:
+            return _error(lp.partition_index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return _error(lp.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not p.is_leader and replica_id != DEBUGGING_REPLICA_ID:
+        return _error(lp.partition_index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if version >= 4 and lp.current_leader_epoch >= 0 and lp.current_leader_epoch != p.leader_epoch:
         return _error(lp.partition_index, ErrorCode.FENCED_LEADER_EPOCH if lp.current_leader_epoch < p.leader_epoch
                       else ErrorCode.UNKNOWN_LEADER_EPOCH)
-    fetchable = p.last_stable_offset if isolation == READ_COMMITTED else p.high_watermark
+    if replica_id >= 0:   # a follower after OFFSET_OUT_OF_RANGE: the leader's log end (Kafka)
+        fetchable = p.log_end_offset
+    else:
+        fetchable = p.last_stable_offset if isolation == READ_COMMITTED else p.high_watermark
     ts = lp.timestamp
     if ts == LATEST:
         return _ok(lp.partition_index, -1, fetchable, p.leader_epoch)

@@ -118,9 +118,12 @@ def _topic(broker, name: str, include_ops: bool):
     partitions = []
     for pid in sorted(t.partitions):
         p = t.partitions[pid]
+        # Kafka's KRaftMetadataCache: no leader -> LEADER_NOT_AVAILABLE; a replica is offline when
+        # its broker is not registered (a fenced broker's replicas are not offline)
         partitions.append(R.MetadataResponsePartition(
-            error_code=ErrorCode.NONE, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
-            replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=[]))
+            error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=pid,
+            leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=[r for r in p.replicas if r not in broker.image.brokers]))
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,

@@ -3,8 +3,12 @@
 As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``:
 
 - ``acks`` must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition);
-- acks=-1 fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``;
-  on a single node the ISR is this broker, so acks=-1 completes as soon as the batch is written;
+- acks=-1 fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``
+  (before appending); otherwise the answer waits until every ISR member has the batch (the high
+  watermark passed it; Kafka's ``DelayedProduce``), at most the request's ``timeout_ms``
+  (REQUEST_TIMED_OUT), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+  meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved; a partition whose only replica is this
+  broker completes at once;
 - acks=0 sends no response; if any partition failed, the connection is closed instead so that
   the producer notices (Kafka does the same);
 - unknown topics are auto-created when ``auto.create.topics.enable``; an unknown partition of an
@@ -13,6 +17,8 @@ As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.kraft.controller import validate_topic_name
@@ -58,13 +64,16 @@ def _append_all(ctx, req):
     now = broker.now_ms()
     failed = False
     topics = []
+    waits = []   # (partition response, Partition, required offset) for acks=-1
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
             if acks not in (-1, 0, 1):
                 resp = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None)
             else:
-                resp = _append(broker, td.name, pd, acks, now, version, req.transactional_id)
+                resp, partition, required = _append(broker, td.name, pd, acks, now, version, req.transactional_id)
+                if partition is not None and acks == -1 and partition.high_watermark < required:
+                    waits.append((resp, partition, required))
             failed = failed or resp.error_code != ErrorCode.NONE
             parts.append(resp)
         topics.append(R.TopicProduceResponse(name=td.name, partition_responses=parts))
@@ -72,10 +81,34 @@ def _append_all(ctx, req):
         if failed:
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
         return NO_RESPONSE
+    if waits:
+        return _await_replication(R(responses=topics, throttle_time_ms=0), waits, req.timeout_ms, version)
     return R(responses=topics, throttle_time_ms=0)
 
 
+async def _await_replication(response, waits: list, timeout_ms: int, version: int):
+    """DelayedProduce: wait for the ISR of every acks=-1 partition, together, up to ``timeout_ms``."""
+    codes = await asyncio.gather(*(p.wait_for_replication(required, timeout_ms) for _, p, required in waits))
+    for (resp, partition, _required), code in zip(waits, codes):
+        if code != ErrorCode.NONE:
+            failed = _error(resp.index, code, version, f"{code.name} for {partition.topic}-{partition.partition_id}")
+            resp.error_code, resp.base_offset, resp.log_append_time_ms = failed.error_code, -1, -1
+            resp.log_start_offset = -1
+            if version >= 8:
+                resp.error_message = failed.error_message
+    return response
+
+
 def _append(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None):
+    """Append one partition's batch: (partition response, Partition or None, offset the HW must
+    reach for acks=-1)."""
+    resp = _append_one(broker, topic, pd, acks, now, version, transactional_id)
+    if isinstance(resp, tuple):
+        return resp
+    return resp, None, -1
+
+
+def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None):
     partition = broker.replica_manager.get(topic, pd.index)
     if partition is None:
         if topic not in broker.image.topics:
@@ -91,22 +124,19 @@ def _append(broker, topic: str, pd, acks: int, now: int, version: int, transacti
                           f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
         return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
                       "This server does not host this topic-partition.")
-    if not broker.is_leader(topic, pd.index):
+    if not broker.is_leader(topic, pd.index) or not partition.is_leader:
         return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
                       f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
-    if acks == -1:
-        isr_size, min_isr = broker.isr_size_and_min(topic, pd.index)
-        if isr_size < min_isr:
-            return _error(pd.index, ErrorCode.NOT_ENOUGH_REPLICAS, version,
-                          f"The size of the current ISR {isr_size} is insufficient to satisfy the "
-                          f"min.isr requirement of {min_isr} for partition {topic}-{pd.index}")
     try:
+        if acks == -1:
+            partition.check_min_isr(-1, broker.topic_values(topic)["min.insync.replicas"])
         info = partition.append(pd.records, now, transactional_id)
     except KafkaError as e:
         return _error(pd.index, e.code, version, e.message)
-    return R.PartitionProduceResponse(index=pd.index, error_code=ErrorCode.NONE, base_offset=info.base_offset,
-                                      log_append_time_ms=info.log_append_time,
-                                      log_start_offset=info.log_start_offset)
+    return (R.PartitionProduceResponse(index=pd.index, error_code=ErrorCode.NONE, base_offset=info.base_offset,
+                                       log_append_time_ms=info.log_append_time,
+                                       log_start_offset=info.log_start_offset),
+            partition, info.last_offset + 1)
 
 
 def _error(index: int, code: ErrorCode, version: int, message: str | None):

@@ -1,0 +1,107 @@
+"""Sending ISR changes of the partitions this broker leads to the active controller.
+
+Kafka's ``AlterPartitionManager`` (KIP-497): a leader's proposed ISR (an expansion when a follower
+caught up, a shrink when one fell behind for ``replica.lag.time.max.ms``) is batched with the
+others pending and sent as one AlterPartition v3 (topic ids, new ISR members with the broker
+epochs they fetched with, KIP-903) through the controller service (local on the active
+controller, else over the controller listener). Each partition's answer goes back to the
+partition (:meth:`kcompat.isr.partition_replication.ReplicationMixin.on_isr_change_result`); a
+failed request drops the proposals, and the next fetch or ISR check proposes them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kcompat.broker.handlers import alter_partition
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.alter_partition import AlterPartitionRequest as Q
+
+log = logging.getLogger("kcompat.isr")
+
+VERSION = 3
+
+
+class _SelfContext:
+    """The request context of an AlterPartition this node sends to itself (active controller)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.api_version = VERSION
+
+
+class IsrUpdates:
+    """Pending ISR proposals of this broker and the task that sends them."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._pending: dict[tuple[str, int], tuple[object, object]] = {}
+        self._task: asyncio.Task | None = None
+
+    def submit(self, partition, change) -> None:
+        """The partitions' ``isr_change_listener``: queue ``change`` (a PendingIsrChange)."""
+        self._pending[(partition.topic, partition.partition_id)] = (partition, change)
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._send_all())
+
+    async def _send_all(self) -> None:
+        await asyncio.sleep(0)   # gather the proposals of this loop iteration
+        while self._pending and not self.broker.shutting_down:
+            batch, self._pending = self._pending, {}
+            try:
+                await self._send(list(batch.values()))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:   # never leave a proposal stuck in flight
+                log.warning("AlterPartition failed: %s", e)
+                for partition, _change in batch.values():
+                    partition.on_isr_change_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+                await asyncio.sleep(self.broker.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
+
+    async def _send(self, items: list) -> None:
+        broker = self.broker
+        lifecycle = broker.lifecycle
+        epoch = lifecycle.broker_epoch if lifecycle is not None else -1
+        topics: dict = {}
+        by_key = {}
+        for partition, change in items:
+            rs = partition.replica_state
+            members = []
+            for r in change.proposed_isr:
+                f = rs.follower(r) if rs is not None else None
+                members.append(Q.BrokerState(broker_id=r, broker_epoch=f.broker_epoch if f is not None and
+                                             f.broker_epoch is not None else -1))
+            topics.setdefault(partition.topic_id, []).append(Q.PartitionData(
+                partition_index=partition.partition_id, leader_epoch=change.leader_epoch,
+                new_isr_with_epochs=members, leader_recovery_state=0, partition_epoch=change.partition_epoch))
+            by_key[(partition.topic_id, partition.partition_id)] = partition
+            log.info("%s: proposing ISR %s (%s)", partition, list(change.proposed_isr), change.kind)
+        req = Q(broker_id=broker.node_id, broker_epoch=epoch,
+                topics=[Q.TopicData(topic_id=tid, partitions=parts) for tid, parts in topics.items()])
+        ctx = _SelfContext(broker)
+        try:
+            resp = await broker.controller_service.call(req, VERSION, lambda: alter_partition.local(ctx, req),
+                                                        alter_partition.error_response)
+        except KafkaError as e:
+            resp = alter_partition.error_response(req, VERSION, e.code)
+        now = broker.now_ms()
+        answered = set()
+        if resp.error_code == ErrorCode.NONE:
+            for t in resp.topics:
+                for pd in t.partitions:
+                    partition = by_key.get((t.topic_id, pd.partition_index))
+                    if partition is None:
+                        continue
+                    answered.add((t.topic_id, pd.partition_index))
+                    code = ErrorCode(pd.error_code)
+                    if code != ErrorCode.NONE:
+                        log.info("%s: AlterPartition answered %s", partition, code.name)
+                    partition.on_isr_change_result(code, isr=pd.isr, partition_epoch=pd.partition_epoch,
+                                                   leader_epoch=pd.leader_epoch, now_ms=now)
+        else:
+            log.info("AlterPartition answered %s", ErrorCode(resp.error_code).name)
+        for key, partition in by_key.items():
+            if key not in answered:
+                partition.on_isr_change_result(ErrorCode(resp.error_code) if resp.error_code else
+                                               ErrorCode.UNKNOWN_SERVER_ERROR)

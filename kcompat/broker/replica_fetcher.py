@@ -1,0 +1,262 @@
+"""Follower replication: one fetcher per leader broker, copying the leader's log byte for byte.
+
+Kafka's ``ReplicaFetcherManager`` / ``ReplicaFetcherThread`` (``num.replica.fetchers`` = 1): each
+partition this broker follows belongs to the fetcher of its leader. A fetcher loops: one Fetch
+request (v16, topic ids, ``replica_state`` = this broker's id and broker epoch, KIP-903) for all its
+partitions, sent over the leader's ``inter.broker.listener.name`` endpoint, long-polling
+``replica.fetch.wait.max.ms`` for ``replica.fetch.min.bytes``; each partition's answer goes through
+:class:`kcompat.isr.follower.FollowerFetch` (truncation on diverging epochs, KIP-320), whose
+actions are applied to the local :class:`~kcompat.isr.partition.Partition`. Connection errors back
+off ``replica.fetch.backoff.ms``. The leader learns each follower's position from these fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.isr.follower import (
+    AppendRecords, Backoff, Fenced, FollowerFetch, IncrementLogStartOffset, ListLeaderOffsets, SetHighWatermark,
+    Truncate, TruncateFullyAndStartAt,
+)
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.fetch import FetchRequest
+from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
+
+log = logging.getLogger("kcompat.isr.fetcher")
+
+FETCH_VERSION = 16
+LIST_OFFSETS_VERSION = 7
+EARLIEST, LATEST = -2, -1
+
+
+class ReplicaFetcherManager:
+    """The fetchers of one broker, keyed by leader id. ``broker``: the :class:`Broker`."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.listener = broker.config.inter_broker_listener_name
+        self.clients = NodeClients(self._endpoint_of, f"kcompat-replica-fetcher-{broker.node_id}")
+        self.closed = False
+
+    def _endpoint_of(self, node_id: int):
+        b = self.broker.image.brokers.get(node_id)
+        if b is None:
+            return None
+        ep = b.endpoints.get(self.listener)
+        return (ep.host, ep.port) if ep is not None else None
+
+    def on_partition_role(self, partition, leader_id: int, leader_epoch: int) -> None:
+        """The ReplicaManager's ``follower_listener``: follow ``leader_id`` at ``leader_epoch``, or
+        stop fetching (leader -1 or this broker)."""
+        key = (partition.topic, partition.partition_id)
+        for lid, f in list(self.fetchers.items()):
+            if key in f.partitions and lid != leader_id:
+                f.remove(key)
+        if leader_id < 0 or leader_id == self.broker.node_id or self.closed:
+            return
+        f = self.fetchers.get(leader_id)
+        if f is None:
+            f = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+        f.add(partition, leader_epoch)
+
+    def is_following(self, topic: str, partition: int) -> bool:
+        return any((topic, partition) in f.partitions for f in self.fetchers.values())
+
+    def close(self) -> None:
+        self.closed = True
+        for f in self.fetchers.values():
+            f.stop()
+        self.fetchers.clear()
+        self.clients.close()
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from leader ``leader_id``."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.broker = manager.broker
+        self.leader_id = leader_id
+        # (topic, partition) -> (Partition, FollowerFetch, retry-not-before ms)
+        self.partitions: dict[tuple[str, int], list] = {}
+        self._changed = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, partition, leader_epoch: int) -> None:
+        key = (partition.topic, partition.partition_id)
+        entry = self.partitions.get(key)
+        now = self.broker.now_ms()
+        if entry is not None and entry[0] is partition:
+            actions = entry[1].on_leader_change(self.leader_id, leader_epoch, partition.log, partition.high_watermark)
+        else:
+            ff = FollowerFetch(partition.topic, partition.partition_id, leader_id=self.leader_id,
+                               leader_epoch=leader_epoch)
+            entry = [partition, ff, 0]
+            self.partitions[key] = entry
+            actions = ff.start(partition.log, partition.high_watermark)
+        self._apply(entry, actions, now)
+        self._changed.set()
+
+    def remove(self, key) -> None:
+        self.partitions.pop(key, None)
+        self._changed.set()
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        cfg = self.broker.config
+        backoff_s = cfg.get("replica.fetch.backoff.ms") / 1000.0
+        while not self.broker.shutting_down and not self.manager.closed:
+            try:
+                lifecycle = self.broker.lifecycle
+                epoch = lifecycle.broker_epoch if lifecycle is not None else -1
+                if epoch < 0:
+                    await asyncio.sleep(0.1)
+                    continue
+                req, sent = self._build_request(epoch)
+                if not sent:
+                    if not self.partitions and self.manager.fetchers.get(self.leader_id) is self:
+                        await self._wait_changed(5.0)
+                    else:
+                        await self._wait_changed(min(0.1, backoff_s))
+                    continue
+                timeout = (req.max_wait_ms + cfg.get("replica.socket.timeout.ms")) / 1000.0
+                resp = await self.manager.clients.send(self.leader_id, req, FETCH_VERSION, timeout_s=timeout)
+                if resp.error_code != ErrorCode.NONE:
+                    log.warning("fetch from leader %d failed: %s", self.leader_id, ErrorCode(resp.error_code).name)
+                    await asyncio.sleep(backoff_s)
+                    continue
+                await self._handle_response(resp, sent)
+            except asyncio.CancelledError:
+                raise
+            except (NodeConnectionError, ConnectionError, OSError, asyncio.TimeoutError) as e:
+                log.info("fetching from leader %d: %s; retrying in %.0f ms", self.leader_id, e or type(e).__name__,
+                         backoff_s * 1000)
+                self.manager.clients.close_node(self.leader_id)
+                await asyncio.sleep(backoff_s)
+            except Exception:
+                log.exception("replica fetcher for leader %d failed; retrying", self.leader_id)
+                await asyncio.sleep(backoff_s)
+
+    async def _wait_changed(self, timeout_s: float) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+
+    def _build_request(self, broker_epoch: int):
+        cfg = self.broker.config
+        now = self.broker.now_ms()
+        image = self.broker.image
+        by_topic: dict = {}
+        sent = {}
+        for key, entry in self.partitions.items():
+            partition, ff, not_before = entry
+            if not_before > now:
+                continue
+            pos = ff.fetch_position(partition.log)
+            t = image.topics.get(key[0])
+            if pos is None or t is None:
+                continue
+            by_topic.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
+                partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
+                last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
+                partition_max_bytes=cfg.get("replica.fetch.max.bytes")))
+            sent[(t.topic_id, key[1])] = (key, entry, pos.fetch_offset)
+        req = FetchRequest(
+            replica_state=FetchRequest.ReplicaState(replica_id=self.broker.node_id, replica_epoch=broker_epoch),
+            max_wait_ms=cfg.get("replica.fetch.wait.max.ms"), min_bytes=cfg.get("replica.fetch.min.bytes"),
+            max_bytes=cfg.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        return req, sent
+
+    async def _handle_response(self, resp, sent: dict) -> None:
+        now = self.broker.now_ms()
+        for tr in resp.responses:
+            for pd in tr.partitions:
+                found = sent.get((tr.topic_id, pd.partition_index))
+                if found is None:
+                    continue
+                key, entry, fetch_offset = found
+                if self.partitions.get(key) is not entry:
+                    continue   # removed or re-added meanwhile
+                partition, ff, _ = entry
+                de = pd.diverging_epoch
+                diverging = (de.epoch, de.end_offset) if de is not None and (de.epoch >= 0 or de.end_offset >= 0) \
+                    else None
+                actions = ff.on_fetch_response(partition.log, error_code=pd.error_code,
+                                               high_watermark=pd.high_watermark, log_start_offset=pd.log_start_offset,
+                                               records=pd.records, diverging_epoch=diverging,
+                                               fetch_offset=fetch_offset)
+                await self._apply_async(entry, actions, now)
+
+    async def _apply_async(self, entry, actions, now: int) -> None:
+        for action in actions:
+            if isinstance(action, ListLeaderOffsets):
+                partition, ff, _ = entry
+                try:
+                    earliest, latest = await self._leader_offsets(partition)
+                except (KafkaError, NodeConnectionError, ConnectionError, OSError, asyncio.TimeoutError) as e:
+                    log.info("%s: could not list the leader's offsets: %s", partition, e)
+                    ff.state = "fetching"
+                    entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                    return
+                more = ff.on_leader_offsets(partition.log, leader_log_start_offset=earliest,
+                                            leader_log_end_offset=latest)
+                self._apply(entry, more, now)
+            elif not self._apply(entry, [action], now):
+                return
+
+    def _apply(self, entry, actions, now: int) -> bool:
+        """Apply FollowerFetch actions in order; False at the first that fails."""
+        partition, ff, _ = entry
+        for action in actions:
+            try:
+                if isinstance(action, AppendRecords):
+                    partition.append_as_follower(action.records, now)
+                elif isinstance(action, SetHighWatermark):
+                    partition.set_follower_high_watermark(action.high_watermark)
+                elif isinstance(action, Truncate):
+                    partition.truncate_to(action.offset, now)
+                elif isinstance(action, TruncateFullyAndStartAt):
+                    partition.truncate_fully_and_start_at(action.offset, now)
+                elif isinstance(action, IncrementLogStartOffset):
+                    if action.offset > partition.log.log_start_offset:
+                        partition.log.delete_records_before(action.offset)
+                elif isinstance(action, Backoff):
+                    if action.error not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH):
+                        log.info("%s: fetch from leader %d: %s", partition, self.leader_id, action.error.name)
+                    entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                    return False
+                elif isinstance(action, Fenced):
+                    log.info("%s: leader %d has a newer leader epoch; waiting for metadata", partition, self.leader_id)
+                    return False
+            except (KafkaError, ValueError, OSError) as e:
+                log.error("%s: replicating from leader %d failed at %s: %s", partition, self.leader_id, action, e)
+                entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                return False
+        return True
+
+    async def _leader_offsets(self, partition) -> tuple[int, int]:
+        """The leader's (log start offset, log end offset) through ListOffsets as a replica."""
+        out = []
+        for ts in (EARLIEST, LATEST):
+            req = ListOffsetsRequest(replica_id=self.broker.node_id, isolation_level=0, topics=[
+                ListOffsetsRequest.ListOffsetsTopic(name=partition.topic, partitions=[
+                    ListOffsetsRequest.ListOffsetsPartition(partition_index=partition.partition_id,
+                                                            current_leader_epoch=partition.leader_epoch,
+                                                            timestamp=ts)])])
+            resp = await self.manager.clients.send(self.leader_id, req, LIST_OFFSETS_VERSION, timeout_s=10)
+            p = resp.topics[0].partitions[0]
+            if p.error_code != ErrorCode.NONE:
+                raise KafkaError(ErrorCode(p.error_code), "ListOffsets from the leader failed")
+            out.append(p.offset)
+        return out[0], out[1]
