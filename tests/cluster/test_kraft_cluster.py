@@ -68,7 +68,9 @@ def test_every_node_shows_every_broker_and_forwards_admin_requests(cluster):
     _create(via, "spread", 6)  # sent to a node that is not the active controller: forwarded
     for port in cluster.client_ports:
         wait_until(lambda: "spread" in _topics_seen_by(port), 10, f"topic on the node at {port}")
-    md = _admin(via).list_topics("spread", timeout=10)
+    # the topic can be known before all its partitions reach this node's image: wait for all 6
+    md = wait_until(lambda: (lambda m: m if len(m.topics["spread"].partitions) == 6 else None)(
+        _admin(via).list_topics("spread", timeout=10)), 10, "all partitions of the topic")
     leaders = sorted(p.leader for p in md.topics["spread"].partitions.values())
     assert leaders == [1, 1, 2, 2, 3, 3]  # placement spreads leaders over the brokers
 
