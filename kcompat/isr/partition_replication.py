@@ -47,6 +47,8 @@ class ReplicationMixin:
         self._follower_hw = self.log.log_end_offset if high_watermark is None else \
             min(high_watermark, self.log.log_end_offset)
         self._replication_waiters: list[tuple[int, asyncio.Future]] = []
+        # the topic's min.insync.replicas, given with each make_leader (config changes re-apply it)
+        self.min_insync_replicas = 1
         # (partition, pending change) -> None: send AlterPartition (set by the ReplicaManager)
         self.isr_change_listener: Callable[["ReplicationMixin", PendingIsrChange], None] | None = None
 
@@ -83,6 +85,7 @@ class ReplicationMixin:
         starts from the current one. Called again for every metadata change while leading (a new
         ISR or partition epoch). Returns True if this broker was not leading before."""
         replicas = tuple(replicas)
+        self.min_insync_replicas = min_insync_replicas
         new_leader = not self.is_leader or self.leader_epoch != leader_epoch
         was_leader = self.is_leader and self.replica_state is not None
         start_hw = self.high_watermark
@@ -275,12 +278,15 @@ class ReplicationMixin:
                     keep.append((required, fut))
         self._replication_waiters[:] = keep
 
-    def check_min_isr(self, required_acks: int, min_insync_replicas: int) -> None:
-        """acks=all on a committed ISR smaller than ``min.insync.replicas``: raise
-        KafkaError(NOT_ENOUGH_REPLICAS) before appending (Kafka ``appendRecordsToLeader``; the
-        configured value, not capped at the replication factor)."""
+    def check_min_isr(self, required_acks: int, min_insync_replicas: int | None = None) -> None:
+        """acks=all on a committed ISR smaller than ``min.insync.replicas`` (default: the topic's,
+        as given to :meth:`make_leader`): raise KafkaError(NOT_ENOUGH_REPLICAS) before appending
+        (Kafka ``appendRecordsToLeader``; the configured value, not capped at the replication
+        factor)."""
         if required_acks != -1:
             return
+        if min_insync_replicas is None:
+            min_insync_replicas = self.min_insync_replicas
         size = len(self.isr)
         if size < min_insync_replicas:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,

@@ -58,7 +58,7 @@ class ReplicaManager:
             lg = self.log_manager.create(topic, partition, config, topic_id, self._now_ms())
         else:
             lg.update_config(config)
-        hw = getattr(self.log_manager, "high_watermarks", {}).get((topic, partition))
+        hw = self.log_manager.high_watermarks.get((topic, partition))
         p = Partition(topic, partition, topic_id, lg, leader_epoch=leader_epoch, policy=self._policy_for(topic),
                       local_id=self.node_id, high_watermark=hw)
         p.txn_verifier = self.txn_verifier
@@ -89,11 +89,8 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every hosted partition's HW to ``replication-offset-checkpoint``."""
-        writer = getattr(self.log_manager, "write_high_watermarks", None)
-        if writer is None:
-            return
         try:
-            writer({key: p.high_watermark for key, p in self.partitions.items()})
+            self.log_manager.write_high_watermarks({key: p.high_watermark for key, p in self.partitions.items()})
         except OSError as e:
             log.warning("could not write the high watermark checkpoint: %s", e)
 

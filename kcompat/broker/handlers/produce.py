@@ -128,8 +128,7 @@ def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, trans
         return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
                       f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
     try:
-        if acks == -1:
-            partition.check_min_isr(-1, broker.topic_values(topic)["min.insync.replicas"])
+        partition.check_min_isr(acks)
         info = partition.append(pd.records, now, transactional_id)
     except KafkaError as e:
         return _error(pd.index, e.code, version, e.message)
