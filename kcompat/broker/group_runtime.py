@@ -1,7 +1,14 @@
 """Runs the group coordinator (:mod:`kcompat.group`) inside the broker over ``__consumer_offsets``.
 
 See :mod:`kcompat.broker.coordinator_runtime` for the mechanics (topic creation on the first
-FindCoordinator as Kafka does, chunked loading, records before replies, timers).
+FindCoordinator as Kafka does, chunked loading, records committed before replies, unloading when
+leadership moves, timers).
+
+Writes (offset commits, group metadata, tombstones) wait for replication up to
+``offsets.commit.timeout.ms``, as Kafka's group coordinator; a reply without records waits for the
+pending writes of its group's partition, because the coordinator applies group metadata (a
+SyncGroup's assignment) before its record is committed. A failed write is handed to
+:meth:`GroupCoordinator.write_failed`.
 
 Transactional offsets (TxnOffsetCommit): records carrying a producer id are appended in a
 transactional batch of that producer and epoch, and loading hands the coordinator their producer
@@ -10,11 +17,13 @@ id and the COMMIT/ABORT markers (:class:`kcompat.group.TxnMarker`) in log order.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.protocol import records as rb
+from kcompat.protocol.errors import ErrorCode, KafkaError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -35,6 +44,7 @@ class GroupRuntime(CoordinatorRuntime):
     """The broker's group coordinator service. ``broker`` is the :class:`Broker`."""
 
     TOPIC = OFFSETS_TOPIC
+    REPLIES_WAIT_FOR_WRITES = True
 
     def __init__(self, broker) -> None:
         self.config = group_config(broker.config)
@@ -53,11 +63,14 @@ class GroupRuntime(CoordinatorRuntime):
             return 0
         return verifier(transactional_id, producer_id, producer_epoch, self.TOPIC, partition)
 
-    def append_records(self, partition: int, records: list, now: int) -> None:
+    def write_timeout_ms(self, records) -> int:
+        """``offsets.commit.timeout.ms``: Kafka's group coordinator waits this long for every write."""
+        return self.broker.config.get("offsets.commit.timeout.ms")
+
+    def append_records(self, p, records: list, now: int) -> None:
         """One batch per run of records of the same producer, in order: transactional offset
         commits in a transactional batch of their producer id and epoch (base sequence 0, as
         Kafka's GroupMetadataManager.storeOffsets). Each record learns its log offset."""
-        target = self.broker.replica_manager.get(self.TOPIC, partition)
         for (producer_id, producer_epoch), run in itertools.groupby(
                 records, key=lambda r: (r.producer_id, r.producer_epoch)):
             run = list(run)
@@ -67,9 +80,27 @@ class GroupRuntime(CoordinatorRuntime):
                                        base_sequence=0, transactional=True)
             else:
                 batch = rb.build_batch(entries)
-            base = target.append_internal(batch, now)
+            base = p.append_internal(batch, now)
             for i, r in enumerate(run):
                 r.offset = base + i
+
+    def on_write_failure(self, result, failed: list, error: ErrorCode):
+        return self.coordinator.write_failed(result, failed, int(error), self.broker.now_ms())
+
+    def reply_partitions(self, method: str, ctx, req) -> set[int] | None:
+        """The ``__consumer_offsets`` partitions of the groups ``req`` names (None: all, ListGroups)."""
+        if method == "describe_groups":
+            ids = req.groups
+        elif method == "delete_groups":
+            ids = req.groups_names
+        elif method == "offset_fetch" and ctx.api_version >= 8:
+            ids = [g.group_id for g in req.groups]
+        else:
+            group_id = getattr(req, "group_id", None)
+            if not isinstance(group_id, str):
+                return None
+            ids = (group_id,)
+        return {self.coordinator.partition_for(g) for g in ids if isinstance(g, str)}
 
     def load_entry(self, rec: rb.Record, header: rb.BatchHeader):
         if rec.key is None:
@@ -101,15 +132,27 @@ class GroupRuntime(CoordinatorRuntime):
         self.apply(self.coordinator.on_partitions_deleted(partitions, self.broker.now_ms()))
 
     def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                         commit: bool) -> None:
-        """A transaction marker for ``__consumer_offsets``-``partition``: written to the log, then
-        the producer's transactional offsets there become committed (COMMIT) or are dropped
-        (ABORT). Raises KafkaError as :meth:`Partition.append_marker` does."""
-        p = self.broker.replica_manager.get(self.TOPIC, partition)
+                         commit: bool) -> asyncio.Future:
+        """A transaction marker for ``__consumer_offsets``-``partition``: appended to the log now
+        (raises KafkaError as :meth:`Partition.append_marker` does, NOT_LEADER_OR_FOLLOWER if this
+        broker does not lead the partition); once it is committed (the HW passed it, at once on a
+        single replica) the producer's transactional offsets there become committed (COMMIT) or
+        are dropped (ABORT), as Kafka's ``onTransactionCompleted`` after the acks=-1 append.
+
+        Returns a future resolving to the ErrorCode of that wait: NONE, NOT_LEADER_OR_FOLLOWER,
+        REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS_AFTER_APPEND (markers are then sent again by
+        their coordinator); it is already resolved when the marker committed at once."""
+        p = self.leader_partition(partition)
         if p is None:
-            from kcompat.protocol.errors import ErrorCode, KafkaError
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.broker.now_ms())
-        complete = getattr(self.coordinator, "complete_txn", None)
-        if complete is not None:
-            self.apply(complete(partition, producer_id, commit, self.broker.now_ms()))
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {self.TOPIC}-{partition}")
+        offset = p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.broker.now_ms())
+        fut = asyncio.get_running_loop().create_future()
+
+        def done(code: ErrorCode, _records) -> None:
+            if code == ErrorCode.NONE and partition not in self._loads:  # a load reads the marker itself
+                self.apply(self.coordinator.complete_txn(partition, producer_id, commit, self.broker.now_ms()))
+            if not fut.done():
+                fut.set_result(code)
+
+        self.when_committed(partition, offset + 1, self.broker.config.get("request.timeout.ms"), done)
+        return fut

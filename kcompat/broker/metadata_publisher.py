@@ -97,9 +97,8 @@ class MetadataPublisher:
         if self._led.pop((topic, partition), None) is None:
             return
         runtime = self._runtime(topic)
-        unhost = getattr(runtime, "on_partition_unhosted", None)
-        if unhost is not None:
-            unhost(partition)
+        if runtime is not None:
+            runtime.on_partition_unhosted(partition)
 
     # -- records ---------------------------------------------------------------------------------
 

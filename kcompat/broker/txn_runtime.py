@@ -1,27 +1,39 @@
 """Runs the transaction coordinator (:mod:`kcompat.txn.coordinator`) inside the broker over
 ``__transaction_state``, and writes its transaction markers.
 
-Mechanics are :class:`kcompat.broker.coordinator_runtime.CoordinatorRuntime`'s. In addition, after
-a result's records are durable, its :class:`MarkerRequest`\\ s are carried out — Kafka's
-WriteTxnMarkers to each partition leader, here a local append of the COMMIT/ABORT control batch
-(``__consumer_offsets`` partitions go through the group runtime so that transactional offsets
-become visible or are dropped) — and the outcome is reported with ``markers_written``, which
-completes the transaction. A coordinator restart resumes transactions found in Prepare* states,
-so no partition stays blocked behind an open transaction.
+Mechanics are :class:`kcompat.broker.coordinator_runtime.CoordinatorRuntime`'s: a record is
+appended with acks=-1 as Kafka's TransactionStateManager does (NOT_ENOUGH_REPLICAS before the
+append if the ISR is below ``min.insync.replicas``), replayed once committed, and its request
+answered then; the wait is bounded by the transaction timeout of the id. A failed write goes to
+:meth:`TransactionCoordinator.append_failed`. The coordinator epoch is the leader epoch of the
+``__transaction_state`` partition; a new epoch of a partition this broker still leads reloads it.
+
+After a result's records are committed, its :class:`MarkerRequest`\\ s are carried out, Kafka's
+WriteTxnMarkers: partitions this broker leads get the COMMIT/ABORT control batch appended here
+(``__consumer_offsets`` partitions through the group runtime so that transactional offsets become
+visible or are dropped) and the marker counts once replicated (acks=-1, ``request.timeout.ms``);
+partitions led by other brokers get a WriteTxnMarkers request. The outcome is reported with
+``markers_written``, which completes the transaction or retries what failed. A coordinator
+restart resumes transactions found in Prepare* states, so no partition stays blocked behind an
+open transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
+from kcompat.broker.node_client import NodeClients
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from kcompat.txn.coordinator import TransactionCoordinator, TxnConfig
 
 log = logging.getLogger("kcompat.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+WRITE_TXN_MARKERS_VERSION = 1
 
 
 def txn_config(cfg) -> TxnConfig:
@@ -45,6 +57,9 @@ class TxnRuntime(CoordinatorRuntime):
             partition_exists=self._partition_exists,
             group_partition_for=lambda group_id: broker.groups.coordinator.partition_for(group_id))
         super().__init__(broker, coordinator)
+        self._marker_tasks: dict[int, set[asyncio.Task]] = {}  # by __transaction_state partition
+        self._clients: NodeClients | None = None
+        self._stopping = False
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         t = self.broker.image.topics.get(topic)
@@ -58,43 +73,190 @@ class TxnRuntime(CoordinatorRuntime):
                  "min.insync.replicas": str(max(1, min(cfg.get("transaction.state.log.min.isr"), rf))),
                  "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))})
 
+    def _request_timeout_ms(self) -> int:
+        return self.broker.config.get("request.timeout.ms")
+
+    def write_timeout_ms(self, records) -> int:
+        """The longest transaction timeout of the ids written (Kafka's appendTransactionToLog
+        waits the transaction timeout), else ``request.timeout.ms``."""
+        return max((r.timeout_ms for r in records if r.timeout_ms > 0), default=self._request_timeout_ms())
+
+    def append_records(self, p, records: list, now: int) -> None:
+        """acks=-1: NOT_ENOUGH_REPLICAS before appending if the ISR is below ``min.insync.replicas``."""
+        rs = p.replica_state
+        if rs is not None:
+            p.check_min_isr(-1, rs.min_insync_replicas)
+        super().append_records(p, records, now)
+
     def _leader_epoch(self, partition: int) -> int:
         return self.broker.image.topics[self.TOPIC].partitions[partition].leader_epoch
+
+    def on_partition_hosted(self, partition: int) -> None:
+        """As the base; a partition loaded at an older leader epoch is unloaded and loaded again
+        (Kafka's TransactionStateManager reloads on every election: markers carry the epoch)."""
+        owned_epoch = self.coordinator.coordinator_epoch(partition)
+        if owned_epoch is not None and owned_epoch != self._leader_epoch(partition):
+            self.on_partition_unhosted(partition)
+        super().on_partition_hosted(partition)
 
     def load_coordinator(self, partition: int, entries: list):
         # markers carry the coordinator epoch: the leader epoch of the __transaction_state partition
         return self.coordinator.load(partition, entries, self.broker.now_ms(),
                                      coordinator_epoch=self._leader_epoch(partition))
 
+    def on_write_failure(self, result, failed: list, error: ErrorCode):
+        return self.coordinator.append_failed(result, int(error), self.broker.now_ms())
+
+    def before_unload(self, partition: int) -> None:
+        for task in self._marker_tasks.pop(partition, ()):
+            task.cancel()
+
+    def stop(self) -> None:
+        self._stopping = True
+        for tasks in self._marker_tasks.values():
+            for task in tasks:
+                task.cancel()
+        self._marker_tasks.clear()
+        super().stop()
+        if self._clients is not None:
+            self._clients.close()
+
+    # -- transaction markers ---------------------------------------------------------------------
+
     def after_append(self, result) -> None:
         for marker in result.markers:
             self._write_markers(marker)
 
-    def on_append_failure(self, result, error: Exception) -> None:
-        code = error.code if isinstance(error, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
-        self.apply(self.coordinator.append_failed(result, int(code), self.broker.now_ms()))
-
     def _write_markers(self, m) -> None:
-        """WriteTxnMarkers for one transaction, to partitions this broker leads."""
+        """WriteTxnMarkers for one transaction. Local partitions are written now; when every one
+        of them committed at once and none is remote, the outcome is reported right away, else
+        once the replication waits and remote requests are answered."""
+        if self._stopping:
+            return
+        txn_partition = self.coordinator.partition_for(m.transactional_id)
+        if self.leader_partition(txn_partition) is None:
+            # leadership of its __transaction_state partition moved: the next coordinator sends them
+            log.info("not writing the markers of %s: this broker no longer leads %s-%d", m.transactional_id,
+                     self.TOPIC, txn_partition)
+            return
         now = self.broker.now_ms()
         errors: dict[tuple[str, int], int] = {}
-        for topic, partition in m.partitions:
+        waits: list = []  # (tp, Partition, required offset) or (tp, future of the group runtime)
+        remote: dict[int, list[tuple[str, int]]] = {}
+        for tp in m.partitions:
+            topic, partition = tp
             try:
-                if topic == OFFSETS_TOPIC:
-                    self.broker.groups.write_txn_marker(partition, m.producer_id, m.producer_epoch,
-                                                        m.coordinator_epoch, m.commit)
+                leader = self._leader_of(topic, partition)
+                if leader is not None and leader != self.broker.node_id:
+                    remote.setdefault(leader, []).append(tp)
+                    continue
+                wait = self._write_local_marker(m, topic, partition, now)
+                if wait is None:
+                    errors[tp] = 0
                 else:
-                    p = self.broker.replica_manager.get(topic, partition)
-                    if p is None:
-                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now)
-                errors[(topic, partition)] = 0
+                    waits.append((tp, *wait))
             except KafkaError as e:
-                errors[(topic, partition)] = int(e.code)
+                errors[tp] = int(e.code)
             except Exception:
                 log.exception("writing the %s marker of %s to %s-%d failed",
                               "COMMIT" if m.commit else "ABORT", m.transactional_id, topic, partition)
-                errors[(topic, partition)] = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+                errors[tp] = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if not waits and not remote:
+            self._markers_done(m, errors)
+            return
+        task = asyncio.ensure_future(self._finish_markers(m, errors, waits, remote))
+        tasks = self._marker_tasks.setdefault(txn_partition, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        """The leader of a partition as the metadata says (None: unknown topic or partition, the
+        local write reports it). Raises KafkaError(NOT_LEADER_OR_FOLLOWER) without a leader."""
+        t = self.broker.image.topics.get(topic)
+        ip = t.partitions.get(partition) if t is not None else None
+        if ip is None:
+            return None
+        if ip.leader < 0:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no leader")
+        return ip.leader
+
+    def _write_local_marker(self, m, topic: str, partition: int, now: int):
+        """Append the marker to a partition this broker leads: None if committed already, else
+        what to wait for. Raises KafkaError."""
+        if topic == OFFSETS_TOPIC:
+            fut = self.broker.groups.write_txn_marker(partition, m.producer_id, m.producer_epoch,
+                                                      m.coordinator_epoch, m.commit)
+            if fut.done():
+                code = fut.result()
+                if code != ErrorCode.NONE:
+                    raise KafkaError(code)
+                return None
+            return (fut,)
+        p = self.broker.replica_manager.get(topic, partition)
+        if p is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not p.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        offset = p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now)
+        if p.high_watermark > offset:
+            return None
+        return (p, offset + 1)
+
+    async def _finish_markers(self, m, errors: dict, waits: list, remote: dict) -> None:
+        timeout_ms = self._request_timeout_ms()
+        jobs = [self._await_local(w, timeout_ms) for w in waits]
+        jobs += [self._send_markers(node, m, tps, timeout_ms) for node, tps in remote.items()]
+        for codes in await asyncio.gather(*jobs):
+            errors.update(codes)
+        self._markers_done(m, errors)
+
+    @staticmethod
+    async def _await_local(wait, timeout_ms: int) -> dict:
+        if len(wait) == 2:  # (tp, future of GroupRuntime.write_txn_marker)
+            tp, fut = wait
+            return {tp: int(await fut)}
+        tp, p, required = wait
+        return {tp: int(await p.wait_for_replication(required, timeout_ms))}
+
+    async def _send_markers(self, node: int, m, tps: list[tuple[str, int]], timeout_ms: int) -> dict:
+        """WriteTxnMarkers to broker ``node`` for ``tps``: {tp: error code}; a request that fails
+        counts as REQUEST_TIMED_OUT (retried), as Kafka re-enqueues markers after a disconnection."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in tps:
+            by_topic.setdefault(topic, []).append(partition)
+        R = WriteTxnMarkersRequest
+        req = R(markers=[R.WritableTxnMarker(
+            producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=m.commit,
+            coordinator_epoch=m.coordinator_epoch,
+            topics=[R.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])])
+        codes = {tp: int(ErrorCode.REQUEST_TIMED_OUT) for tp in tps}
+        try:
+            resp = await self._node_clients().send(node, req, WRITE_TXN_MARKERS_VERSION, timeout_ms / 1000.0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.info("WriteTxnMarkers to node %d for %s failed: %s", node, m.transactional_id, e)
+            return codes
+        for result in resp.markers:
+            for t in result.topics:
+                for pr in t.partitions:
+                    if (t.name, pr.partition_index) in codes:
+                        codes[(t.name, pr.partition_index)] = pr.error_code
+        return codes
+
+    def _node_clients(self) -> NodeClients:
+        if self._clients is None:
+            listener = self.broker.config.inter_broker_listener_name
+
+            def endpoint_of(node_id: int):
+                b = self.broker.image.brokers.get(node_id)
+                ep = b.endpoints.get(listener) if b is not None else None
+                return (ep.host, ep.port) if ep is not None else None
+
+            self._clients = NodeClients(endpoint_of, f"kcompat-txn-markers-{self.broker.node_id}")
+        return self._clients
+
+    def _markers_done(self, m, errors: dict) -> None:
         self.apply(self.coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, errors,
                                                     self.broker.now_ms(), coordinator_epoch=m.coordinator_epoch))
 

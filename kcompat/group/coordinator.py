@@ -47,6 +47,7 @@ from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member, Waiter
 from kcompat.group.records import GroupKey, OffsetAndMetadata, OffsetKey, RecordFormatError
 from kcompat.group.state import GroupEvent, GroupState, can_rebalance
 from kcompat.group.timers import Timers
+from kcompat.group.write_errors import coordinator_error, with_error
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
 from kcompat.protocol.messages.delete_groups import DeleteGroupsResponse
@@ -321,6 +322,61 @@ class GroupCoordinator:
             del self._open_txns[k]
         self._positions.pop(partition, None)
         return self._end(None)
+
+    def write_failed(self, result: Result, failed: list[Record], error_code: int, now_ms: int) -> Result:
+        """``failed``, records of ``result``, could not be appended or replicated (``error_code``:
+        the append error, e.g. NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND); they will not be replayed. As Kafka's coordinator after
+        a failed acks=-1 write: offset commits stop being pending (failPendingOffsetWrite; the
+        committed offsets never changed); a group whose metadata record of its current generation
+        was lost resets its assignment and rebalances (the SyncGroup store callback). Returns the
+        replies to send instead of ``result``'s: each with the coordinator error for
+        ``error_code`` where it said NONE (:mod:`kcompat.group.write_errors`)."""
+        self._begin(now_ms)
+        error = coordinator_error(error_code)
+        for r in failed:
+            ident = (r.partition, r.key, r.value)
+            n = self._self_applied.get(ident)
+            if n:
+                if n == 1:
+                    del self._self_applied[ident]
+                else:
+                    self._self_applied[ident] = n - 1
+                if r.value is not None:
+                    self._metadata_not_stored(r, error)
+                continue
+            try:
+                key = rec.parse_key(r.key)
+            except RecordFormatError:
+                continue
+            group = self._groups.get(key.group) if isinstance(key, OffsetKey) else None
+            if group is not None and group.partition == r.partition:
+                tp = (key.topic, key.partition)
+                n = group.pending_commits.get(tp, 0)
+                if n > 1:
+                    group.pending_commits[tp] = n - 1
+                elif n == 1:
+                    del group.pending_commits[tp]
+                self._maybe_drop_offsets_only_group(group)
+        for reply_to, response in result.replies:
+            self._replies.append((reply_to, with_error(response, error)))
+        return self._end(now_ms)
+
+    def _metadata_not_stored(self, record: Record, error: ErrorCode) -> None:
+        try:
+            key = rec.parse_key(record.key)
+            value = rec.parse_group_value(record.value) if isinstance(key, GroupKey) else None
+        except RecordFormatError:
+            return
+        group = self._groups.get(key.group) if value is not None else None
+        if (group is None or group.partition != record.partition or group.generation_id != value.generation
+                or group.state not in (STABLE, COMPLETING) or not group.members):
+            return
+        log.warning("group %s: could not store generation %d (%s); rebalancing", group.group_id,
+                    group.generation_id, error.name)
+        for member in group.members.values():
+            member.assignment = b""
+        self._maybe_prepare_rebalance(group, f"error {error.name} when storing the group metadata")
 
     def shutdown(self) -> Result:
         """Answer everything pending with NOT_COORDINATOR; later requests get COORDINATOR_NOT_AVAILABLE."""

@@ -154,3 +154,32 @@ class KafkaError(Exception):
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code
         self.message = message
+
+
+# What a coordinator request answers when its write to the coordinator's internal topic fails
+# (Kafka's ``TransactionStateManager.appendTransactionToLog`` and ``GroupMetadataManager``
+# ``appendGroupMetadataErrorToResponseError``): produce errors become coordinator errors that
+# clients retry (COORDINATOR_NOT_AVAILABLE) or that send them to FindCoordinator (NOT_COORDINATOR).
+COORDINATOR_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def coordinator_error_for_append(code: int, table: dict = COORDINATOR_APPEND_ERRORS) -> ErrorCode:
+    """The coordinator error for a failed internal-topic append that got ``code``: mapped through
+    ``table`` (default :data:`COORDINATOR_APPEND_ERRORS`), unknown or NONE codes are
+    UNKNOWN_SERVER_ERROR, others pass through."""
+    try:
+        error = ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    if error is ErrorCode.NONE:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return table.get(error, error)

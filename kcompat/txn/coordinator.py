@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from kcompat.group.coordinator import java_string_hash
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, coordinator_error_for_append
 from kcompat.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
 from kcompat.protocol.messages.describe_transactions import DescribeTransactionsResponse
@@ -76,29 +76,6 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % num_partitions
 
 
-# Kafka's TransactionStateManager.appendTransactionToLog: the coordinator error for a failed append
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
-
-def coordinator_error_for_append(code: int) -> ErrorCode:
-    try:
-        error = ErrorCode(code)
-    except ValueError:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    if error is ErrorCode.NONE:
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return _APPEND_ERRORS.get(error, error)
-
-
 # Marker write errors (Kafka's TransactionMarkerRequestCompletionHandler)
 _MARKER_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 _MARKER_ABORT_SENDING = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
@@ -136,11 +113,13 @@ class TxnConfig:
 
 @dataclass
 class Record:
-    """One ``__transaction_state`` record in Kafka's format."""
+    """One ``__transaction_state`` record in Kafka's format. ``timeout_ms``: how long its append
+    may wait for replication (Kafka uses the transaction timeout of the id; 0 = the broker's)."""
 
     partition: int
     key: bytes
     value: bytes | None  # None = tombstone
+    timeout_ms: int = field(default=0, compare=False)
 
 
 @dataclass
@@ -302,6 +281,10 @@ class TransactionCoordinator:
     def owns(self, partition: int) -> bool:
         return partition in self._owned
 
+    def coordinator_epoch(self, partition: int) -> int | None:
+        """The coordinator epoch ``partition`` was loaded at (None: not owned)."""
+        return self._owned.get(partition)
+
     def begin_loading(self, partition: int) -> None:
         """Requests for transactional ids of ``partition`` get COORDINATOR_LOAD_IN_PROGRESS until
         :meth:`load`."""
@@ -452,7 +435,8 @@ class TransactionCoordinator:
         value = None if transit is None else rec.value_bytes(transit.log_value())
         m.pending = _Pending(transit, events, key, value, fence=fence, completion=completion,
                              marker_partitions=marker_partitions)
-        self._records.append(Record(m.partition, key, value))
+        self._records.append(Record(m.partition, key, value, timeout_ms=m.timeout_ms if transit is None
+                                    else transit.timeout_ms))
 
     def replay(self, record: Record) -> None:
         """Apply a record after the broker appended it, or one of a partition being loaded."""
@@ -539,6 +523,9 @@ class TransactionCoordinator:
             except RecordFormatError:
                 continue
             m = self._txns.get(tid) if tid is not None else None
+            if m is None and tid is not None and r.partition not in self._owned:
+                failed[tid] = ErrorCode.NOT_COORDINATOR  # the partition was unloaded meanwhile
+                continue
             if m is None or m.pending is None or m.pending.key != r.key or m.pending.value != r.value:
                 continue  # appended and replayed, or no longer ours
             pending, m.pending = m.pending, None
