@@ -1,6 +1,13 @@
 """WriteTxnMarkers (key 27), versions 0-1: write COMMIT/ABORT markers to partitions this broker
 leads (sent by a transaction coordinator to partition leaders, KIP-98). On a single node the
-coordinator writes its markers directly; this API serves coordinators on other brokers."""
+coordinator writes its markers directly; this API serves coordinators on other brokers.
+
+As Kafka's ``handleWriteTxnMarkersRequest`` (an acks=-1 append): only the partition's leader
+writes (NOT_LEADER_OR_FOLLOWER elsewhere), and the answer waits until each marker is on the whole
+ISR (the HW passed it), at most ``request.timeout.ms``; a replication failure is that partition's
+error and the coordinator sends the marker again. On a single replica the answer is immediate."""
+
+import asyncio
 
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -14,29 +21,52 @@ MAX_VERSION = 1
 def handle(ctx, req):
     broker = ctx.broker
     now = broker.now_ms()
+    timeout_ms = broker.config.get("request.timeout.ms")
     results = []
+    waits = []   # (partition result, awaitable ErrorCode)
     for m in req.markers:
         commit = bool(m.transaction_result)
         topics = []
         for t in m.topics:
             parts = []
             for index in t.partition_indexes:
+                wait = None
                 try:
                     if t.name == OFFSETS_TOPIC:
-                        broker.groups.write_txn_marker(index, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                                       commit)
+                        wait = broker.groups.write_txn_marker(index, m.producer_id, m.producer_epoch,
+                                                              m.coordinator_epoch, commit)
                     else:
                         p = broker.replica_manager.get(t.name, index)
                         if p is None:
                             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                        p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, commit, now)
+                        if not p.is_leader:
+                            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                        offset = p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, commit, now)
+                        if p.high_watermark <= offset:
+                            wait = p.wait_for_replication(offset + 1, timeout_ms)
                     code = ErrorCode.NONE
                 except KafkaError as e:
                     code = e.code
-                parts.append(R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code))
+                result = R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=code)
+                if wait is not None:
+                    waits.append((result, wait))
+                parts.append(result)
             topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
         results.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
-    return R(markers=results)
+    response = R(markers=results)
+    if any(not (isinstance(w, asyncio.Future) and w.done()) for _, w in waits):
+        return _after_replication(response, waits)
+    for result, fut in waits:
+        result.error_code = fut.result()
+    return response
+
+
+async def _after_replication(response, waits: list):
+    """Answer once every marker is replicated (or failed to be)."""
+    codes = await asyncio.gather(*(w for _, w in waits))
+    for (result, _), code in zip(waits, codes):
+        result.error_code = code
+    return response
 
 
 def error_response(req, version, code):
