@@ -262,5 +262,14 @@ class TxnRuntime(CoordinatorRuntime):
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> int:
-        """KIP-890 produce-path check that the partition is in the producer's open transaction."""
+        """KIP-890 produce-path check that the partition is in the producer's open transaction.
+
+        Only where this broker is the transaction's coordinator: Kafka asks a remote coordinator
+        with AddPartitionsToTxn v4 (verify only), which kcompat does not send yet, so a batch
+        whose coordinator is elsewhere is accepted unverified (as with
+        ``transaction.partition.verification.enable=false``) rather than refused until it times out."""
+        t = self.broker.image.topics.get(self.TOPIC)
+        p = t.partitions.get(self.coordinator.partition_for(transactional_id)) if t is not None else None
+        if p is not None and p.leader != self.broker.node_id:
+            return 0
         return self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)

@@ -3,11 +3,8 @@ three-node cluster (replication factor 3), a confluent-kafka transactional produ
 topic whose partitions are led by different brokers (markers to other brokers go by
 WriteTxnMarkers), the coordinator's process killed with SIGKILL between transactions. The
 producer goes on with the new coordinator, and a read_committed consumer reads every committed
-record and none of an aborted transaction.
-
-KIP-890 produce-path verification asks the transaction coordinator on this broker only, so it is
-switched off here (``transaction.partition.verification.enable=false``): with partitions led by
-other brokers than the coordinator, it would need AddPartitionsToTxn(verify_only) between brokers."""
+record and none of an aborted transaction. KIP-890 produce-path verification stays on (Kafka's
+default): brokers that are not the coordinator accept the batches unverified."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ def transaction(producer, i: int, n: int = 20, *, commit: bool = True) -> list[b
 
 
 def test_transactions_go_on_after_a_kill9_of_the_transaction_coordinator(tmp_path):
-    overrides = {"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
-                 "transaction.partition.verification.enable": "false"}
+    overrides = {"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3"}
     with Cluster(tmp_path, 3, overrides=overrides) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})  # alive until the result arrives
         admin.create_topics([NewTopic("t", PARTITIONS, 3)])["t"].result(15)
