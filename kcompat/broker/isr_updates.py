@@ -6,7 +6,8 @@ others pending and sent as one AlterPartition v3 (topic ids, new ISR members wit
 epochs they fetched with, KIP-903) through the controller service (local on the active
 controller, else over the controller listener). Each partition's answer goes back to the
 partition (:meth:`kcompat.isr.partition_replication.ReplicationMixin.on_isr_change_result`); a
-failed request drops the proposals, and the next fetch or ISR check proposes them again.
+failed request drops the proposals, and the next fetch or ISR check proposes them again - after
+``controller.quorum.retry.backoff.ms``, so an unavailable controller is not flooded.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class IsrUpdates:
         while self._pending and not self.broker.shutting_down:
             batch, self._pending = self._pending, {}
             try:
-                await self._send(list(batch.values()))
+                if not await self._send(list(batch.values())):
+                    await asyncio.sleep(self.broker.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
             except asyncio.CancelledError:
                 raise
             except Exception as e:   # never leave a proposal stuck in flight
@@ -59,7 +61,8 @@ class IsrUpdates:
                     partition.on_isr_change_result(ErrorCode.UNKNOWN_SERVER_ERROR)
                 await asyncio.sleep(self.broker.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
 
-    async def _send(self, items: list) -> None:
+    async def _send(self, items: list) -> bool:
+        """One AlterPartition for ``items``; True if every partition's change was accepted."""
         broker = self.broker
         lifecycle = broker.lifecycle
         epoch = lifecycle.broker_epoch if lifecycle is not None else -1
@@ -87,6 +90,7 @@ class IsrUpdates:
             resp = alter_partition.error_response(req, VERSION, e.code)
         now = broker.now_ms()
         answered = set()
+        accepted = 0
         if resp.error_code == ErrorCode.NONE:
             for t in resp.topics:
                 for pd in t.partitions:
@@ -95,8 +99,8 @@ class IsrUpdates:
                         continue
                     answered.add((t.topic_id, pd.partition_index))
                     code = ErrorCode(pd.error_code)
-                    if code != ErrorCode.NONE:
-                        log.info("%s: AlterPartition answered %s", partition, code.name)
+                    if code == ErrorCode.NONE:
+                        accepted += 1
                     partition.on_isr_change_result(code, isr=pd.isr, partition_epoch=pd.partition_epoch,
                                                    leader_epoch=pd.leader_epoch, now_ms=now)
         else:
@@ -105,3 +109,4 @@ class IsrUpdates:
             if key not in answered:
                 partition.on_isr_change_result(ErrorCode(resp.error_code) if resp.error_code else
                                                ErrorCode.UNKNOWN_SERVER_ERROR)
+        return accepted == len(by_key)

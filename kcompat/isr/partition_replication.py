@@ -31,6 +31,14 @@ log = logging.getLogger("kcompat.isr")
 
 NO_LEADER = -1
 
+# AlterPartition answers meaning this leader's view of the partition is stale: the proposal stays
+# in flight (no new ones) until the metadata brings the partition's new state (Kafka
+# ``Partition.handleAlterPartitionError``: no retry for these)
+STALE_STATE_ERRORS = frozenset({
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST,
+})
+
 
 class ReplicationMixin:
     """Leader/follower state of a partition; see the module docstring. Expects ``self.log``,
@@ -212,7 +220,9 @@ class ReplicationMixin:
     def on_isr_change_result(self, error: ErrorCode, *, isr: Iterable[int] | None = None, partition_epoch: int = -1,
                              leader_epoch: int = -1, now_ms: int = 0) -> None:
         """The controller's answer to our AlterPartition: install the committed ISR (and advance
-        the HW), or drop the proposal so a new one may be made."""
+        the HW); on an error that says our partition state is stale (:data:`STALE_STATE_ERRORS`)
+        keep the proposal in flight until the metadata updates the partition; on any other error
+        drop it so a new one may be made."""
         rs = self.replica_state
         if rs is None or leader_epoch not in (-1, self.leader_epoch) and error == ErrorCode.NONE:
             return
@@ -222,6 +232,9 @@ class ReplicationMixin:
             elif rs.pending is not None and partition_epoch <= rs.partition_epoch:
                 rs.isr_change_failed()
             self._complete_replication_waiters()
+        elif error in STALE_STATE_ERRORS:
+            log.info("%s: AlterPartition answered %s; waiting for the metadata before proposing again",
+                     self, error.name)
         else:
             rs.isr_change_failed()
 

@@ -107,8 +107,17 @@ def test_lagging_isr_members_are_proposed_out_and_caught_up_replicas_back_in(lea
     fetch(leader, 3, end, now=NOW + 10_004)          # caught up: back in
     change = leader.proposals[-1]
     assert (change.kind, change.proposed_isr) == ("expand", (1, 2, 3))
-    leader.on_isr_change_result(ErrorCode.INVALID_UPDATE_VERSION)
+    leader.on_isr_change_result(ErrorCode.OPERATION_NOT_ATTEMPTED)
     assert leader.replica_state.pending is None      # a rejected proposal can be made again
+    fetch(leader, 3, end, now=NOW + 10_005)
+    leader.on_isr_change_result(ErrorCode.INVALID_UPDATE_VERSION)
+    # our partition epoch is stale: no new proposals (no retry storm) until the metadata arrives
+    assert leader.replica_state.pending is not None
+    fetch(leader, 3, end, now=NOW + 10_006)
+    assert len(leader.proposals) == 3
+    leader.make_leader(leader_epoch=0, partition_epoch=2, replicas=[1, 2, 3], isr=[1, 2, 3], now_ms=NOW + 10_007,
+                       min_insync_replicas=2, replica_lag_time_max_ms=10_000)
+    assert leader.replica_state.pending is None and leader.isr == {1, 2, 3}
 
 
 def test_a_follower_with_a_divergent_suffix_is_told_where_to_truncate(tmp_path):
