@@ -172,21 +172,31 @@ def _response(responses):
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 
-async def _delayed(ctx, req, plan: _Plan, version: int, available: int):
-    """DelayedFetch: wait for appends until min_bytes are available or max_wait_ms passes."""
+def _delayed(ctx, req, plan: _Plan, version: int, available: int):
+    """DelayedFetch: wait for appends until min_bytes are available or max_wait_ms passes.
+
+    The sizes and HWs to compare with, and the wake-ups, are taken now, right after the read: an
+    append before the returned coroutine first runs must not go unnoticed until max_wait_ms."""
     broker = ctx.broker
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.max_wait_ms / 1000.0
     partitions = [t for _, _, t in plan.entries if not isinstance(t, ErrorCode)]
     start_sizes = [p.log.size_in_bytes for p in partitions]
-    replica = _replica_of(req, version)
     start_hws = [p.high_watermark for p in partitions]
-    need = max(req.min_bytes, 1)
     event = asyncio.Event()
     wake = event.set
     for p in partitions:
         p.add_waiter(wake)
     broker.fetch_waiters.add(wake)
+    return _wait(ctx, req, version, available, partitions, start_sizes, start_hws, event)
+
+
+async def _wait(ctx, req, version: int, available: int, partitions: list, start_sizes: list, start_hws: list,
+                event: asyncio.Event):
+    broker = ctx.broker
+    wake = event.set
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000.0
+    replica = _replica_of(req, version)
+    need = max(req.min_bytes, 1)
     try:
         while not broker.shutting_down:
             remaining = deadline - loop.time()
