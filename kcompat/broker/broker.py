@@ -141,7 +141,8 @@ class Broker:
             validate_topic_configs=validate_topic_configs,
             delete_topic_enable=lambda: cfg.get("delete.topic.enable"))
         self.cluster_control = ClusterControl(self.image, self.controller_service.sink, cluster_id=self.cluster_id,
-                                              session_timeout_ms=lambda: cfg.get("broker.session.timeout.ms"))
+                                              session_timeout_ms=lambda: cfg.get("broker.session.timeout.ms"),
+                                              unclean_enabled=self.controller_service.unclean_election_enabled)
         self.loader = MetadataLoader(self)
         voters = {v.node_id: (v.host, v.port) for v in cfg.controller_quorum_voters}
         self.quorum = QuorumRuntime(

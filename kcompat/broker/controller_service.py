@@ -36,7 +36,6 @@ class ControllerService:
         self._lock = asyncio.Lock()
         self._outbox: list[list] = []
         self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}")
-        self._unclean_enabled = self.unclean_election_enabled
         self._next_rebalance_ms: int | None = None
 
     @property
@@ -56,7 +55,6 @@ class ControllerService:
             if not self.active:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller")
             self._outbox = []
-            self._wire_cluster_control()
             try:
                 result = op()
             finally:
@@ -160,13 +158,6 @@ class ControllerService:
         dynamic then static broker config (Kafka ``ConfigurationControlManager.
         uncleanLeaderElectionEnabledForTopic``)."""
         return bool(self.broker.topic_values(topic)["unclean.leader.election.enable"])
-
-    def _wire_cluster_control(self) -> None:
-        # ClusterControl is built with an image-only view of the config; elections on this node
-        # also honour the static broker config of unclean.leader.election.enable
-        cc = getattr(self.broker, "cluster_control", None)
-        if cc is not None and cc.unclean_enabled is not self._unclean_enabled:
-            cc.unclean_enabled = self._unclean_enabled
 
     async def maybe_elect_leaders(self) -> None:
         """Active controller, every periodic tick: elect leaders for leaderless partitions of topics
