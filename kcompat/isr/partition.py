@@ -270,14 +270,7 @@ class Partition(ReplicationMixin):
         self.log.append(mv[:end], last_offset=last, max_timestamp=max(h.max_timestamp for h in headers),
                         offset_of_max_timestamp=-1, now_ms=now_ms, allow_gap=True)
         for h in headers:
-            if h.producer_id < 0:
-                continue
-            if h.is_control:
-                commit, coordinator_epoch = self._read_marker(h)
-                self._complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset,
-                                   h.max_timestamp)
-            else:
-                self.producer_state.replay(h)
+            self._replay_batch(h)
         self._wake()
         return first, last
 
@@ -393,14 +386,18 @@ class Partition(ReplicationMixin):
         # aborted-transaction entries from the replayed range are rebuilt with the replay
         self.log.truncate_aborted_txns(start)
         for h in self.log.iter_batch_headers(start):
-            if h.producer_id < 0:
-                continue
-            if h.is_control:
-                commit, coordinator_epoch = self._read_marker(h)
-                self._complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset,
-                                   h.max_timestamp)
-            else:
-                self.producer_state.replay(h)
+            self._replay_batch(h)
+
+    def _replay_batch(self, h: rb.BatchHeader) -> None:
+        """Producer state (and aborted transactions) after a stored batch: recovery and followers."""
+        if h.producer_id < 0:
+            return
+        if h.is_control:
+            commit, coordinator_epoch = self._read_marker(h)
+            self._complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, commit, h.base_offset,
+                               h.max_timestamp)
+        else:
+            self.producer_state.replay(h)
 
     def _read_marker(self, h: rb.BatchHeader) -> tuple[bool, int]:
         """(is COMMIT, coordinator epoch) of the control batch ``h`` (its record says which)."""
