@@ -1,0 +1,427 @@
+"""Committed offsets and the group admin APIs of the classic group coordinator: OffsetCommit,
+OffsetFetch, TxnOffsetCommit and transaction ends, DescribeGroups, ListGroups, DeleteGroups,
+OffsetDelete (Kafka's GroupCoordinator / GroupMetadataManager). Mixed into
+:class:`kcompat.group.coordinator.GroupCoordinator`."""
+
+from __future__ import annotations
+
+from kcompat.group import records as rec
+from kcompat.group.coordinator_types import (
+    log, EMPTY, PREPARING, COMPLETING, STABLE, DEAD, UNKNOWN_MEMBER_ID, NO_GENERATION, NO_OFFSET,
+    GROUP_TYPE_CLASSIC, GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED, Record, Result, _Api,
+    _TXN_VERIFY_ERRORS, java_string_length,
+)
+from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
+from kcompat.group.records import OffsetAndMetadata
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.delete_groups import DeleteGroupsResponse
+from kcompat.protocol.messages.describe_groups import DescribeGroupsResponse
+from kcompat.protocol.messages.list_groups import ListGroupsResponse
+from kcompat.protocol.messages.offset_commit import OffsetCommitResponse
+from kcompat.protocol.messages.offset_delete import OffsetDeleteResponse
+from kcompat.protocol.messages.offset_fetch import OffsetFetchResponse
+from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
+
+
+class OffsetsMixin:
+    """Offsets and group admin APIs of :class:`GroupCoordinator`."""
+
+    # ------------------------------------------------------------------------------------------
+    # OffsetCommit and OffsetFetch
+    # ------------------------------------------------------------------------------------------
+
+    def offset_commit(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        generation = req.generation_id_or_member_epoch if version >= 1 else NO_GENERATION
+        member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 1 else UNKNOWN_MEMBER_ID
+        instance_id = req.group_instance_id if version >= 7 else None
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        codes: list[list[ErrorCode | None]] = []
+        valid = []
+        for ti, topic in enumerate(req.topics):
+            row: list[ErrorCode | None] = []
+            for pi, p in enumerate(topic.partitions):
+                if self._partition_exists(topic.name, p.partition_index):
+                    row.append(None)
+                    valid.append((ti, pi, topic.name, p))
+                else:
+                    row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            codes.append(row)
+        if valid:
+            error, group = self._validate_commit(req.group_id, generation, member_id, instance_id, version)
+            if error is not None:
+                for ti, pi, _, _ in valid:
+                    codes[ti][pi] = error
+            else:
+                self._commit(req.group_id, group, member_id, valid, codes, version, retention)
+        response = OffsetCommitResponse(throttle_time_ms=0, topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(name=topic.name, partitions=[
+                OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                                   error_code=int(codes[ti][pi]))
+                for pi, p in enumerate(topic.partitions)])
+            for ti, topic in enumerate(req.topics)])
+        self._reply((reply_to, version), response)
+        return self._end(now_ms)
+
+    def _validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                         version: int) -> tuple[ErrorCode | None, Group | None]:
+        """ClassicGroup.validateOffsetCommit; (None, None) means a commit that creates the group."""
+        error = self._check_group(group_id, _Api.COMMIT)
+        if error is not None:
+            return error, None
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                return None, None  # a group using Kafka only to store offsets
+            # OffsetCommit v9+ says so; older versions keep ILLEGAL_GENERATION
+            return (ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION), None
+        if group.is_(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if generation < 0 and group.is_(EMPTY):
+            return None, group
+        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is not None:
+                return error, None
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION, None
+        elif not group.is_(EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if group.is_(COMPLETING):
+            # the member has its new generation but not yet its assignment
+            return ErrorCode.REBALANCE_IN_PROGRESS, None
+        return None, group
+
+    def _commit(self, group_id: str, group: Group | None, member_id: str, valid, codes, version: int,
+                retention: int) -> None:
+        if group is not None and group.state in (STABLE, PREPARING) and group.has(member_id):
+            # a commit is as good as a heartbeat (PreparingRebalance still accepts commits: the
+            # member learns of the rebalance from its next heartbeat)
+            self._schedule_heartbeat(group, group.members[member_id])
+        now = self._now
+        expire = None if retention == -1 else now + retention
+        writes = []
+        for ti, pi, topic, p in valid:
+            metadata = p.committed_metadata if p.committed_metadata is not None else ""
+            if java_string_length(metadata) > self.config.offset_metadata_max_bytes:
+                codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            codes[ti][pi] = ErrorCode.NONE
+            commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+            epoch = p.committed_leader_epoch if version >= 6 else rec.NO_LEADER_EPOCH
+            writes.append((topic, p.partition_index, OffsetAndMetadata(p.committed_offset, epoch, metadata,
+                                                                       commit_ts, expire)))
+        if not writes:
+            return
+        if group is None:
+            group = self._new_group(group_id)
+        for topic, partition, om in writes:
+            group.pending_commits[(topic, partition)] += 1
+            self._emit(group.partition, rec.offset_commit_key(group_id, topic, partition),
+                       rec.offset_commit_value(om), applied=False)
+
+    # ------------------------------------------------------------------------------------------
+    # TxnOffsetCommit and the end of transactions
+    # ------------------------------------------------------------------------------------------
+
+    def txn_offset_commit(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """TxnOffsetCommit 0-4: offsets committed as part of the producer's transaction
+        (``send_offsets_to_transaction``). The records go in a transactional batch of the
+        producer; they become visible when the transaction commits (:meth:`complete_txn`)."""
+        self._begin(now_ms)
+        # v3+ (KIP-447) carry the consumer's group metadata; older versions none
+        generation = req.generation_id if version >= 3 else NO_GENERATION
+        member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 3 else UNKNOWN_MEMBER_ID
+        instance_id = req.group_instance_id if version >= 3 else None
+        codes: list[list[ErrorCode | None]] = []
+        valid = []
+        for ti, topic in enumerate(req.topics):
+            row: list[ErrorCode | None] = []
+            for pi, p in enumerate(topic.partitions):
+                if self._partition_exists(topic.name, p.partition_index):
+                    row.append(None)
+                    valid.append((ti, pi, topic.name, p))
+                else:
+                    row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            codes.append(row)
+        if valid:
+            error = self._check_group(req.group_id, _Api.TXN_COMMIT)
+            group = None
+            if error is None:
+                error = self._verify_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                         self.partition_for(req.group_id))
+            if error is None:
+                error, group = self._validate_txn_commit(req.group_id, generation, member_id, instance_id)
+            if error is not None:
+                for ti, pi, _, _ in valid:
+                    codes[ti][pi] = error
+            else:
+                self._txn_commit(req.group_id, group, req.producer_id, req.producer_epoch, valid, codes, version)
+        R = TxnOffsetCommitResponse
+        self._reply((reply_to, version), R(throttle_time_ms=0, topics=[
+            R.TxnOffsetCommitResponseTopic(name=topic.name, partitions=[
+                R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(codes[ti][pi]))
+                for pi, p in enumerate(topic.partitions)])
+            for ti, topic in enumerate(req.topics)]))
+        return self._end(now_ms)
+
+    def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    partition: int) -> ErrorCode | None:
+        if self._txn_verifier is None:
+            return None
+        code = self._txn_verifier(transactional_id, producer_id, producer_epoch, partition)
+        if not code:
+            return None
+        error = ErrorCode(code)
+        return _TXN_VERIFY_ERRORS.get(error, error)
+
+    def _validate_txn_commit(self, group_id: str, generation: int, member_id: str,
+                             instance_id: str | None) -> tuple[ErrorCode | None, Group | None]:
+        """ClassicGroup.validateOffsetCommit for a transactional commit (Kafka's
+        OffsetMetadataManager.validateTransactionalOffsetCommit): the generation, member id and
+        instance id are checked only when one of them is given (KIP-447, v3+); no member
+        requirement otherwise, and no REBALANCE_IN_PROGRESS. (None, None) creates the group."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return (None, None) if generation < 0 else (ErrorCode.ILLEGAL_GENERATION, None)
+        if group.is_(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if generation < 0 and group.is_(EMPTY):
+            return None, group
+        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is not None:
+                return error, None
+            if generation != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION, None
+        return None, group
+
+    def _txn_commit(self, group_id: str, group: Group | None, producer_id: int, producer_epoch: int, valid,
+                    codes, version: int) -> None:
+        now = self._now
+        writes = []
+        for ti, pi, topic, p in valid:
+            metadata = p.committed_metadata if p.committed_metadata is not None else ""
+            if java_string_length(metadata) > self.config.offset_metadata_max_bytes:
+                codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            codes[ti][pi] = ErrorCode.NONE
+            epoch = p.committed_leader_epoch if version >= 2 else rec.NO_LEADER_EPOCH
+            writes.append((topic, p.partition_index, OffsetAndMetadata(p.committed_offset, epoch, metadata, now)))
+        if not writes:
+            return
+        if group is None:
+            group = self._new_group(group_id)
+        for topic, partition, om in writes:
+            group.pending_commits[(topic, partition)] += 1
+            self._records.append(Record(group.partition, rec.offset_commit_key(group_id, topic, partition),
+                                        rec.offset_commit_value(om), producer_id, producer_epoch))
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool, now_ms: int) -> Result:
+        """The COMMIT or ABORT marker of ``producer_id``'s transaction was written to
+        ``__consumer_offsets``-``partition`` (Kafka's handleTxnCompletion / replay of the end
+        transaction marker): its transactional offsets there become committed, unless a later
+        record committed the same partition, or are dropped. The marker is the record: nothing
+        is written."""
+        self._begin(now_ms)
+        state = self._loading.get(partition)
+        if state is not None:
+            self._apply_loading_marker(state, producer_id, commit)
+        elif partition in self._owned:
+            for group_id in sorted(self._open_txns.pop((partition, producer_id), ())):
+                group = self._groups.get(group_id)
+                if group is None or group.partition != partition or producer_id not in group.pending_txn:
+                    continue
+                n = group.complete_txn(producer_id, commit)
+                log.debug("group %s: transaction of producer %d %s, %d offsets committed", group_id, producer_id,
+                          "committed" if commit else "aborted", n)
+                self._maybe_drop_offsets_only_group(group)
+        return self._end(now_ms)
+
+    def offset_fetch(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        R = OffsetFetchResponse
+        # KIP-447 (v7+): with require_stable, partitions with transactional offsets waiting for
+        # their transaction answer UNSTABLE_OFFSET_COMMIT (the consumer retries)
+        require_stable = version >= 7 and bool(req.require_stable)
+        if version >= 8:
+            groups = []
+            for g in req.groups:
+                wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                error, topics = self._fetch_offsets(g.group_id, wanted, require_stable)
+                groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(error or 0), topics=[
+                    R.OffsetFetchResponseTopics(name=name, partitions=[
+                        R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                                        metadata=md, error_code=int(pe))
+                        for p, o, e, md, pe in parts])
+                    for name, parts in topics]))
+            response = R(throttle_time_ms=0, groups=groups)
+        else:
+            wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+            error, topics = self._fetch_offsets(req.group_id, wanted, require_stable)
+            if error is not None and version < 2:
+                # no top-level error before v2: every requested partition carries it
+                topics = [(name, [(p, NO_OFFSET, rec.NO_LEADER_EPOCH, "", error) for p in parts])
+                          for name, parts in wanted or ()]
+            response = R(throttle_time_ms=0, error_code=int(error or 0) if version >= 2 else 0, topics=[
+                R.OffsetFetchResponseTopic(name=name, partitions=[
+                    R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                                   metadata=md, error_code=int(pe))
+                    for p, o, e, md, pe in parts])
+                for name, parts in topics])
+        self._reply((reply_to, version), response)
+        return self._end(now_ms)
+
+    def _fetch_offsets(self, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool):
+        """(group error or None, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
+        Missing offsets are -1 with no error; ``wanted`` None means every committed offset (v2+).
+        Transactional offsets are never returned: without ``require_stable`` a partition gives
+        its last committed offset, with it UNSTABLE_OFFSET_COMMIT while a transaction has offsets
+        pending there (Kafka's OffsetMetadataManager.fetchOffsets / fetchAllOffsets)."""
+        error = self._check_group(group_id, _Api.FETCH)
+        if error is not None:
+            return error, []
+        group = self._groups.get(group_id)
+        live = group is not None and not group.is_(DEAD)
+        offsets = group.offsets if live else {}
+        unstable = group.pending_txn_partitions() if live and require_stable and group.pending_txn else set()
+
+        def entry(tp: tuple[str, int], om: OffsetAndMetadata | None):
+            if tp in unstable:
+                return (tp[1], NO_OFFSET, rec.NO_LEADER_EPOCH, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            if om is None:
+                return (tp[1], NO_OFFSET, rec.NO_LEADER_EPOCH, "", ErrorCode.NONE)
+            return (tp[1], om.offset, om.leader_epoch, om.metadata, ErrorCode.NONE)
+
+        if wanted is None:
+            by_topic: dict[str, list] = {}
+            for tp, om in offsets.items():
+                by_topic.setdefault(tp[0], []).append(entry(tp, om))
+            return None, list(by_topic.items())
+        return None, [(topic, [entry((topic, p), offsets.get((topic, p))) for p in partitions])
+                      for topic, partitions in wanted]
+
+    # ------------------------------------------------------------------------------------------
+    # DescribeGroups, ListGroups, DeleteGroups, OffsetDelete
+    # ------------------------------------------------------------------------------------------
+
+    def describe_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        D = DescribeGroupsResponse
+        ops = GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+        described = []
+        for group_id in req.groups:
+            error = self._check_group(group_id, _Api.DESCRIBE)
+            group = self._groups.get(group_id) if error is None else None
+            if error is not None:
+                described.append(D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="",
+                                                  protocol_type="", protocol_data="", members=[],
+                                                  authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            elif group is None:
+                described.append(D.DescribedGroup(error_code=0, group_id=group_id, group_state=str(DEAD),
+                                                  protocol_type="", protocol_data="", members=[],
+                                                  authorized_operations=ops))
+            else:
+                stable = group.is_(STABLE)
+                members = [D.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                    member_assignment=m.assignment if stable else b"") for m in group.members.values()]
+                described.append(D.DescribedGroup(
+                    error_code=0, group_id=group_id, group_state=str(group.state),
+                    protocol_type=group.protocol_type or "",
+                    protocol_data=(group.protocol_name or "") if stable else "",
+                    members=members, authorized_operations=ops))
+        self._reply((reply_to, version), D(throttle_time_ms=0, groups=described))
+        return self._end(now_ms)
+
+    def list_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        L = ListGroupsResponse
+        if not self._active:
+            response = L(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
+        else:
+            states = {s.lower() for s in (req.states_filter or ())} if version >= 4 else set()
+            types = {t.lower() for t in (req.types_filter or ())} if version >= 5 else set()
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE
+            listed = []
+            if not types or GROUP_TYPE_CLASSIC in types:
+                for group in self._groups.values():
+                    if states and str(group.state).lower() not in states:
+                        continue
+                    listed.append(L.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
+                                                group_state=str(group.state), group_type=GROUP_TYPE_CLASSIC))
+            response = L(throttle_time_ms=0, error_code=int(error), groups=listed)
+        self._reply((reply_to, version), response)
+        return self._end(now_ms)
+
+    def delete_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        results: dict[str, ErrorCode] = {}
+        for group_id in req.groups_names:
+            if group_id in results:
+                continue
+            error = self._check_group(group_id, _Api.DELETE)
+            if error is None:
+                group = self._groups.get(group_id)
+                if group is None or group.is_(DEAD):
+                    error = ErrorCode.GROUP_ID_NOT_FOUND
+                elif group.is_(EMPTY):
+                    log.info("group %s: deleted with %d committed offsets", group_id, len(group.offsets))
+                    self._cleanup_group(group, group.offset_partitions(), force_dead=True)
+                    error = ErrorCode.NONE
+                else:
+                    error = ErrorCode.NON_EMPTY_GROUP
+            results[group_id] = error
+        self._reply((reply_to, version), DeleteGroupsResponse(throttle_time_ms=0, results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in results.items()]))
+        return self._end(now_ms)
+
+    def offset_delete(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        O = OffsetDeleteResponse
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        candidates = []
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if self._partition_exists(*tp):
+                    candidates.append(tp)
+                else:
+                    codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        error = self._check_group(req.group_id, _Api.OFFSET_DELETE)
+        group = self._groups.get(req.group_id) if error is None else None
+        if error is None:
+            if group is None or group.is_(DEAD):
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.is_(EMPTY):
+                eligible = candidates
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                eligible = []
+                for tp in candidates:
+                    if group.is_subscribed_to(tp[0]):
+                        codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                    else:
+                        eligible.append(tp)
+            else:
+                error = ErrorCode.NON_EMPTY_GROUP
+        if error is not None:
+            response = O(error_code=int(error), throttle_time_ms=0, topics=[])
+        else:
+            known = group.offset_partitions()
+            removed = {tp for tp in eligible if tp in known}
+            for tp in eligible:
+                codes[tp] = ErrorCode.NONE
+            if removed:
+                log.info("group %s: offsets deleted for %s", group.group_id, sorted(removed))
+            self._cleanup_group(group, removed)
+            topics = []
+            for topic in req.topics:
+                parts = list(dict.fromkeys(p.partition_index for p in topic.partitions))
+                topics.append(O.OffsetDeleteResponseTopic(name=topic.name, partitions=[
+                    O.OffsetDeleteResponsePartition(partition_index=p, error_code=int(codes[(topic.name, p)]))
+                    for p in parts]))
+            response = O(error_code=0, throttle_time_ms=0, topics=topics)
+        self._reply((reply_to, version), response)
+        return self._end(now_ms)
