@@ -12,13 +12,10 @@ for the internal topics) and ``group.initial.rebalance.delay.ms=0``, the value K
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from conformance import procs
-from conformance.targets import Target, wait_serving
+from conformance.targets import ProcessTarget
 
 LOG4J = """log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
@@ -42,11 +39,10 @@ def java_command(lib: Path, main: str, args: list[str], *, heap: str = "512m", l
     return cmd + ["-cp", f"{lib}/*", main] + list(args)
 
 
-class ReferenceKafka(Target):
+class ReferenceKafka(ProcessTarget):
     """Apache Kafka ``version`` (KRaft, broker+controller) on ``host``."""
 
     kind = "reference"
-    restartable = True
 
     def __init__(self, lib: Path, version: str, workdir: Path, *, host: str = "127.0.0.1",
                  heap: str = "1g", start_timeout: float = 120.0) -> None:
@@ -63,7 +59,6 @@ class ReferenceKafka(Target):
         self.data_dir = self.workdir / "data"
         self.log_path = self.workdir / "server.log"
         self.stdout_path = self.workdir / "stdout.log"
-        self.proc: subprocess.Popen | None = None
         self._formatted = False
 
     def properties(self) -> str:
@@ -103,46 +98,11 @@ class ReferenceKafka(Target):
             raise RuntimeError(f"StorageTool format failed: {fmt.summary()}")
         self._formatted = True
 
-    def start(self) -> None:
+    def launch(self) -> tuple[list[str], Path, dict]:
         if not self._formatted:
             self._format()
-        out = open(self.stdout_path, "a")
-        out.write(f"\n=== {time.strftime('%H:%M:%S')} starting Kafka {self.version}\n")
-        out.flush()
         cmd = self._java("kafka.Kafka", [str(self.workdir / "server.properties")], heap=self.heap, quick=False)
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        out.close()
-        try:
-            wait_serving(self.bootstrap, self.start_timeout, self.proc, what=self.label)
-        except Exception as e:
-            self.kill()
-            raise RuntimeError(f"{self.label} did not start: {e}\n{self.log_tail()}") from None
-
-    def stop(self, timeout: float = 60.0) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            procs.kill_group(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                procs.kill_group(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.proc = None
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            procs.kill_group(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
-
-    def restart(self, mode: str = "clean") -> None:
-        if mode == "kill":
-            self.kill()
-        else:
-            self.stop()
-        self.start()
+        return cmd, self.stdout_path, {}
 
     def describe(self) -> dict:
         d = super().describe()

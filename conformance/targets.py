@@ -106,43 +106,28 @@ class ExternalTarget(Target):
         wait_serving(self.bootstrap, 30, what=self.label)
 
 
-class CommandTarget(Target):
-    """A broker started by the suite from a command template; restartable."""
+class ProcessTarget(Target):
+    """A broker process the suite starts and owns (in its own process group): start and wait until
+    it serves, SIGTERM stop, SIGKILL, restart on the same port and data. Subclasses say what to run
+    (:meth:`launch`) and set ``bootstrap``, ``label``, ``start_timeout``."""
 
-    kind = "command"
     restartable = True
+    proc: subprocess.Popen | None = None
+    restarts = 0
+    start_timeout = 60.0
 
-    def __init__(self, command: str, workdir: Path, *, host: str = "127.0.0.1", label: str = "broker",
-                 start_timeout: float = 60.0) -> None:
-        if command == KCOMPAT_PRESET:
-            command = KCOMPAT_COMMAND.replace("{python}", shlex.quote(sys.executable))
-            if label == "broker":
-                label = "kcompat"
-        self.template = command
-        self.workdir = Path(workdir)
-        self.host = host
-        self.label = label
-        self.port = procs.free_port(host)
-        self.data_dir = self.workdir / "data"
-        self.log_path = self.workdir / "broker.log"
-        self.start_timeout = start_timeout
-        self.proc: subprocess.Popen | None = None
-        self.bootstrap = f"{host}:{self.port}"
-        self.restarts = 0
-
-    def argv(self) -> list[str]:
-        cmd = self.template.format(host=self.host, port=self.port, data_dir=self.data_dir)
-        return shlex.split(cmd)
+    def launch(self) -> tuple[list[str], Path, dict]:
+        """(argv, file for its stdout and stderr, extra ``subprocess.Popen`` arguments)."""
+        raise NotImplementedError
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "a")
-        log.write(f"\n=== {time.strftime('%H:%M:%S')} starting: {' '.join(self.argv())}\n")
-        log.flush()
-        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=environment_python_path(), cwd=self.workdir)
-        log.close()
+        argv, out_path, popen_args = self.launch()
+        out = open(out_path, "a")
+        out.write(f"\n=== {time.strftime('%H:%M:%S')} starting: {' '.join(argv)}\n")
+        out.flush()
+        self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, **popen_args)
+        out.close()
         try:
             wait_serving(self.bootstrap, self.start_timeout, self.proc, what=self.label)
         except Exception as e:
@@ -175,6 +160,37 @@ class CommandTarget(Target):
             self.stop()
         self.restarts += 1
         self.start()
+
+
+class CommandTarget(ProcessTarget):
+    """A broker started by the suite from a command template; restartable."""
+
+    kind = "command"
+
+    def __init__(self, command: str, workdir: Path, *, host: str = "127.0.0.1", label: str = "broker",
+                 start_timeout: float = 60.0) -> None:
+        if command == KCOMPAT_PRESET:
+            command = KCOMPAT_COMMAND.replace("{python}", shlex.quote(sys.executable))
+            if label == "broker":
+                label = "kcompat"
+        self.template = command
+        self.workdir = Path(workdir)
+        self.host = host
+        self.label = label
+        self.port = procs.free_port(host)
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "broker.log"
+        self.start_timeout = start_timeout
+        self.bootstrap = f"{host}:{self.port}"
+
+    def argv(self) -> list[str]:
+        cmd = self.template.format(host=self.host, port=self.port, data_dir=self.data_dir)
+        return shlex.split(cmd)
+
+    def launch(self) -> tuple[list[str], Path, dict]:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.argv(), self.log_path, {"env": environment_python_path(), "cwd": self.workdir}
 
     def describe(self) -> dict:
         d = super().describe()
