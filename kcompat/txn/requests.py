@@ -1,0 +1,285 @@
+"""Client requests that open and extend transactions, for the transaction coordinator:
+InitProducerId (with epoch bumps and fencing, KIP-360/KIP-588), AddPartitionsToTxn,
+AddOffsetsToTxn and KIP-890 verification (Kafka's TransactionCoordinator). Mixed into
+:class:`kcompat.txn.coordinator.TransactionCoordinator`."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
+from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
+from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse
+from kcompat.txn.coordinator_types import (
+    log, OFFSETS_TOPIC, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, MAX_PRODUCER_EPOCH, EMPTY, ONGOING,
+    PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, TopicPartition, is_epoch_exhausted,
+    _PRODUCE_VERIFY_ERRORS, Result, _Transit, TxnMetadata,
+)
+from kcompat.txn.state import PREPARE_STATES, TxnEvent
+
+
+class TxnRequestsMixin:
+    """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, verification."""
+
+    # ------------------------------------------------------------------------------------------
+    # InitProducerId
+    # ------------------------------------------------------------------------------------------
+
+    def init_producer_id(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+
+        def respond(error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
+                    producer_epoch: int = NO_PRODUCER_EPOCH) -> InitProducerIdResponse:
+            if version < 4 and error is ErrorCode.PRODUCER_FENCED:
+                error = ErrorCode.INVALID_PRODUCER_EPOCH  # older clients do not know PRODUCER_FENCED
+            if error is not ErrorCode.NONE:
+                producer_id, producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=int(error), producer_id=producer_id,
+                                          producer_epoch=producer_epoch)
+
+        tid = req.transactional_id
+        expected: tuple[int, int] | None = None
+        if version >= 3:
+            pid, epoch = req.producer_id, req.producer_epoch
+            if pid == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:
+                expected = None
+            elif pid == NO_PRODUCER_ID or epoch == NO_PRODUCER_EPOCH:
+                self._reply(reply_to, respond(ErrorCode.INVALID_REQUEST))
+                return self._end()
+            else:
+                expected = (pid, epoch)
+
+        if tid is None:  # an idempotent producer: a new producer id, always
+            pid = self._allocate()
+            if isinstance(pid, ErrorCode):
+                self._reply(reply_to, respond(pid))
+            else:
+                self._reply(reply_to, respond(ErrorCode.NONE, pid, 0))
+            return self._end()
+        if tid == "":
+            self._reply(reply_to, respond(ErrorCode.INVALID_REQUEST))
+            return self._end()
+        timeout = req.transaction_timeout_ms
+        if not 0 < timeout <= self.config.max_timeout_ms:
+            self._reply(reply_to, respond(ErrorCode.INVALID_TRANSACTION_TIMEOUT))
+            return self._end()
+        error = self._owner_error(tid)
+        if error is not None:
+            self._reply(reply_to, respond(error))
+            return self._end()
+
+        m = self._txns.get(tid)
+        if m is None:
+            pid = self._allocate()
+            if isinstance(pid, ErrorCode):
+                self._reply(reply_to, respond(pid))
+                return self._end()
+            # Kafka puts the new metadata in its cache before the append; here it stays invisible
+            # (DescribeTransactions, ListTransactions) until its first record is replayed
+            m = TxnMetadata(tid, self.partition_for(tid), pid, NO_PRODUCER_EPOCH, timeout, EMPTY, now_ms)
+            m.visible = False
+            self._txns[tid] = m
+
+        outcome = self._prepare_init_producer_id(m, timeout, expected, now_ms)
+        if isinstance(outcome, ErrorCode):
+            self._reply(reply_to, respond(outcome))
+        elif outcome is None:  # an ongoing transaction was fenced: retry once it is aborted
+            self._reply(reply_to, respond(ErrorCode.CONCURRENT_TRANSACTIONS),
+                        ((tid,), lambda lost: respond(lost[tid])))
+        else:
+            self._write(m, outcome, (TxnEvent.INIT_PRODUCER_ID,))
+            log.info("transactional id %s: producer id %d epoch %d", tid, outcome.producer_id, outcome.producer_epoch)
+            self._reply(reply_to, respond(ErrorCode.NONE, outcome.producer_id, outcome.producer_epoch),
+                        ((tid,), lambda lost: respond(lost[tid])))
+        return self._end()
+
+    def _prepare_init_producer_id(self, m: TxnMetadata, timeout: int, expected: tuple[int, int] | None,
+                                  now_ms: int) -> _Transit | ErrorCode | None:
+        """Kafka's prepareInitProducerIdTransit: the Empty transit to write, an error, or None when
+        an ongoing transaction was fenced and is being aborted."""
+        if m.busy:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if expected is not None and not (
+                m.epoch == NO_PRODUCER_EPOCH  # metadata just created: the producer recovers from UNKNOWN_PRODUCER_ID
+                or expected[0] == m.producer_id
+                # a retry after an epoch overflow whose response the producer never got
+                or (expected[0] == m.last_producer_id and is_epoch_exhausted(expected[1]))):
+            return ErrorCode.PRODUCER_FENCED
+        if m.state is ONGOING:
+            # Abort the ongoing transaction with a bumped epoch first; the producer retries and then
+            # gets the epoch bumped once more (or a new producer id if that exhausts the epochs).
+            return self._fence_and_abort(m)
+        assert m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT), m
+        if is_epoch_exhausted(m.epoch) and (expected is None or expected[1] == m.epoch):
+            pid = self._allocate()
+            if isinstance(pid, ErrorCode):
+                return pid
+            log.info("transactional id %s: epochs of producer id %d exhausted, new producer id %d",
+                     m.transactional_id, m.producer_id, pid)
+            return m.transit(producer_id=pid, producer_epoch=0,
+                             last_producer_epoch=m.epoch if expected is not None else NO_PRODUCER_EPOCH,
+                             timeout_ms=timeout, state=EMPTY, partitions=frozenset(), txn_start_ms=-1,
+                             last_update_ms=now_ms)
+        # Kafka's prepareIncrementProducerEpoch
+        if expected is None:
+            epoch, last_epoch = m.epoch + 1, NO_PRODUCER_EPOCH
+        elif m.epoch == NO_PRODUCER_EPOCH or expected[1] == m.epoch:
+            epoch, last_epoch = m.epoch + 1, m.epoch  # continue after an error (KIP-360)
+        elif expected[1] == m.last_producer_epoch:
+            epoch, last_epoch = m.epoch, m.last_producer_epoch  # a retry of a call that succeeded
+        else:
+            log.info("transactional id %s: expected epoch %d is neither the current %d nor the previous %d",
+                     m.transactional_id, expected[1], m.epoch, m.last_producer_epoch)
+            return ErrorCode.PRODUCER_FENCED
+        return m.transit(producer_epoch=epoch, last_producer_epoch=last_epoch, timeout_ms=timeout, state=EMPTY,
+                         partitions=frozenset(), txn_start_ms=-1, last_update_ms=now_ms)
+
+    def _fence_and_abort(self, m: TxnMetadata) -> None:
+        """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT, isFromClient=false):
+        PrepareAbort with the epoch bumped, so the producer of the ongoing transaction is fenced."""
+        if m.epoch >= MAX_PRODUCER_EPOCH:  # never happens: clients get at most Short.MaxValue - 1
+            raise RuntimeError(f"cannot fence producer {m.producer_id} of {m.transactional_id}: epoch {m.epoch}")
+        bumped = m.epoch + 1 if m.fence_epoch is None else m.fence_epoch
+        m.fence_epoch = bumped
+        m.last_producer_epoch = NO_PRODUCER_EPOCH
+        transit = m.transit(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH, state=PREPARE_ABORT,
+                            last_update_ms=self._now)
+        log.info("transactional id %s: fencing producer id %d epoch %d, aborting its transaction with epoch %d",
+                 m.transactional_id, m.producer_id, m.producer_epoch, bumped)
+        self._prepare_end(m, transit, (TxnEvent.FENCE_EPOCH, TxnEvent.ABORT), commit=False, fence=True)
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    # AddPartitionsToTxn / AddOffsetsToTxn
+    # ------------------------------------------------------------------------------------------
+
+    def add_partitions_to_txn(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """Versions 0-3 (one transaction, from the producer) and 4-5 (batched, from brokers,
+        ``verify_only`` to check partitions instead of adding them: KIP-890 part 1)."""
+        self._begin(now_ms)
+        if version < 4:
+            txns = [(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                     req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)]
+        else:
+            txns = [(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)
+                    for t in req.transactions]
+        results: dict[str, dict[TopicPartition, ErrorCode]] = {}
+        written: list[str] = []
+        for tid, pid, epoch, verify_only, topics in txns:
+            partitions = list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
+            unknown = {tp for tp in partitions if not self._partition_exists(*tp)}
+            if unknown:
+                # any failed partition fails the whole transaction; the others were not attempted
+                results[tid] = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                                else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
+            elif verify_only:
+                errors = self._verify_partitions(tid, pid, epoch, partitions)
+                if version < 5:  # TRANSACTION_ABORTABLE is new in v5 (KIP-890)
+                    errors = {tp: ErrorCode.INVALID_TXN_STATE if e is ErrorCode.TRANSACTION_ABORTABLE else e
+                              for tp, e in errors.items()}
+                results[tid] = errors
+            else:
+                error, wrote = self._add_partitions(tid, pid, epoch, set(partitions), now_ms)
+                if version < 2 and error is ErrorCode.PRODUCER_FENCED:
+                    error = ErrorCode.INVALID_PRODUCER_EPOCH
+                results[tid] = {tp: error for tp in partitions}
+                if wrote:
+                    written.append(tid)
+
+        def build(res: dict[str, dict[TopicPartition, ErrorCode]]) -> AddPartitionsToTxnResponse:
+            def topic_results(errors: dict[TopicPartition, ErrorCode]):
+                by_topic: dict[str, list] = {}
+                for (topic, p), e in errors.items():
+                    by_topic.setdefault(topic, []).append(AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(
+                        partition_index=p, partition_error_code=int(e)))
+                return [AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps)
+                        for t, ps in by_topic.items()]
+
+            if version < 4:
+                errors = next(iter(res.values()))
+                return AddPartitionsToTxnResponse(throttle_time_ms=0,
+                                                  results_by_topic_v3_and_below=topic_results(errors))
+            return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=[
+                AddPartitionsToTxnResponse.AddPartitionsToTxnResult(transactional_id=t, topic_results=topic_results(e))
+                for t, e in res.items()])
+
+        def rebuild(lost: dict[str, ErrorCode]) -> AddPartitionsToTxnResponse:
+            return build({tid: ({tp: lost[tid] for tp in errors} if tid in lost else errors)
+                          for tid, errors in results.items()})
+
+        self._reply(reply_to, build(results), (tuple(written), rebuild))
+        return self._end()
+
+    def add_offsets_to_txn(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """Adds ``__consumer_offsets``-<partition of the group> to the transaction."""
+        self._begin(now_ms)
+        tid = req.transactional_id
+        tp = (OFFSETS_TOPIC, self._group_partition_for(req.group_id))
+        error, wrote = self._add_partitions(tid, req.producer_id, req.producer_epoch, {tp}, now_ms)
+
+        def respond(e: ErrorCode) -> AddOffsetsToTxnResponse:
+            if version < 2 and e is ErrorCode.PRODUCER_FENCED:
+                e = ErrorCode.INVALID_PRODUCER_EPOCH
+            return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(e))
+
+        self._reply(reply_to, respond(error), ((tid,), lambda lost: respond(lost[tid])) if wrote else None)
+        return self._end()
+
+    def _add_partitions(self, tid: str, producer_id: int, producer_epoch: int, partitions: set[TopicPartition],
+                        now_ms: int) -> tuple[ErrorCode, bool]:
+        """Kafka's handleAddPartitionsToTransaction: (error, whether a record was written)."""
+        if not tid:
+            return ErrorCode.INVALID_REQUEST, False
+        error = self._owner_error(tid)
+        if error is not None:
+            return error, False
+        m = self._txns.get(tid)
+        if m is None or m.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, False
+        if m.epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED, False
+        if m.busy:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, False
+        if m.state is ONGOING and partitions <= m.partitions:
+            return ErrorCode.NONE, False  # already in the transaction: no record
+        start = now_ms if m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) else m.txn_start_ms
+        transit = m.transit(state=ONGOING, partitions=frozenset(m.partitions | partitions), txn_start_ms=start,
+                            last_update_ms=now_ms)
+        self._write(m, transit, (TxnEvent.ADD_PARTITIONS,))
+        return ErrorCode.NONE, True
+
+    def _verify_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ verify_only)."""
+        partitions = list(partitions)
+        error = self._verify_error(tid, producer_id, producer_epoch)
+        if error is not None:
+            return {tp: error for tp in partitions}
+        m = self._txns[tid]
+        return {tp: ErrorCode.NONE if tp in m.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
+
+    def _verify_error(self, tid: str, producer_id: int, producer_epoch: int) -> ErrorCode | None:
+        if not tid:
+            return ErrorCode.INVALID_REQUEST
+        error = self._owner_error(tid)
+        if error is not None:
+            return error
+        m = self._txns.get(tid)
+        if m is None or m.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if m.epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if m.state in PREPARE_STATES:  # pending transitions are not checked: the append checks again
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return None
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int) -> int:
+        """KIP-890 part 1 produce-path verification, for a coordinator on the same broker: 0 if
+        ``topic``-``partition`` is in the ongoing transaction of this producer id and epoch, else
+        the error the producer gets from Kafka 3.8/3.9 for that batch: INVALID_TXN_STATE (partition
+        not added), INVALID_PRODUCER_EPOCH (fenced), INVALID_PRODUCER_ID_MAPPING, or
+        NOT_ENOUGH_REPLICAS (retriable: CONCURRENT_TRANSACTIONS, loading, not the coordinator)."""
+        raw = self._verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
+        error = raw[(topic, partition)]
+        return int(_PRODUCE_VERIFY_ERRORS.get(error, error))
