@@ -28,6 +28,13 @@ log = logging.getLogger("kcompat.isr.fetcher")
 
 FETCH_VERSION = 16
 LIST_OFFSETS_VERSION = 7
+# The leader answered as if it had not yet seen the metadata that made it leader at our epoch
+# (it is a follower or has an older leader epoch): right after an election every replica learns
+# the change within a metadata round trip, so such a partition is retried after this many ms
+# instead of replica.fetch.backoff.ms (Kafka waits the full backoff, which after a failover
+# holds acks=all produces on the new leader for up to a second).
+METADATA_LAG_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH)
+METADATA_LAG_BACKOFF_MS = 50
 EARLIEST, LATEST = -2, -1
 
 
@@ -232,9 +239,12 @@ class ReplicaFetcher:
                     if action.offset > partition.log.log_start_offset:
                         partition.log.delete_records_before(action.offset)
                 elif isinstance(action, Backoff):
-                    if action.error not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH):
+                    backoff_ms = self.broker.config.get("replica.fetch.backoff.ms")
+                    if action.error in METADATA_LAG_ERRORS:
+                        backoff_ms = min(backoff_ms, METADATA_LAG_BACKOFF_MS)
+                    else:
                         log.info("%s: fetch from leader %d: %s", partition, self.leader_id, action.error.name)
-                    entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                    entry[2] = now + backoff_ms
                     return False
                 elif isinstance(action, Fenced):
                     log.info("%s: leader %d has a newer leader epoch; waiting for metadata", partition, self.leader_id)

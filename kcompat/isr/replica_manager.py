@@ -72,13 +72,18 @@ class ReplicaManager:
         """Make ``p`` leader or follower as the metadata says (Kafka ``ReplicaManager.applyDelta``
         -> ``makeLeader`` / ``makeFollower``), and start or stop its fetcher."""
         if leader == self.node_id:
-            p.make_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas, isr=isr,
-                          now_ms=now_ms, min_insync_replicas=min_insync_replicas,
-                          replica_lag_time_max_ms=replica_lag_time_max_ms, is_eligible=is_eligible)
+            if p.make_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas, isr=isr,
+                             now_ms=now_ms, min_insync_replicas=min_insync_replicas,
+                             replica_lag_time_max_ms=replica_lag_time_max_ms, is_eligible=is_eligible):
+                log.info("%s: leader at epoch %d from offset %d, ISR %s", p, leader_epoch,
+                         p.log.log_end_offset, sorted(isr))
             if self.follower_listener is not None:
                 self.follower_listener(p, -1, leader_epoch)
         else:
             changed = p.make_follower(leader_id=leader, leader_epoch=leader_epoch, replicas=replicas)
+            if changed:
+                log.info("%s: follower of %s at leader epoch %d", p, leader if leader >= 0 else "no leader",
+                         leader_epoch)
             if self.follower_listener is not None and (changed or leader < 0):
                 self.follower_listener(p, leader, leader_epoch)
 
