@@ -18,13 +18,16 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
   the log end offset, not the HW, records the follower's position (which advances the HW and
   may expand the ISR) and, from v12, answers ``diverging_epoch`` instead of records when the
   follower's ``last_fetched_epoch`` does not match this log (KIP-320); its long poll also ends
-  when the HW moves, so followers learn the HW promptly.
+  when the HW moves, so followers learn the HW promptly;
+- v16+: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH partitions carry ``current_leader`` and the
+  response the leaders' ``node_endpoints`` (KIP-951, :mod:`kcompat.broker.leader_hints`).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from kcompat.broker.leader_hints import FETCH_HINT_ERRORS, add_leader_hints
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.fetch import FetchResponse as R
 
@@ -53,7 +56,7 @@ def handle(ctx, req):
     responses, total, has_error = _read_all(broker, req, plan, version, _replica_of(req, version))
     if req.max_wait_ms <= 0 or total >= max(req.min_bytes, 1) or has_error or not plan.entries \
             or broker.shutting_down:
-        return _response(responses)
+        return _response(ctx, responses)
     return _delayed(ctx, req, plan, version, total)
 
 
@@ -168,8 +171,17 @@ def _error_partition(index: int, code: ErrorCode):
                            records=b"")
 
 
-def _response(responses):
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+def _response(ctx, responses):
+    """The FetchResponse; v16+ with current-leader hints on NOT_LEADER_OR_FOLLOWER and
+    FENCED_LEADER_EPOCH partitions (KIP-951)."""
+    resp = R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+    if ctx.api_version >= 16:
+        by_id = ctx.broker.image.topics_by_id
+        named = ((t.topic if ctx.api_version < 13 else getattr(by_id.get(t.topic_id), "name", ""), p)
+                 for t in responses for p in t.partitions)
+        resp.node_endpoints = add_leader_hints(ctx.broker, ctx.listener_name, named, FETCH_HINT_ERRORS,
+                                               R.LeaderIdAndEpoch, R.NodeEndpoint)
+    return resp
 
 
 def _delayed(ctx, req, plan: _Plan, version: int, available: int):
@@ -219,7 +231,7 @@ async def _wait(ctx, req, version: int, available: int, partitions: list, start_
         broker.fetch_waiters.discard(wake)
     plan = _resolve(broker, req, version)
     responses, _total, _err = _read_all(broker, req, plan, version, replica)
-    return _response(responses)
+    return _response(ctx, responses)
 
 
 def error_response(req, version, code):
