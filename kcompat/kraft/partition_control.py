@@ -6,7 +6,9 @@ Kafka's order, that the leader's broker epoch is current (STALE_BROKER_EPOCH), t
 partition exist (UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION), that the requester leads it
 (NOT_LEADER_OR_FOLLOWER), at this leader epoch (FENCED_LEADER_EPOCH) and partition epoch
 (INVALID_UPDATE_VERSION), that the new ISR holds the leader and only replicas (INVALID_REQUEST),
-and that every member it adds is registered, unfenced and not shutting down (INELIGIBLE_REPLICA).
+and that every member is registered, unfenced and not shutting down and, where the request gives
+a member's broker epoch (v3 ``new_isr_with_epochs``), still at that epoch: a replica that
+restarted since the leader saw it fetch is not let back in on its old log (INELIGIBLE_REPLICA).
 An accepted change is a PartitionChangeRecord; the answer is the partition as it will be after
 the record (same leader and leader epoch, the new ISR, partition epoch + 1).
 """
@@ -31,6 +33,9 @@ class IsrChange:
     leader_epoch: int
     new_isr: list[int]
     partition_epoch: int
+    # broker epoch of each new ISR member as the leader saw it in its fetches (KIP-903); -1 or
+    # absent: not checked
+    broker_epochs: dict[int, int] | None = None
 
 
 @dataclass
@@ -79,9 +84,8 @@ def _check(image: MetadataImage, broker_id: int, c: IsrChange) -> IsrChangeResul
             or any(r not in p.replicas for r in c.new_isr):
         return IsrChangeResult(ErrorCode.INVALID_REQUEST)
     for r in c.new_isr:
-        if r in p.isr:
-            continue
         rb = image.brokers.get(r)
-        if rb is None or rb.fenced or rb.in_controlled_shutdown:
+        epoch = (c.broker_epochs or {}).get(r, -1)
+        if rb is None or rb.fenced or rb.in_controlled_shutdown or (epoch != -1 and rb.epoch != epoch):
             return IsrChangeResult(ErrorCode.INELIGIBLE_REPLICA)
     return IsrChangeResult(ErrorCode.NONE, p.leader, p.leader_epoch, list(c.new_isr), p.partition_epoch + 1)

@@ -71,6 +71,26 @@ def test_every_refusal_has_kafkas_error(h):
     assert p.isr == [leader] and p.partition_epoch == 1
 
 
+def test_a_member_at_an_old_broker_epoch_is_ineligible(h):
+    """KIP-903: the leader sends the broker epoch it saw each follower fetch with; a follower
+    that re-registered since (restarted, maybe with a shorter log) is refused; -1 is not checked."""
+    t = h.topic("t", 1, 3)
+    p = t.partitions[0]
+    leader = p.leader
+    follower = next(r for r in p.replicas if r != leader)
+    epoch = h.image.brokers[leader].epoch
+    follower_epoch = h.image.brokers[follower].epoch
+    assert alter_partition(h.image, h.commit, leader, epoch, [_change(h, "t", 0, [leader])], T0)[0].error == 0
+    stale = _change(h, "t", 0, [leader, follower])
+    stale.broker_epochs = {leader: epoch, follower: follower_epoch - 1}
+    (res,) = alter_partition(h.image, h.commit, leader, epoch, [stale], T0)
+    assert res.error == ErrorCode.INELIGIBLE_REPLICA and p.isr == [leader]
+    current = _change(h, "t", 0, [leader, follower])
+    current.broker_epochs = {leader: -1, follower: follower_epoch}
+    (res,) = alter_partition(h.image, h.commit, leader, epoch, [current], T0)
+    assert res.error == ErrorCode.NONE and p.isr == [leader, follower]
+
+
 def test_alter_partition_over_the_wire_on_the_controller_listener(tmp_path):
     with Cluster(tmp_path) as cluster:
         from confluent_kafka.admin import AdminClient, NewTopic

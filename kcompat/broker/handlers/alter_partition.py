@@ -24,7 +24,9 @@ def local(ctx, req) -> R:
         topic_id = t.topic_id if version >= 2 else getattr(image.topics.get(t.topic_name), "topic_id", None)
         changes = [IsrChange(topic_id, p.partition_index, p.leader_epoch,
                              [m.broker_id for m in p.new_isr_with_epochs] if version >= 3 else list(p.new_isr),
-                             p.partition_epoch) for p in t.partitions]
+                             p.partition_epoch,
+                             {m.broker_id: m.broker_epoch for m in p.new_isr_with_epochs} if version >= 3 else None)
+                   for p in t.partitions]
         results = alter_partition(image, broker.controller_service.sink, req.broker_id, req.broker_epoch, changes,
                                   broker.now_ms())
         if topic_id is None:
