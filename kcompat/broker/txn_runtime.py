@@ -27,13 +27,16 @@ from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.node_client import NodeClients
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from kcompat.txn.coordinator import TransactionCoordinator, TxnConfig
+from kcompat.txn.coordinator_types import produce_verify_error
 
 log = logging.getLogger("kcompat.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS_VERSION = 1
+ADD_PARTITIONS_TO_TXN_VERSION = 5  # the broker-to-coordinator form with verify_only (KIP-890)
 
 
 def txn_config(cfg) -> TxnConfig:
@@ -253,7 +256,7 @@ class TxnRuntime(CoordinatorRuntime):
                 ep = b.endpoints.get(listener) if b is not None else None
                 return (ep.host, ep.port) if ep is not None else None
 
-            self._clients = NodeClients(endpoint_of, f"kcompat-txn-markers-{self.broker.node_id}")
+            self._clients = NodeClients(endpoint_of, f"kcompat-txn-{self.broker.node_id}")
         return self._clients
 
     def _markers_done(self, m, errors: dict) -> None:
@@ -262,14 +265,57 @@ class TxnRuntime(CoordinatorRuntime):
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> int:
-        """KIP-890 produce-path check that the partition is in the producer's open transaction.
+        """KIP-890 check, on the append path, that the partition is in the producer's open
+        transaction; 0 or the Kafka error code for the batch.
 
-        Only where this broker is the transaction's coordinator: Kafka asks a remote coordinator
-        with AddPartitionsToTxn v4 (verify only), which kcompat does not send yet, so a batch
-        whose coordinator is elsewhere is accepted unverified (as with
-        ``transaction.partition.verification.enable=false``) rather than refused until it times out."""
-        t = self.broker.image.topics.get(self.TOPIC)
-        p = t.partitions.get(self.coordinator.partition_for(transactional_id)) if t is not None else None
-        if p is not None and p.leader != self.broker.node_id:
+        Answered here where this broker is the transaction's coordinator. When the coordinator is
+        another broker the Produce handler has already asked it (:meth:`verify_remote`) for the
+        batch that opens the transaction in the partition, and later batches need no check, so
+        this accepts; so does a TxnOffsetCommit whose transaction coordinator is elsewhere (not
+        verified remotely yet)."""
+        if self.remote_coordinator(transactional_id) is not None:
             return 0
         return self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)
+
+    def remote_coordinator(self, transactional_id: str) -> int | None:
+        """Node id of the coordinator of ``transactional_id`` (the leader of its
+        ``__transaction_state`` partition) when that is another live broker; None when it is this
+        one or there is none (the local coordinator then answers NOT_COORDINATOR)."""
+        t = self.broker.image.topics.get(self.TOPIC)
+        p = t.partitions.get(self.coordinator.partition_for(transactional_id)) if t is not None else None
+        if p is None or p.leader < 0 or p.leader == self.broker.node_id:
+            return None
+        return p.leader
+
+    async def verify_remote(self, node: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                            partitions: list[tuple[str, int]], timeout_s: float) -> dict[tuple[str, int], int]:
+        """Ask the coordinator on ``node`` whether ``partitions`` are in the producer's open
+        transaction: one AddPartitionsToTxn v5 with ``verify_only`` (KIP-890 part 1, Kafka's
+        ``AddPartitionsToTxnManager``). Returns ``{(topic, partition): error code}`` with the
+        errors mapped as for a local check; an unreachable coordinator is NOT_ENOUGH_REPLICAS,
+        which producers retry."""
+        Q = AddPartitionsToTxnRequest
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        req = Q(transactions=[Q.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=[Q.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
+        retriable = int(ErrorCode.NOT_ENOUGH_REPLICAS)
+        codes = {tp: retriable for tp in partitions}
+        try:
+            resp = await self._node_clients().send(node, req, ADD_PARTITIONS_TO_TXN_VERSION, timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.info("verifying %s with the transaction coordinator on node %d failed: %s", transactional_id, node, e)
+            return codes
+        if resp.error_code:
+            return {tp: int(produce_verify_error(ErrorCode(resp.error_code))) for tp in partitions}
+        for result in resp.results_by_transaction:
+            for t in result.topic_results:
+                for pr in t.results_by_partition:
+                    if (t.name, pr.partition_index) in codes:
+                        codes[(t.name, pr.partition_index)] = int(produce_verify_error(
+                            ErrorCode(pr.partition_error_code)))
+        return codes

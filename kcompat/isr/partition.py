@@ -129,9 +129,12 @@ class Partition(ReplicationMixin):
 
     # -- append ----------------------------------------------------------------------------------
 
-    def append(self, records, now_ms: int, transactional_id: str | None = None) -> AppendInfo:
+    def append(self, records, now_ms: int, transactional_id: str | None = None, *,
+               txn_verified: bool = False) -> AppendInfo:
         """Validate and append one producer batch. ``records`` must be a *writable* buffer
         (memoryview of a bytearray) holding exactly one batch; baseOffset etc. are rewritten in it.
+        ``txn_verified``: the transaction coordinator already confirmed (KIP-890) that this
+        partition is in the producer's transaction, so ``txn_verifier`` is not asked.
 
         Raises KafkaError with INVALID_RECORD, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
         INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER.
@@ -166,7 +169,7 @@ class Partition(ReplicationMixin):
                              f"records {h.records_count}")
 
         if h.is_transactional:
-            self._verify_transaction(h, transactional_id)
+            self._verify_transaction(h, transactional_id, txn_verified)
         if self.policy.compact:
             self._check_keys(records)
 
@@ -205,13 +208,27 @@ class Partition(ReplicationMixin):
         self._wake()
         return AppendInfo(base, append_time, self.log.log_start_offset, last_offset=last)
 
-    def _verify_transaction(self, h: rb.BatchHeader, transactional_id: str | None) -> None:
+    def transaction_to_verify(self, records) -> tuple[int, int] | None:
+        """``(producer id, producer epoch)`` of a transactional batch that opens the producer's
+        transaction in this partition and so must be verified with the coordinator first
+        (KIP-890; Kafka ``UnifiedLog.maybeStartTransactionVerification``), else None (not
+        transactional, already in an open transaction, or unparseable: append reports that)."""
+        try:
+            h = rb.parse_header(records, 0)
+        except (rb.CorruptRecordError, TypeError, ValueError):
+            return None
+        if not h.is_transactional or h.producer_id < 0 or \
+                self.producer_state.has_ongoing_transaction(h.producer_id, h.producer_epoch):
+            return None
+        return h.producer_id, h.producer_epoch
+
+    def _verify_transaction(self, h: rb.BatchHeader, transactional_id: str | None, verified: bool = False) -> None:
         """Transactional batches must belong to an ongoing transaction that includes this
         partition (KIP-890 part 1 verification, ``transaction.partition.verification.enable``)."""
         if h.producer_id < 0 or transactional_id is None:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              "Transactional records need a producer id and a transactional id")
-        if self.txn_verifier is not None:
+        if self.txn_verifier is not None and not verified:
             code = self.txn_verifier(transactional_id, h.producer_id, h.producer_epoch, self.topic,
                                      self.partition_id)
             if code:

@@ -61,6 +61,13 @@ _PRODUCE_VERIFY_ERRORS = {
 }
 
 
+def produce_verify_error(error: ErrorCode) -> ErrorCode:
+    """The error a producer's batch gets for a KIP-890 verification answer ``error`` (as Kafka
+    3.8/3.9 maps them: fenced -> INVALID_PRODUCER_EPOCH, abortable -> INVALID_TXN_STATE,
+    coordinator busy, loading or moved -> NOT_ENOUGH_REPLICAS, which producers retry)."""
+    return _PRODUCE_VERIFY_ERRORS.get(error, error)
+
+
 # ----------------------------------------------------------------------------------------------
 # API types
 # ----------------------------------------------------------------------------------------------

@@ -93,6 +93,12 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
 
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """True if ``producer_id`` at ``producer_epoch`` has an open transaction in this log (Kafka
+        ``UnifiedLog.hasOngoingTransaction``): its later batches need no KIP-890 verification."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch and entry.current_txn_first_offset >= 0
+
     def check(self, h: BatchHeader) -> BatchMetadata | None:
         """Validate an idempotent batch header before it is appended.
 

@@ -14,7 +14,7 @@ from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse
 from kcompat.txn.coordinator_types import (
     log, OFFSETS_TOPIC, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, MAX_PRODUCER_EPOCH, EMPTY, ONGOING,
     PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, TopicPartition, is_epoch_exhausted,
-    _PRODUCE_VERIFY_ERRORS, Result, _Transit, TxnMetadata,
+    Result, _Transit, TxnMetadata, produce_verify_error,
 )
 from kcompat.txn.state import PREPARE_STATES, TxnEvent
 
@@ -282,4 +282,4 @@ class TxnRequestsMixin:
         NOT_ENOUGH_REPLICAS (retriable: CONCURRENT_TRANSACTIONS, loading, not the coordinator)."""
         raw = self._verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         error = raw[(topic, partition)]
-        return int(_PRODUCE_VERIFY_ERRORS.get(error, error))
+        return int(produce_verify_error(error))

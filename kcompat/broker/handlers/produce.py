@@ -9,10 +9,15 @@ As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``
   (REQUEST_TIMED_OUT), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
   meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved; a partition whose only replica is this
   broker completes at once;
+- v10+: a NOT_LEADER_OR_FOLLOWER partition carries ``current_leader`` and the response the
+  leaders' ``node_endpoints`` (KIP-951, :mod:`kcompat.broker.leader_hints`);
 - acks=0 sends no response; if any partition failed, the connection is closed instead so that
   the producer notices (Kafka does the same);
 - unknown topics are auto-created when ``auto.create.topics.enable``; an unknown partition of an
   existing topic is UNKNOWN_TOPIC_OR_PARTITION;
+- a transactional batch that opens its producer's transaction in a partition is verified with
+  the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
+  ``verify_only`` when the coordinator is another broker;
 - per-partition validation and idempotence live in :class:`kcompat.isr.partition.Partition`.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 
 from kcompat.broker.context import NO_RESPONSE
+from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.produce import ProduceResponse as R
@@ -41,12 +47,45 @@ def handle(ctx, req):
         missing = [td.name for td in req.topic_data if td.name not in broker.image.topics and _valid(td.name)]
         if missing:
             return _create_then_append(ctx, req, list(dict.fromkeys(missing)))
-    return _append_all(ctx, req)
+    return _verify_then_append(ctx, req)
 
 
 async def _create_then_append(ctx, req, names: list[str]):
     await ctx.broker.auto_create_topics(names)
-    return _append_all(ctx, req)
+    result = _verify_then_append(ctx, req)
+    return await result if asyncio.iscoroutine(result) else result
+
+
+def _verify_then_append(ctx, req):
+    """Append; first, if a transactional batch opens the producer's transaction in a partition
+    led here while the transaction coordinator is another broker, ask that coordinator (KIP-890
+    part 1, Kafka ``ReplicaManager.appendRecordsWithTransactionVerification``)."""
+    broker = ctx.broker
+    tid = req.transactional_id
+    verifying = tid and broker.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
+    node = broker.txn.remote_coordinator(tid) if verifying else None
+    if node is None:
+        return _append_all(ctx, req)
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            p = broker.replica_manager.get(td.name, pd.index)
+            producer = p.transaction_to_verify(pd.records) if p is not None and p.is_leader else None
+            if producer is not None:
+                by_producer.setdefault(producer, []).append((td.name, pd.index))
+    if not by_producer:
+        return _append_all(ctx, req)
+    return _append_after_remote_verification(ctx, req, node, by_producer)
+
+
+async def _append_after_remote_verification(ctx, req, node: int, by_producer: dict):
+    timeout_s = max(0.1, min(req.timeout_ms, 30_000) / 1000.0)
+    verified: dict[tuple[str, int], int] = {}
+    for (producer_id, producer_epoch), tps in by_producer.items():
+        verified.update(await ctx.broker.txn.verify_remote(node, req.transactional_id, producer_id,
+                                                           producer_epoch, tps, timeout_s))
+    result = _append_all(ctx, req, verified)
+    return await result if asyncio.iscoroutine(result) else result
 
 
 def _valid(name: str) -> bool:
@@ -57,7 +96,9 @@ def _valid(name: str) -> bool:
     return True
 
 
-def _append_all(ctx, req):
+def _append_all(ctx, req, verified: dict | None = None):
+    """Append every partition's batch; ``verified``: ``{(topic, partition): error code}`` from
+    the remote transaction coordinator for batches that needed KIP-890 verification."""
     broker = ctx.broker
     version = ctx.api_version
     acks = req.acks
@@ -71,7 +112,8 @@ def _append_all(ctx, req):
             if acks not in (-1, 0, 1):
                 resp = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None)
             else:
-                resp, partition, required = _append(broker, td.name, pd, acks, now, version, req.transactional_id)
+                resp, partition, required = _append(broker, td.name, pd, acks, now, version, req.transactional_id,
+                                                    verified.get((td.name, pd.index)) if verified else None)
                 if partition is not None and acks == -1 and partition.high_watermark < required:
                     waits.append((resp, partition, required))
             failed = failed or resp.error_code != ErrorCode.NONE
@@ -82,12 +124,13 @@ def _append_all(ctx, req):
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
         return NO_RESPONSE
     if waits:
-        return _await_replication(R(responses=topics, throttle_time_ms=0), waits, req.timeout_ms, version)
-    return R(responses=topics, throttle_time_ms=0)
+        return _await_replication(ctx, R(responses=topics, throttle_time_ms=0), waits, req.timeout_ms)
+    return _with_leader_hints(ctx, R(responses=topics, throttle_time_ms=0))
 
 
-async def _await_replication(response, waits: list, timeout_ms: int, version: int):
+async def _await_replication(ctx, response, waits: list, timeout_ms: int):
     """DelayedProduce: wait for the ISR of every acks=-1 partition, together, up to ``timeout_ms``."""
+    version = ctx.api_version
     codes = await asyncio.gather(*(p.wait_for_replication(required, timeout_ms) for _, p, required in waits))
     for (resp, partition, _required), code in zip(waits, codes):
         if code != ErrorCode.NONE:
@@ -96,19 +139,31 @@ async def _await_replication(response, waits: list, timeout_ms: int, version: in
             resp.log_start_offset = -1
             if version >= 8:
                 resp.error_message = failed.error_message
+    return _with_leader_hints(ctx, response)
+
+
+def _with_leader_hints(ctx, response):
+    """v10+: NOT_LEADER_OR_FOLLOWER partitions name their current leader (KIP-951)."""
+    if ctx.api_version >= 10:
+        response.node_endpoints = add_leader_hints(
+            ctx.broker, ctx.listener_name,
+            ((t.name, p) for t in response.responses for p in t.partition_responses),
+            PRODUCE_HINT_ERRORS, R.LeaderIdAndEpoch, R.NodeEndpoint)
     return response
 
 
-def _append(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None):
+def _append(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None,
+            verified: int | None):
     """Append one partition's batch: (partition response, Partition or None, offset the HW must
-    reach for acks=-1)."""
-    resp = _append_one(broker, topic, pd, acks, now, version, transactional_id)
+    reach for acks=-1). ``verified``: the remote coordinator's verification answer, if asked."""
+    resp = _append_one(broker, topic, pd, acks, now, version, transactional_id, verified)
     if isinstance(resp, tuple):
         return resp
     return resp, None, -1
 
 
-def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None):
+def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None,
+                verified: int | None):
     partition = broker.replica_manager.get(topic, pd.index)
     if partition is None:
         if topic not in broker.image.topics:
@@ -127,9 +182,12 @@ def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, trans
     if not broker.is_leader(topic, pd.index) or not partition.is_leader:
         return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
                       f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
+    if verified:
+        return _error(pd.index, ErrorCode(verified), version,
+                      f"Transactional id {transactional_id} has no ongoing transaction with {topic}-{pd.index}")
     try:
         partition.check_min_isr(acks)
-        info = partition.append(pd.records, now, transactional_id)
+        info = partition.append(pd.records, now, transactional_id, txn_verified=verified == 0)
     except KafkaError as e:
         return _error(pd.index, e.code, version, e.message)
     return (R.PartitionProduceResponse(index=pd.index, error_code=ErrorCode.NONE, base_offset=info.base_offset,
