@@ -90,3 +90,21 @@ def test_produce_and_fetch_name_the_current_leader(tmp_path):
         assert part.error_code == ErrorCode.FENCED_LEADER_EPOCH
         assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader, epoch)
         assert [(e.node_id, e.port) for e in resp.node_endpoints] == [(leader, cluster.client_ports[leader - 1])]
+
+
+def test_a_produce_that_auto_creates_a_replicated_topic(tmp_path):
+    """One Produce v11 with acks=all for the three partitions of a topic that does not exist yet:
+    the broker creates it (replication factor 3, leaders spread over the brokers), the partition
+    it leads is acknowledged once the ISR has the record, the other two name their leaders."""
+    overrides = {"num.partitions": "3", "default.replication.factor": "3"}
+    with Cluster(tmp_path, overrides=overrides) as cluster:
+        batch = lambda: rb.build_batch([(1_700_000_000_000, b"k", b"v", ())])  # noqa: E731
+        req = ProduceRequest(acks=-1, timeout_ms=20_000, topic_data=[ProduceRequest.TopicProduceData(
+            name="auto", partition_data=[ProduceRequest.PartitionProduceData(index=i, records=batch())
+                                         for i in range(3)])])
+        resp = wire.call(_address(cluster, 1), req, 11)
+        parts = resp.responses[0].partition_responses
+        codes = sorted(p.error_code for p in parts)
+        assert codes == [0, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_LEADER_OR_FOLLOWER], codes
+        hinted = sorted(p.current_leader.leader_id for p in parts if p.error_code)
+        assert hinted == [2, 3] and sorted(e.node_id for e in resp.node_endpoints) == [2, 3]
