@@ -26,7 +26,8 @@ and leader failover time.
    target is a max under 6 s. Afterwards every acknowledged record is checked to be in the log (no
    loss, no duplicates).
 
-Quorum and session timeouts: by default the test suite's (``broker.session.timeout.ms=3000``,
+Quorum and session timeouts: by default those of the test suite and of the documented cluster
+configs ``config/cluster/node*.properties`` (``broker.session.timeout.ms=3000``,
 ``broker.heartbeat.interval.ms=300``, election 500 ms, quorum fetch 1000 ms); a kill -9 is noticed
 only when the dead broker's session expires, so with ``--kafka-timeouts`` (Kafka's defaults:
 session 9000 ms, heartbeat 2000 ms, election 1000 ms, fetch 2000 ms) failover cannot be under 9 s.

@@ -5,8 +5,9 @@ data directories moved into the test's temporary directory)."""
 from __future__ import annotations
 
 import threading
+import time
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.broker.broker import new_cluster_id
 from tests.support.broker_process import ROOT, BrokerProcess
@@ -42,6 +43,16 @@ def test_the_documented_three_node_cluster_starts_and_shows_three_brokers(tmp_pa
             assert {b.id: (b.host, b.port) for b in md.brokers.values()} == \
                 {j: (f"127.0.0.{j}", 9092) for j in (1, 2, 3)}
             assert md.cluster_id == cid
+        # the documented configs replicate new topics three ways (default.replication.factor=3)
+        admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+        admin.create_topics([NewTopic("documented")])["documented"].result(15)
+        deadline = time.monotonic() + 15
+        while True:
+            p = admin.list_topics("documented", timeout=10).topics["documented"].partitions.get(0)
+            if p is not None and sorted(p.isrs) == [1, 2, 3] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert sorted(p.replicas) == [1, 2, 3] and sorted(p.isrs) == [1, 2, 3]
     finally:
         for n in nodes:
             if n.proc is not None:
