@@ -233,8 +233,10 @@ class ReplicationMixin:
                 rs.isr_change_failed()
             self._complete_replication_waiters()
         elif error in STALE_STATE_ERRORS:
-            log.info("%s: AlterPartition answered %s; waiting for the metadata before proposing again",
-                     self, error.name)
+            pending = rs.pending
+            log.info("%s: AlterPartition answered %s for leader epoch %s, partition epoch %s; waiting for the "
+                     "metadata before proposing again", self, error.name,
+                     pending.leader_epoch if pending else "-", pending.partition_epoch if pending else "-")
         else:
             rs.isr_change_failed()
 
