@@ -48,7 +48,16 @@ def commit(consumer, topic: str, offset: int) -> None:
 
 
 def committed(consumer, topic: str) -> int:
-    return consumer.committed([ck.TopicPartition(topic, 0)], timeout=30)[0].offset
+    """The committed offset; a retriable coordinator error (the coordinator is moving, as after
+    the kill) is retried, as Kafka clients do, for up to 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return consumer.committed([ck.TopicPartition(topic, 0)], timeout=30)[0].offset
+        except ck.KafkaException as e:
+            if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_committed_offsets_survive_a_kill9_of_the_coordinator(tmp_path):
