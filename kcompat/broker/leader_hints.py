@@ -27,17 +27,17 @@ def current_leader(broker, topic: str, partition: int) -> tuple[int, int]:
     return p.leader, p.leader_epoch
 
 
-def add_leader_hints(broker, listener_name: str, partitions: Iterable[tuple[str, object]], errors: frozenset,
+def add_leader_hints(broker, listener_name: str, partitions: Iterable[tuple[str, int, object]], errors: frozenset,
                      leader_cls, endpoint_cls) -> list:
     """Fill ``current_leader`` (a ``leader_cls(leader_id=, leader_epoch=)``) of every partition
-    response in ``partitions`` (``(topic name, response)`` pairs) whose error code is in
+    response in ``partitions`` (``(topic name, partition index, response)``) whose error code is in
     ``errors``; returns the ``endpoint_cls(node_id=, host=, port=, rack=)`` list of the leaders
     named, on ``listener_name``, sorted by node id (for the response's ``node_endpoints``)."""
     leaders: set[int] = set()
-    for topic, resp in partitions:
+    for topic, partition, resp in partitions:
         if resp.error_code not in errors:
             continue
-        leader_id, leader_epoch = current_leader(broker, topic, resp_index(resp))
+        leader_id, leader_epoch = current_leader(broker, topic, partition)
         resp.current_leader = leader_cls(leader_id=leader_id, leader_epoch=leader_epoch)
         if leader_id >= 0:
             leaders.add(leader_id)
@@ -46,8 +46,3 @@ def add_leader_hints(broker, listener_name: str, partitions: Iterable[tuple[str,
     return [endpoint_cls(node_id=node, host=host, port=port, rack=rack)
             for node, host, port, rack in broker.live_broker_endpoints(listener_name) if node in leaders]
 
-
-def resp_index(resp) -> int:
-    """The partition index of a Produce (``index``) or Fetch (``partition_index``) partition response."""
-    index = getattr(resp, "partition_index", None)
-    return resp.index if index is None else index

@@ -30,15 +30,13 @@ class OffsetsMixin:
     # OffsetCommit and OffsetFetch
     # ------------------------------------------------------------------------------------------
 
-    def offset_commit(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
-        generation = req.generation_id_or_member_epoch if version >= 1 else NO_GENERATION
-        member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 1 else UNKNOWN_MEMBER_ID
-        instance_id = req.group_instance_id if version >= 7 else None
-        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+    def _existing_partitions(self, topics) -> tuple[list[list[ErrorCode | None]], list]:
+        """For the topics of an OffsetCommit / TxnOffsetCommit: per topic and partition, None or
+        UNKNOWN_TOPIC_OR_PARTITION; and the ``(topic index, partition index, topic name,
+        partition)`` of the partitions that exist."""
         codes: list[list[ErrorCode | None]] = []
         valid = []
-        for ti, topic in enumerate(req.topics):
+        for ti, topic in enumerate(topics):
             row: list[ErrorCode | None] = []
             for pi, p in enumerate(topic.partitions):
                 if self._partition_exists(topic.name, p.partition_index):
@@ -47,6 +45,15 @@ class OffsetsMixin:
                 else:
                     row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             codes.append(row)
+        return codes, valid
+
+    def offset_commit(self, reply_to, req, version: int, now_ms: int) -> Result:
+        self._begin(now_ms)
+        generation = req.generation_id_or_member_epoch if version >= 1 else NO_GENERATION
+        member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 1 else UNKNOWN_MEMBER_ID
+        instance_id = req.group_instance_id if version >= 7 else None
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        codes, valid = self._existing_partitions(req.topics)
         if valid:
             error, group = self._validate_commit(req.group_id, generation, member_id, instance_id, version)
             if error is not None:
@@ -133,17 +140,7 @@ class OffsetsMixin:
         generation = req.generation_id if version >= 3 else NO_GENERATION
         member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 3 else UNKNOWN_MEMBER_ID
         instance_id = req.group_instance_id if version >= 3 else None
-        codes: list[list[ErrorCode | None]] = []
-        valid = []
-        for ti, topic in enumerate(req.topics):
-            row: list[ErrorCode | None] = []
-            for pi, p in enumerate(topic.partitions):
-                if self._partition_exists(topic.name, p.partition_index):
-                    row.append(None)
-                    valid.append((ti, pi, topic.name, p))
-                else:
-                    row.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            codes.append(row)
+        codes, valid = self._existing_partitions(req.topics)
         if valid:
             error = self._check_group(req.group_id, _Api.TXN_COMMIT)
             group = None

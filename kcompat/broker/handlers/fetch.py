@@ -177,8 +177,14 @@ def _response(ctx, responses):
     resp = R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
     if ctx.api_version >= 16:
         by_id = ctx.broker.image.topics_by_id
-        named = ((t.topic if ctx.api_version < 13 else getattr(by_id.get(t.topic_id), "name", ""), p)
-                 for t in responses for p in t.partitions)
+
+        def name(t) -> str:
+            if ctx.api_version < 13:
+                return t.topic
+            topic = by_id.get(t.topic_id)
+            return topic.name if topic is not None else ""
+
+        named = ((name(t), p.partition_index, p) for t in responses for p in t.partitions)
         resp.node_endpoints = add_leader_hints(ctx.broker, ctx.listener_name, named, FETCH_HINT_ERRORS,
                                                R.LeaderIdAndEpoch, R.NodeEndpoint)
     return resp

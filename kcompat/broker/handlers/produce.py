@@ -147,7 +147,7 @@ def _with_leader_hints(ctx, response):
     if ctx.api_version >= 10:
         response.node_endpoints = add_leader_hints(
             ctx.broker, ctx.listener_name,
-            ((t.name, p) for t in response.responses for p in t.partition_responses),
+            ((t.name, p.index, p) for t in response.responses for p in t.partition_responses),
             PRODUCE_HINT_ERRORS, R.LeaderIdAndEpoch, R.NodeEndpoint)
     return response
 
