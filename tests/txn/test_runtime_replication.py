@@ -53,6 +53,15 @@ def state(b, tid: str = TID):
     return None if m is None or not m.visible else m.state
 
 
+async def reaches(b, want, ticks: int = 50) -> bool:
+    """Whether the transaction reaches state ``want`` within ``ticks`` loop iterations."""
+    for _ in range(ticks):
+        if state(b) is want:
+            return True
+        await tick()
+    return state(b) is want
+
+
 def markers(p) -> list[tuple[int, bool, int]]:
     """(producer id, commit, coordinator epoch) of the control batches in a partition's log."""
     out = []
@@ -118,11 +127,7 @@ def test_records_are_answered_and_markers_sent_once_committed(tmp_path):
         await tick()
         assert state(b) is TxnState.PREPARE_COMMIT  # CompleteCommit waits for replication too
         b.catch_up(TXN, part(b))
-        for _ in range(50):
-            if state(b) is TxnState.COMPLETE_COMMIT:
-                break
-            await tick()
-        assert state(b) is TxnState.COMPLETE_COMMIT
+        assert await reaches(b, TxnState.COMPLETE_COMMIT)
     run(tmp_path, scenario)
 
 
@@ -155,11 +160,7 @@ def test_markers_wait_for_the_replication_of_the_data_partition(tmp_path):
         await tick()
         assert state(b) is TxnState.PREPARE_COMMIT  # the marker is not replicated yet
         b.catch_up("t", 0)
-        for _ in range(50):
-            if state(b) is TxnState.COMPLETE_COMMIT:
-                break
-            await tick()
-        assert state(b) is TxnState.COMPLETE_COMMIT
+        assert await reaches(b, TxnState.COMPLETE_COMMIT)
     run(tmp_path, scenario)
 
 
@@ -175,11 +176,7 @@ def test_markers_for_partitions_led_elsewhere_go_by_write_txn_markers(tmp_path):
         pid, epoch = await open_txn(b, [("t", 0), ("t", 1)])
         b.image.topics["t"].partitions[1].leader = FOLLOWER  # t-1 is led by broker 2
         assert (await settle(end(b, pid, epoch))).error_code == E.NONE
-        for _ in range(50):
-            if state(b) is TxnState.COMPLETE_COMMIT:
-                break
-            await tick()
-        assert state(b) is TxnState.COMPLETE_COMMIT
+        assert await reaches(b, TxnState.COMPLETE_COMMIT)
         assert sent == [(FOLLOWER, pid, True, [("t", 1)])]
         assert markers(b.partition("t", 0)) == [(pid, True, 0)] and markers(b.partition("t", 1)) == []
     run(tmp_path, scenario)
