@@ -50,7 +50,15 @@ class ControllerService:
 
     async def run(self, op: Callable[[], object]):
         """Run ``op()`` on the active controller: its records (``controller.outbox``) are committed
-        and applied before the result is returned. Raises KafkaError(NOT_CONTROLLER)."""
+        and applied before the result is returned. Raises KafkaError(NOT_CONTROLLER).
+
+        The operation runs as a task of its own that the caller's cancellation does not stop (a
+        client closing its connection cancels its request handlers): the next operation must not
+        start until this one's records are applied, or it would be validated against an image
+        without them (two CreateTopics of one name would both pass and create the topic twice)."""
+        return await asyncio.shield(self._run_serially(op))
+
+    async def _run_serially(self, op: Callable[[], object]):
         async with self._lock:
             if not self.active:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller")

@@ -1,0 +1,94 @@
+"""ControllerService runs controller operations one at a time, each validated against an image that
+has every earlier operation's records applied (Kafka's QuorumController event queue). A caller that
+goes away (its client closed the connection, cancelling the request handler) must not let the next
+operation start before its records are committed and applied: that once created
+``__consumer_offsets`` twice, with two topic ids, and left the cluster unable to change its ISR."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kcompat.broker.controller_service import ControllerService
+from kcompat.kraft.controller import Controller, NewTopic
+from kcompat.kraft.image import MetadataImage
+from kcompat.kraft.metadata_log import decode_record
+from kcompat.protocol import records as rb
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.metadata_records import TopicRecord
+
+
+class ManualQuorum:
+    """A quorum whose commits complete only when the test says so; completing applies the records
+    to the image, as the metadata loader does."""
+
+    voters: dict = {}
+    leader_id = 1
+    is_leader = True
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.pending: list[tuple[bytes, asyncio.Future]] = []
+        self.committed: list = []
+        self.offset = 0
+
+    def commit(self, batch: bytes) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append((batch, fut))
+        return fut
+
+    def complete_next(self) -> None:
+        batch, fut = self.pending.pop(0)
+        for rec in rb.iter_records(batch):
+            record = decode_record(rec.value)
+            self.image.apply(record, self.offset)
+            self.committed.append(record)
+            self.offset += 1
+        fut.set_result(self.offset - 1)
+
+
+class FakeBroker:
+    node_id = 1
+    controller_active = True
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+        self.quorum = ManualQuorum(self.image)
+        self.controller_service = ControllerService(self)
+        self.controller = Controller(self.image, self.controller_service.sink, node_id=1,
+                                     defaults=lambda: (1, 1), validate_topic_configs=dict,
+                                     delete_topic_enable=lambda: True, live_brokers=lambda: [1])
+
+    @staticmethod
+    def now_ms() -> int:
+        return 1_700_000_000_000
+
+
+async def _ticks(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_a_cancelled_caller_does_not_let_the_next_operation_see_an_image_without_its_records():
+    async def scenario():
+        broker = FakeBroker()
+        svc = broker.controller_service
+
+        def create():
+            return broker.controller.create_topics([NewTopic("__consumer_offsets", 3, 1)], validate_only=False,
+                                                   now_ms=broker.now_ms())
+        first = asyncio.ensure_future(svc.run(create))
+        await _ticks()
+        assert len(broker.quorum.pending) == 1          # the first operation's records are in flight
+        first.cancel()                                   # its client went away
+        second = asyncio.ensure_future(svc.run(create))
+        await _ticks()
+        assert len(broker.quorum.pending) == 1, "the second operation ran before the first was applied"
+        broker.quorum.complete_next()
+        results = await asyncio.wait_for(second, 5)
+        assert results[0].error == ErrorCode.TOPIC_ALREADY_EXISTS
+        assert not broker.quorum.pending
+        assert first.cancelled()
+        topics = [r for r in broker.quorum.committed if isinstance(r, TopicRecord)]
+        assert len(topics) == 1
+        assert broker.image.topics["__consumer_offsets"].topic_id == topics[0].topic_id
+    asyncio.run(scenario())
