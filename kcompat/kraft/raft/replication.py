@@ -140,7 +140,12 @@ class Replication:
         hw = s.high_watermark if s.high_watermark is not None else -1
         response = m.fetch_response(self.p, NONE, self.node_id, s.epoch, hw, self.log.start_offset,
                                     records, diverging, snapshot)
-        return response, bool(records) or valid.kind is not ValidKind.VALID
+        replica = s.replica(f.replica_id)
+        hw_news = replica is not None and hw > replica.high_watermark_sent
+        complete = bool(records) or valid.kind is not ValidKind.VALID or hw_news
+        if complete and replica is not None:
+            replica.high_watermark_sent = max(replica.high_watermark_sent, hw)
+        return response, complete
 
     def _complete_parked(self, now_ms: int) -> None:
         """Answer every parked fetch: called when the leader's log grows, when its high watermark

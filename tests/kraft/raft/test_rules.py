@@ -217,6 +217,21 @@ def test_follower_high_watermark_is_bounded_by_its_own_log():
     assert {c.high_watermark for c in net.clients.values()} == {leader.log.end_offset}
 
 
+def test_followers_learn_a_commit_without_waiting_out_the_fetch_wait():
+    """The fetch that moves the leader's HW is parked (no records to return), but it carries a
+    HW the follower has not been sent: it is answered at once, so every voter knows the commit in
+    one more round trip instead of after fetch_max_wait_ms (500 ms)."""
+    net = Net()
+    leader = net.elect()
+    net.advance(1000)   # quiet: every follower's fetch is parked at the leader
+    leader.append(batch(b"commit me"), net.now)
+    net.deliver()       # no simulated time passes
+    end = leader.log.end_offset
+    assert leader.high_watermark == end
+    assert {c.high_watermark for c in net.clients.values()} == {end}
+    assert len(leader._parked) == 2   # and then both park again rather than spin
+
+
 # ---------------------------------------------------------------------------------------- snapshots
 def test_lagging_follower_catches_up_from_a_snapshot_in_chunks():
     net = Net(fetch_snapshot_max_bytes=4)
