@@ -1,12 +1,15 @@
 """Consumer groups sharing a topic, with confluent-kafka and kafka-python against a real kcompat
-process at its default settings (group.initial.rebalance.delay.ms=3000, range assignor):
+process at its default settings (group.initial.rebalance.delay.ms=0 as in Kafka's shipped
+server.properties; the clients' default range assignor unless a test says otherwise):
 
 - three members share a six-partition topic, each reading its two partitions, every record read
   exactly once across the group and the committed offsets at the end of the log;
 - a member joining a stable group takes partitions (the assignment is spread again) and reads on
   from the offsets the previous owners committed;
 - two groups read the same topic independently, each seeing every record, each with its own
-  committed offsets.
+  committed offsets;
+- with each client's roundrobin assignor the coordinator selects that protocol and the leader's
+  interleaved assignment reaches every member.
 
 Members commit synchronously after every batch and change only while every member is idle, so
 "exactly once" is an exact assertion (see ``test_groups_common``).
@@ -15,8 +18,9 @@ Members commit synchronously after every batch and change only while every membe
 from __future__ import annotations
 
 import pytest
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from tests.clients.common import topic_name
+from tests.clients.common import kp_admin, topic_name, wait_until
 from tests.clients.test_groups_common import (
     KINDS, Members, assert_exactly_once, balanced, broker_committed, create_topic, describe_members, end_offsets,
     produce, unique, wait_balanced, wait_committed, wait_read,
@@ -117,3 +121,39 @@ def test_two_groups_read_the_same_topic_independently(broker, request, kind):
     assert_exactly_once(sent1 + sent2, a)
     assert_exactly_once(sent1, b)
     assert_exactly_once(sent2, b2)
+
+
+ROUNDROBIN = {"confluent": {"partition.assignment.strategy": "roundrobin"},
+              "kafka-python": {"partition_assignment_strategy": [RoundRobinPartitionAssignor]}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_roundrobin_assignor_interleaves_partitions(broker, request, kind):
+    """Both clients' roundrobin assignors order members by member id and deal partitions out in
+    turn: with three members on six partitions the k-th member gets k and k + 3 (range would give
+    neighbours), which also shows the coordinator selected "roundrobin" and delivered the leader's
+    assignment to every member through SyncGroup."""
+    topic = topic_name(request)
+    group = unique("rr")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    with Members() as ms:
+        members = [ms.new(kind, f"m{i}", broker.bootstrap, group, topic, ROUNDROBIN[kind]) for i in range(3)]
+
+        def interleaved() -> bool:
+            if not balanced(members, PARTITIONS) or any(not m.member_ids for m in members):
+                return False
+            ids = sorted(m.member_ids[-1] for m in members)
+            return all(m.owned_now() == {p for p in range(PARTITIONS) if p % 3 == ids.index(m.member_ids[-1])}
+                       for m in members)
+        wait_until(interleaved, 30, what=f"a roundrobin assignment:{describe_members(members)}")
+        admin = kp_admin(broker.bootstrap)
+        try:
+            d = admin.describe_groups([group])[group]
+        finally:
+            admin.close()
+        assert (d["group_state"], d["protocol_data"]) == ("Stable", "roundrobin")
+        sent = produce(broker.bootstrap, topic, 600, "rr", partitions=PARTITIONS)
+        wait_read(sent, members)
+        wait_committed(members, end_offsets(sent))
+        ms.stop(*members)
+    assert_exactly_once(sent, members)
