@@ -102,9 +102,11 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
     if data[:8] != XERIAL_MAGIC:
         _check_snappy_len(data, max_size)
         return bytes(cramjam.snappy.decompress_raw(data))
+    n = len(data)
+    if n < 16:  # magic, then version and compatible version (int32 each) before the first block
+        raise CompressionError("truncated xerial snappy header")
     out = bytearray()
     pos = 16
-    n = len(data)
     while pos < n:
         if pos + 4 > n:
             raise CompressionError("truncated xerial snappy block header")
