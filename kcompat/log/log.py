@@ -50,6 +50,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         self._recovery_point = recovery_point
         self._log_start_offset = log_start_offset
         self._size = sum(s.size for s in segments)
+        self._appended = 0
         self._snapshots = SnapshotStore(directory)
         self._clock_ms = now_ms
         self._last_flush_ms = now_ms
@@ -126,6 +127,12 @@ class Log(LogReads, LogCleaning, LogFlush):
     def size_in_bytes(self) -> int:
         """Sum of the ``.log`` sizes of all segments."""
         return self._size
+
+    @property
+    def bytes_appended(self) -> int:
+        """Bytes appended since this Log was opened: only ever grows, unlike :attr:`size_in_bytes`,
+        which cleaning, retention and truncation shrink (a waiting fetch measures new data by it)."""
+        return self._appended
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -209,6 +216,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         seg.append(mv, infos, last_offset, max_timestamp, offset_of_max_timestamp)
         self._leo = last_offset + 1
         self._size += n
+        self._appended += n
         if self._max_ts_cache is not None and max_timestamp > self._max_ts_cache[0]:
             # an unknown (-1) exact offset is found by decoding when next asked
             self._max_ts_cache = ((max_timestamp, offset_of_max_timestamp) if offset_of_max_timestamp >= 0

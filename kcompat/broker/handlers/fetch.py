@@ -197,7 +197,7 @@ def _delayed(ctx, req, plan: _Plan, version: int, available: int):
     append before the returned coroutine first runs must not go unnoticed until max_wait_ms."""
     broker = ctx.broker
     partitions = [t for _, _, t in plan.entries if not isinstance(t, ErrorCode)]
-    start_sizes = [p.log.size_in_bytes for p in partitions]
+    start_sizes = [p.log.bytes_appended for p in partitions]
     start_hws = [p.high_watermark for p in partitions]
     event = asyncio.Event()
     wake = event.set
@@ -225,7 +225,7 @@ async def _wait(ctx, req, version: int, available: int, partitions: list, start_
             except asyncio.TimeoutError:
                 break
             event.clear()
-            grown = sum(max(0, p.log.size_in_bytes - s) for p, s in zip(partitions, start_sizes))
+            grown = sum(p.log.bytes_appended - s for p, s in zip(partitions, start_sizes))
             if available + grown >= need or any(broker.replica_manager.get(p.topic, p.partition_id) is not p
                                                 or not p.is_leader for p in partitions):
                 break
