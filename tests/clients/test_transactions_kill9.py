@@ -1,0 +1,328 @@
+"""Exactly-once across a broker crash (KIP-98, KIP-447): kill -9 of the broker while a consume-transform-
+produce loop runs transactions (~20 % aborted at random) and an idempotent producer writes sequential
+values, then a restart on the same port and data. The loop acts as a correct application (retry retriable
+errors; abort and rewind to the committed offsets on abortable ones; replace a fenced or fatally failed
+producer by a new one with the same transactional.id). Afterwards read_committed sees each input record
+transformed exactly once and nothing aborted, read_uncommitted also the aborted output, the group's
+offsets are the input's end offsets, and each acknowledged idempotent record is stored once, where
+acknowledged, in order. With confluent-kafka's and kafka-python's clients."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTP
+from kafka import errors as kerr
+from kafka.structs import OffsetAndMetadata
+
+from tests.clients.common import close_ck_producer, wait_until
+from tests.clients.test_transactions import _read
+from tests.clients.test_transactions_offsets import _committed, _create, _end_offsets, _fill, _read_all, _uid
+
+N, IN_PARTS, OUT_PARTS, SEQ_PARTS = 2000, 3, 2, 2
+TIMEOUT = 10  # seconds per blocking client call (a retriable failure is retried, see _call)
+
+
+class _Confluent:
+    """confluent-kafka: the input consumer (subscribed, in its group) and the transactional producer."""
+
+    def __init__(self, bs: str, src: str, group: str, tid: str) -> None:
+        self.bs, self.src, self.tid, self.producer = bs, src, tid, None
+        self.consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.consumer.subscribe([src])
+
+    def new_producer(self) -> None:
+        if self.producer is not None:
+            self.close_producer()
+        # no re-bootstrap when the only broker is down: librdkafka 2.16 then keeps the decommissioned broker as
+        # group coordinator and send_offsets_to_transaction hangs past its timeout (librdkafka #5511, #5456)
+        self.producer = Producer({"bootstrap.servers": self.bs, "transactional.id": self.tid,
+                                  "metadata.recovery.strategy": "none"})
+        self.producer.init_transactions(TIMEOUT)
+
+    def poll(self, n: int) -> list:  # (partition, offset, key, value); errors are the broker being down
+        return [(m.partition(), m.offset(), m.key(), m.value()) for m in self.consumer.consume(n, 0.5)
+                if not m.error()]
+
+    def committed(self) -> dict[int, int]:
+        return {tp.partition: tp.offset for tp in self.consumer.committed(self.consumer.assignment(), TIMEOUT)}
+
+    def rewind(self) -> None:  # back to the group's committed offsets (after an abort)
+        for p, offset in self.committed().items():
+            self.seek(p, offset)
+
+    def seek(self, p: int, offset: int) -> None:
+        self.consumer.seek(TopicPartition(self.src, p, offset if offset >= 0 else OFFSET_BEGINNING))
+
+    def produce(self, dst: str, msgs) -> None:
+        for _, _, k, v in msgs:
+            self.producer.produce(dst, key=k, value=b"T:" + v)
+
+    def send_offsets(self, offsets: dict[int, int]) -> None:
+        self.producer.send_offsets_to_transaction([TopicPartition(self.src, p, o) for p, o in offsets.items()],
+                                                  self.consumer.consumer_group_metadata(), TIMEOUT)
+
+    def flush(self) -> None:
+        assert self.producer.flush(TIMEOUT) == 0, "records not delivered"
+
+    def end(self, commit: bool) -> None:
+        self.producer.commit_transaction(TIMEOUT) if commit else self.producer.abort_transaction(TIMEOUT)
+
+    @staticmethod
+    def kind(e: Exception) -> str:
+        err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+        if not isinstance(err, KafkaError):
+            return "abort"
+        return "fatal" if err.fatal() else "abort" if err.txn_requires_abort() or not err.retriable() else "retry"
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.close_producer()
+
+    def close_producer(self) -> None:
+        close_ck_producer(self.producer)
+
+    @staticmethod
+    def idempotent(bs: str, topic: str, stop: threading.Event, acked: dict, failed: list) -> None:
+        p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                      "message.timeout.ms": 60000, "error_cb": lambda e: e.fatal() and failed.append(e)})
+
+        def cb(err, msg):
+            if err is None:
+                acked[int(msg.value())] = (msg.partition(), msg.offset())
+            else:
+                failed.append((msg.value(), err))
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, value=b"%d" % i, partition=i % SEQ_PARTS, on_delivery=cb)
+            p.poll(0.002)
+            i += 1
+        assert p.flush(60) == 0
+
+
+class _KafkaPython(_Confluent):
+    """The same with kafka-python's consumer and producers."""
+
+    FATAL = (kerr.ProducerFencedError, kerr.InvalidProducerEpochError, kerr.IllegalStateError,
+             kerr.OutOfOrderSequenceNumberError, kerr.UnsupportedVersionError, kerr.AuthorizationError)
+
+    def __init__(self, bs: str, src: str, group: str, tid: str) -> None:
+        self.bs, self.src, self.tid, self.producer = bs, src, tid, None
+        self.consumer = KafkaConsumer(bootstrap_servers=bs, group_id=group, isolation_level="read_committed",
+                                      enable_auto_commit=False, auto_offset_reset="earliest")
+        self.consumer.subscribe([src])
+
+    def new_producer(self) -> None:
+        if self.producer is not None:
+            self.close_producer()
+        self.producer = KafkaProducer(bootstrap_servers=self.bs, transactional_id=self.tid,
+                                      max_block_ms=TIMEOUT * 1000)
+        self.producer.init_transactions()
+
+    def poll(self, n: int) -> list:
+        batch = self.consumer.poll(timeout_ms=500, max_records=n)
+        return [(r.partition, r.offset, r.key, r.value) for recs in batch.values() for r in recs]
+
+    def committed(self) -> dict[int, int]:
+        return {tp.partition: self.consumer.committed(tp) for tp in self.consumer.assignment()}
+
+    def seek(self, p: int, offset: int | None) -> None:
+        self.consumer.seek(KTP(self.src, p), offset or 0)  # None: nothing committed, the input starts at 0
+
+    def send_offsets(self, offsets: dict[int, int]) -> None:
+        offsets = {KTP(self.src, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+        _bounded(self.producer.send_offsets_to_transaction, offsets, self.consumer.group_metadata())
+
+    def produce(self, dst: str, msgs) -> None:
+        for _, _, k, v in msgs:
+            self.producer.send(dst, key=k, value=b"T:" + v)
+
+    def flush(self) -> None:
+        self.producer.flush(timeout=TIMEOUT)
+
+    def end(self, commit: bool) -> None:
+        _bounded(self.producer.commit_transaction if commit else self.producer.abort_transaction)
+
+    @classmethod
+    def kind(cls, e: Exception) -> str:  # the client retries internally; TimeoutError: see _bounded
+        return "fatal" if isinstance(e, cls.FATAL + (TimeoutError,)) else "abort"
+
+    def close_producer(self) -> None:
+        try:
+            self.producer.close(timeout=5)
+        except kerr.KafkaTimeoutError:  # close() first flushes, forever if records wait behind a dropped request
+            self.producer._sender.force_close()
+
+    @staticmethod
+    def idempotent(bs: str, topic: str, stop: threading.Event, acked: dict, failed: list) -> None:
+        p = KafkaProducer(bootstrap_servers=bs, enable_idempotence=True, acks="all", linger_ms=5)
+        i = 0
+        while not stop.is_set():
+            f = p.send(topic, value=b"%d" % i, partition=i % SEQ_PARTS)
+            f.add_callback(lambda md, i=i: acked.__setitem__(i, (md.partition, md.offset)))
+            f.add_errback(lambda e, i=i: failed.append((i, e)))
+            time.sleep(0.002)
+            i += 1
+        p.flush(60)
+        p.close(10)
+
+
+def _bounded(fn, *args) -> None:
+    """fn(*args), given TIMEOUT seconds. kafka-python's send_offsets_to_transaction, commit_transaction and
+    abort_transaction take no timeout, and kafka-python 3.0.12 drops a transactional request it dequeues while
+    the coordinator is down (kafka/producer/sender.py: await_ready raises with target_node set, so the handler
+    is neither sent nor retried): the call then waits forever. As an application must, give up on that
+    producer (TimeoutError is fatal) and fence it with a new one."""
+    done, failure = threading.Event(), []
+
+    def run():
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            failure.append(e)
+        done.set()
+    threading.Thread(target=run, daemon=True).start()
+    if not done.wait(TIMEOUT):
+        raise TimeoutError(f"{fn.__name__} blocked for {TIMEOUT} s")
+    if failure:
+        raise failure[0]
+
+
+class _Failed(Exception):
+    """A transaction that cannot go on: args[0] is "abort" or "fatal"."""
+
+
+def _call(app, stats: dict, fn, *args, tries: int = 3):
+    """fn(*args), again while it fails with a retriable error; else raise _Failed("abort" or "fatal")."""
+    for attempt in range(tries):
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - classified as the client documents its errors
+            stats["errors"].append(f"{fn.__name__}: {e!r}")
+            kind = app.kind(e)
+            if kind != "retry" or attempt == tries - 1:
+                raise _Failed("abort" if kind == "retry" else kind) from e
+
+
+def _until_done(fn, deadline: float) -> None:
+    while True:
+        try:
+            return fn()
+        except Exception:  # noqa: BLE001 - e.g. the broker is not back yet
+            assert time.monotonic() < deadline, traceback.format_exc()
+            time.sleep(0.5)
+
+
+def _loop(app, dst: str, ends: dict[int, int], stats: dict, deadline: float) -> None:
+    """Consume-transform-produce until the group's committed offsets are the end of the input."""
+    rng = random.Random(98447)
+    _until_done(app.new_producer, deadline)
+    while time.monotonic() < deadline:
+        try:
+            msgs = app.poll(rng.randint(10, 50))
+            if not msgs and app.committed() == ends:
+                return
+        except Exception as e:  # noqa: BLE001 - a consumer call while the broker is down
+            stats["errors"].append(f"poll: {e!r}")
+            continue
+        if not msgs:
+            continue
+        commit = rng.random() >= 0.2
+        offsets: dict[int, int] = {}
+        for p, o, _, _ in msgs:
+            offsets[p] = max(offsets.get(p, 0), o + 1)
+        try:
+            _call(app, stats, app.producer.begin_transaction)
+            _call(app, stats, app.produce, dst, msgs, tries=1)  # never twice: a retry would duplicate records
+            _call(app, stats, app.send_offsets, offsets)
+            if not commit:
+                _call(app, stats, app.flush)  # the output to abort reaches the log
+            _call(app, stats, app.end, commit)
+            stats["committed"] += len(msgs) if commit else 0
+            stats["aborted"].update(() if commit else (b"T:" + v for _, _, _, v in msgs))
+        except _Failed as f:
+            commit, kind = False, f.args[0]
+            stats[kind] += 1
+            try:
+                if kind != "fatal":
+                    _call(app, stats, app.end, False)
+            except _Failed:
+                kind = "fatal"
+            if kind == "fatal":  # a new producer: its init_transactions fences the old one's epoch
+                _until_done(app.new_producer, deadline)
+        if not commit:
+            _until_done(app.rewind, deadline)
+    raise AssertionError(f"loop timed out: {stats['committed']} records committed")
+
+
+def _guard(errors: list, fn, *args) -> None:
+    try:
+        fn(*args)
+    except BaseException:
+        errors.append(traceback.format_exc())
+
+
+def _diff(got: Counter, want: Counter) -> str:
+    return f"missing {sorted((want - got).items())[:5]}, extra {sorted((got - want).items())[:5]}"
+
+
+@pytest.mark.parametrize("client", [_Confluent, _KafkaPython], ids=["confluent", "kafka-python"])
+def test_kill9_mid_transactions_and_idempotent_produce(fresh_broker, client):
+    b = fresh_broker
+    bs = b.bootstrap
+    src, dst, seq, group = _uid("k9-in"), _uid("k9-out"), _uid("k9-seq"), _uid("k9-group")
+    for topic, partitions in ((src, IN_PARTS), (dst, OUT_PARTS), (seq, SEQ_PARTS)):
+        _create(bs, topic, partitions)
+    inputs = _fill(bs, src, IN_PARTS, N)
+    ends = _end_offsets(bs, src, IN_PARTS)
+    app = client(bs, src, group, _uid("k9-tid"))
+    stats = {"committed": 0, "aborted": Counter(), "abort": 0, "fatal": 0, "errors": []}
+    stop, acked, failed, crashed = threading.Event(), {}, [], []
+    deadline = time.monotonic() + 90
+    threads = [threading.Thread(target=_guard, args=(crashed, _loop, app, dst, ends, stats, deadline), daemon=True),
+               threading.Thread(target=_guard, args=(crashed, client.idempotent, bs, seq, stop, acked, failed),
+                                daemon=True)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: stats["committed"] >= N // 4 or not threads[0].is_alive(), timeout=60, what="progress")
+    assert threads[0].is_alive() and not crashed, crashed  # the crash comes in the middle of the run
+    b.kill9()
+    acked_before = len(acked)
+    time.sleep(1)
+    b.start()
+    threads[0].join(max(1.0, deadline - time.monotonic()))
+    stop.set()
+    threads[1].join(90)
+    stuck = ["".join(traceback.format_stack(sys._current_frames()[t.ident])) for t in threads if t.is_alive()]
+    assert not stuck and not crashed, (crashed, stuck, stats["committed"], stats["errors"][-10:])
+    app.close()
+
+    # the output: each input transformed exactly once when committed, aborted output only uncommitted
+    want = Counter(b"T:" + v for v in inputs)
+    committed = Counter(_read_all(bs, dst, OUT_PARTS, "read_committed"))
+    assert committed == want, _diff(committed, want)
+    everything = Counter(_read_all(bs, dst, OUT_PARTS, "read_uncommitted"))
+    assert not (committed + stats["aborted"]) - everything, _diff(everything, committed + stats["aborted"])
+    assert set(everything) <= set(want) and stats["aborted"] and stats["committed"] > 0
+    assert _committed(bs, group, src, IN_PARTS) == ends
+
+    # the idempotent records: acked on both sides of the crash, each stored once, where acked, in order
+    assert not failed, failed[:5]
+    assert 0 < acked_before < len(acked)
+    stored = _read(bs, seq, "read_uncommitted", partitions=range(SEQ_PARTS))  # (partition, offset, value)
+    where = {int(v): (p, offset) for p, offset, v in stored}
+    assert len(where) == len(stored), f"stored twice: {[v for v, n in Counter(v for *_, v in stored).items() if n > 1]}"
+    for p in range(SEQ_PARTS):
+        values = [int(v) for q, _, v in stored if q == p]
+        assert values == sorted(values), f"partition {p} out of order"
+    wrong = [(v, pos, where.get(v)) for v, pos in acked.items() if where.get(v) != pos]
+    assert not wrong, f"{len(wrong)} acknowledged records not stored where acknowledged: {wrong[:5]}"
