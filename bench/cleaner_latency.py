@@ -65,6 +65,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout: tests.support.broker_process
 
+from bench.proc_stats import proc_cpu_seconds, busy_cpu_seconds  # noqa: E402
+
 TOPIC = "cleaner-latency"
 LAG_BLOCKED_MS = 3_600_000        # min.compaction.lag.ms before phase B: nothing cleanable
 OTHER_LOAD_WARN = 0.25            # warn when other processes use more than this many CPUs
@@ -102,17 +104,6 @@ _LOG_TS = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z "
 
 
 # -- measuring helpers -----------------------------------------------------------------------------
-
-def _proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0.0
-
-
 def _descendants(pid: int) -> list[int]:
     """Every live descendant process of ``pid`` (the broker's log-cleaner workers)."""
     parent: dict[int, int] = {}
@@ -132,18 +123,9 @@ def _descendants(pid: int) -> list[int]:
         todo += kids
     return out
 
-
-def _busy_cpu_seconds() -> float:
-    """Non-idle CPU time of the whole machine so far (/proc/stat)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_snapshot(broker_pid: int, workers: list[int]) -> dict:
-    return {"busy": _busy_cpu_seconds(), "broker": _proc_cpu_seconds(broker_pid),
-            "workers": {w: _proc_cpu_seconds(w) for w in workers}, "producer": time.process_time()}
+    return {"busy": busy_cpu_seconds(), "broker": proc_cpu_seconds(broker_pid),
+            "workers": {w: proc_cpu_seconds(w) for w in workers}, "producer": time.process_time()}
 
 
 def _cpu_split(a: dict, b: dict, consumer_cpu_s: float) -> dict:

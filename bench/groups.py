@@ -44,6 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout: tests.support.broker_process
 
+from bench.proc_stats import proc_cpu_seconds  # noqa: E402
+
 TARGET_GROUP_READY_S = 5.0
 # the broker's default (kcompat.config.definitions.KCOMPAT_DEFAULTS), read so the label stays true
 from kcompat.config.definitions import KCOMPAT_DEFAULTS  # noqa: E402
@@ -51,16 +53,6 @@ from kcompat.config.definitions import KCOMPAT_DEFAULTS  # noqa: E402
 DEFAULT_DELAY_MS = KCOMPAT_DEFAULTS["group.initial.rebalance.delay.ms"]
 # librdkafka's log line (debug=consumer) right before it sends a JoinGroup request
 _JOIN_LINE = re.compile(r"^%\d\|(\d+\.\d+)\|JOIN\|.*Joining group")
-
-
-def _proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -248,7 +240,7 @@ def commit_phase(seconds: float, workdir: Path) -> dict:
             assert time.time() < deadline, "confluent consumer got no assignment"
             c.consume(1, 0.1)
         lat = []
-        cpu0, t0 = _proc_cpu_seconds(broker.proc.pid), time.monotonic()
+        cpu0, t0 = proc_cpu_seconds(broker.proc.pid), time.monotonic()
         i = 0
         while time.monotonic() - t0 < seconds:
             i += 1
@@ -257,7 +249,7 @@ def commit_phase(seconds: float, workdir: Path) -> dict:
             lat.append(time.monotonic() - s)
             assert res[0].error is None, res[0].error
         elapsed = time.monotonic() - t0
-        cpu = _proc_cpu_seconds(broker.proc.pid) - cpu0
+        cpu = proc_cpu_seconds(broker.proc.pid) - cpu0
         got = c.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset
         assert got == i, f"committed {got}, expected {i}"
         c.close()
@@ -274,7 +266,7 @@ def commit_phase(seconds: float, workdir: Path) -> dict:
             k.poll(timeout_ms=100)
         tp = TopicPartition(topic, 0)
         lat = []
-        cpu0, t0 = _proc_cpu_seconds(broker.proc.pid), time.monotonic()
+        cpu0, t0 = proc_cpu_seconds(broker.proc.pid), time.monotonic()
         i = 0
         while time.monotonic() - t0 < seconds:
             i += 1
@@ -282,7 +274,7 @@ def commit_phase(seconds: float, workdir: Path) -> dict:
             k.commit({tp: OffsetAndMetadata(i, "", -1)})
             lat.append(time.monotonic() - s)
         elapsed = time.monotonic() - t0
-        cpu = _proc_cpu_seconds(broker.proc.pid) - cpu0
+        cpu = proc_cpu_seconds(broker.proc.pid) - cpu0
         assert k.committed(tp) == i
         k.close()
         out["kafka-python"] = {"commits": i, "seconds": round(elapsed, 2), "commits_per_s": round(i / elapsed),

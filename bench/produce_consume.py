@@ -44,6 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout: tests.support.broker_process
 
+from bench.proc_stats import proc_cpu_seconds, busy_cpu_seconds  # noqa: E402
+
 SMALL = 100
 LARGE = 1024
 MB = 1_000_000
@@ -136,29 +138,9 @@ class BrokerSampler(threading.Thread):
         self._halt.set()
         self.join()
         self.sample()
-
-
-def _proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-
-
-def _busy_cpu_seconds() -> float:
-    """Non-idle CPU time of the whole machine so far (/proc/stat), to spot other load."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def _snapshot(broker_pid: int) -> tuple[float, float, float]:
     """(machine busy CPU s, broker CPU s, this process's CPU s) at this moment."""
-    return _busy_cpu_seconds(), _proc_cpu_seconds(broker_pid), time.process_time()
+    return busy_cpu_seconds(), proc_cpu_seconds(broker_pid), time.process_time()
 
 
 def _cpu_split(a, b) -> dict:

@@ -1,0 +1,23 @@
+"""CPU accounting from /proc shared by the benchmarks (Linux only)."""
+
+from __future__ import annotations
+
+import os
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid`` (all its threads); 0.0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0.0
+
+
+def busy_cpu_seconds() -> float:
+    """Non-idle CPU time of the whole machine so far (/proc/stat), to spot other load."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
