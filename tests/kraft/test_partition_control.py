@@ -3,6 +3,8 @@ an image built by replaying the records, and over the wire on a controller liste
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kcompat.kraft.partition_control import IsrChange, alter_partition
@@ -79,10 +81,14 @@ def test_a_member_at_an_old_broker_epoch_is_ineligible(h):
     leader = p.leader
     follower = next(r for r in p.replicas if r != leader)
     epoch = h.image.brokers[leader].epoch
-    follower_epoch = h.image.brokers[follower].epoch
+    seen_epoch = h.image.brokers[follower].epoch      # the epoch the leader saw the follower fetch with
     assert alter_partition(h.image, h.commit, leader, epoch, [_change(h, "t", 0, [leader])], T0)[0].error == 0
+    # the follower restarts: a new incarnation registers (clean restart, KIP-966) and catches up
+    follower_epoch = h.register(follower, T0 + 1000, incarnation=uuid.uuid4(), previous=seen_epoch)
+    assert follower_epoch > seen_epoch
+    assert not h.cc.heartbeat(follower, follower_epoch, h.image.offset, False, False, T0 + 1001).is_fenced
     stale = _change(h, "t", 0, [leader, follower])
-    stale.broker_epochs = {leader: epoch, follower: follower_epoch - 1}
+    stale.broker_epochs = {leader: epoch, follower: seen_epoch}
     (res,) = alter_partition(h.image, h.commit, leader, epoch, [stale], T0)
     assert res.error == ErrorCode.INELIGIBLE_REPLICA and p.isr == [leader]
     current = _change(h, "t", 0, [leader, follower])
