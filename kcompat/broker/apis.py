@@ -52,5 +52,10 @@ def handlers_for(controller_listener: bool) -> dict:
 
 
 def advertised(controller_listener: bool = False) -> list[tuple[int, int, int]]:
-    """``[(api key, min version, max version), ...]`` sorted by key: what ApiVersions answers."""
-    return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in handlers_for(controller_listener).items())
+    """``[(api key, min version, max version), ...]`` sorted by key: what ApiVersions answers.
+
+    A handler's ``ADVERTISED_MIN_VERSION``, when it has one, replaces its ``MIN_VERSION`` here
+    only: Produce lists v0-v2 that it refuses (KAFKA-18659, see :mod:`.handlers.produce`); on a
+    controller listener, which has no Produce, nothing changes."""
+    return sorted((k, getattr(m, "ADVERTISED_MIN_VERSION", m.MIN_VERSION), m.MAX_VERSION)
+                  for k, m in handlers_for(controller_listener).items())

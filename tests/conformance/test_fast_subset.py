@@ -27,16 +27,9 @@ import pytest
 from conformance import KAFKA_VERSION, maven, registry
 from tests.support.broker_process import ROOT, BrokerProcess
 
-# Known differences from Kafka found by the suite, case id -> why it fails today.
-KNOWN_FAILURES = {
-    **{f"produce.{codec}.acks-{acks}[kcat]":
-       "Debian's kcat uses librdkafka 2.0.2, which decides whether the broker supports gzip, snappy and lz4 by "
-       "asking whether it advertises Produce v0 (librdkafka issue #4956); kcompat advertises Produce from v3 "
-       "(v0-v2 are the pre-0.11 message formats), so kcat sends these batches uncompressed (stored codec 0). "
-       "Kafka 4.0 dropped Produce v0-v2 too (KIP-896), hit the same bug and works around it by still listing "
-       "Produce v0-v2 in ApiVersions while refusing them (KAFKA-18659); Kafka 3.9 simply supports them"
-       for codec in ("gzip", "snappy", "lz4") for acks in ("0", "1", "all")},
-}
+# Known differences from Kafka found by the suite, case id -> why it fails today. None now: the last
+# ones, kcat's compressed produce, pass since Produce v0-v2 are advertised as Kafka 4.0 does.
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _run_suite(bootstrap: str, report_dir, *extra: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess,

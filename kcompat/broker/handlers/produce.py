@@ -1,4 +1,5 @@
-"""Produce (key 0), versions 3-11: append record batches to partition logs.
+"""Produce (key 0), versions 3-11 (0-11 advertised, see ``ADVERTISED_MIN_VERSION``): append record
+batches to partition logs.
 
 As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``:
 
@@ -34,6 +35,12 @@ from kcompat.protocol.messages.produce import ProduceResponse as R
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 11
+# ApiVersions lists Produce from v0 although v0-v2 (the pre-0.11 message formats) are refused with
+# UNSUPPORTED_VERSION, as Kafka 4.0 does (KAFKA-18659, ``PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``):
+# librdkafka before 2.8 decides whether the broker can take gzip, snappy and lz4 by whether it
+# advertises Produce v0 (librdkafka #4956), and otherwise silently sends such batches uncompressed.
+# Clients pick the highest common version, so none of them chooses v0-v2 because of this.
+ADVERTISED_MIN_VERSION = 0
 
 # errors that Kafka reports with record_errors (ProduceResponse v8+, KIP-467)
 _RECORD_ERRORS = (ErrorCode.INVALID_TIMESTAMP, ErrorCode.INVALID_RECORD)
