@@ -29,6 +29,7 @@ import time
 import uuid
 from pathlib import Path
 
+from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.connection import KafkaConnection
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
@@ -161,13 +162,17 @@ class Broker:
             await self.controller_service.run(lambda: self.controller.bootstrap(self.now_ms()))
         self._apply_dynamic_broker_configs()
         self._set_aside_unknown_logs()
-        self.cleaner = None
+        self.cleaner = self.cleaner_driver = None
         if cfg.get("log.cleaner.enable"):
             self.cleaner = LogCleaner(threads=cfg.get("log.cleaner.threads"),
                                       dedupe_buffer_size=cfg.get("log.cleaner.dedupe.buffer.size"),
                                       io_buffer_load_factor=cfg.get("log.cleaner.io.buffer.load.factor"),
                                       backoff_ms=cfg.get("log.cleaner.backoff.ms"))
             self.cleaner.prestart_workers()
+            self.cleaner_driver = CleanerDriver(self.cleaner, self.log_manager.logs, now_ms=self.now_ms,
+                                                stable_offset_of=self._stable_offset_of,
+                                                producer_last_offsets_of=self._producer_last_offsets_of)
+            self.cleaner_driver.start()   # advances a cleaning as soon as its worker step finishes
         self.groups = GroupRuntime(self)
         self.txn = TxnRuntime(self)
         if cfg.get("transaction.partition.verification.enable"):
@@ -457,12 +462,8 @@ class Broker:
                                   for p in self.replica_manager.partitions.values())
                     if expired:
                         log.info("expired %d idle producer id(s) (producer.id.expiration.ms=%d)", expired, expiration)
-                if self.cleaner is not None:
-                    for outcome in self.cleaner.tick(self.log_manager.logs, now,
-                                                     stable_offset_of=self._stable_offset_of,
-                                                     producer_last_offsets_of=self._producer_last_offsets_of):
-                        if outcome.error:
-                            log.warning("cleaning %s-%d failed: %s", *outcome.tp, outcome.error)
+                if self.cleaner_driver is not None:   # new cleanable logs (log.cleaner.backoff.ms)
+                    self.cleaner_driver.tick(now)
                 if plans or removals:
                     await loop.run_in_executor(None, _background_io, plans, removals)
                     for plan in plans:
@@ -515,6 +516,8 @@ class Broker:
         if hasattr(self, "txn"):
             self.txn.stop()
             self.groups.stop()
+        if getattr(self, "cleaner_driver", None) is not None:
+            self.cleaner_driver.stop()
         if getattr(self, "cleaner", None) is not None:
             self.cleaner.shutdown()
         self.replica_fetchers.close()

@@ -10,7 +10,8 @@ Division of labour, so that cleaning never stalls the request thread:
 - a worker process (``concurrent.futures.ProcessPoolExecutor`` with ``log.cleaner.threads``
   workers, started with ``spawn``) runs :func:`kcompat.log.compaction.run_clean_task`: it
   reads the inactive segments (immutable files) by itself and writes fsynced ``.cleaned`` files;
-- later ticks install the result with Kafka's swap protocol, in steps that are each a few
+- later ticks install the result with Kafka's swap protocol (the broker ticks as soon as a
+  worker step finishes: :attr:`LogCleaner.on_step_done`), in steps that are each a few
   renames on the broker's thread, the fsyncs and unlinks in between running in the worker:
   ``.cleaned`` -> ``.swap`` (:meth:`Log.begin_swap`); fsync of the directory; old segments ->
   ``.deleted``, ``.swap`` -> final names and the in-memory segment list swapped in one call
@@ -113,6 +114,14 @@ class LogCleaner:
     ``forkserver``; not ``fork``: the broker has threads). Not thread-safe: call every method
     from the thread that owns the logs. No fsync and no unlink of old segments happens on that
     thread: they run in the workers too.
+
+    ``on_step_done``: None, or a callable (no arguments) run when a worker step of a cleaning
+    finishes (or fails, or is cancelled), so that the owner calls :meth:`poll` / :meth:`tick`
+    at once instead of at its next periodic call (Kafka's cleaner thread goes straight on to
+    the next step). It runs on whichever thread completes the step - the worker pool's result
+    thread, or the calling thread if the step was already done - and must do nothing but hand
+    the news to the owning thread (e.g. ``loop.call_soon_threadsafe``); the attribute is read
+    at each call, so setting it to None stops the notices.
     """
 
     def __init__(self, *, threads: int = 1, dedupe_buffer_size: int = 134217728,
@@ -130,6 +139,7 @@ class LogCleaner:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._uncleanable: dict[TopicPartition, str] = {}
         self._next_check_ms = 0
+        self.on_step_done: Callable[[], None] | None = None
 
     # -- the periodic entry point -----------------------------------------------------------------
     def tick(self, logs: Mapping[TopicPartition, Log], now_ms: int, *,
@@ -139,8 +149,9 @@ class LogCleaner:
         """Advance the cleanings in progress (install finished ones), then - if a worker is free
         and the backoff has elapsed, or a cleaning just finished - start cleaning the filthiest
         logs. Returns the outcomes of the cleanings installed (or failed) in this call. Call it
-        about every second with every log of the broker (``LogManager.logs``; partitions missing
-        from it are forgotten); it never waits for a worker.
+        about every second, and soon after each :attr:`on_step_done` notice, with every log of
+        the broker (``LogManager.logs``; partitions missing from it are forgotten); it never
+        waits for a worker, and each call advances every finished step by one stage only.
 
         ``stable_offset_of(tp)``: the partition's last stable offset (the high watermark, or the
         first unstable offset of an open transaction), which cleaning never passes; None for no
@@ -323,12 +334,19 @@ class LogCleaner:
             return True
         try:
             job.future = self._pool().submit(fn, *args)
-            return True
         except Exception as e:   # a broken or shut-down pool
             logger.error("cannot submit to the log cleaner's workers: %s", e)
             self._drop_pool()
             job.future = None
             return False
+        job.future.add_done_callback(self._step_done)
+        return True
+
+    def _step_done(self, _future: Future) -> None:
+        """A worker step finished: tell the owner (:attr:`on_step_done`). Any thread."""
+        notify = self.on_step_done
+        if notify is not None:
+            notify()
 
     def _advance(self, job: _Job, now_ms: int) -> CleanOutcome | None:
         """Move ``job`` past its finished step. An error in a step on this thread (an OSError
