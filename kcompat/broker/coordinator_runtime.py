@@ -4,8 +4,11 @@ The group and transaction coordinators share the mechanics; a subclass says whic
 and coordinator it drives:
 
 - the internal topic (``__consumer_offsets``, ``__transaction_state``) is created on first use,
-  compacted, with replication factor ``min(<topic>.replication.factor, live brokers)`` so that a
-  single-node development broker works out of the box;
+  compacted, with ``<topic>.replication.factor`` replicas. While fewer brokers are registered, a
+  cluster of several controllers refuses to create it, as Kafka does (the coordinator is not
+  available until enough brokers are up: an internal topic created with fewer replicas would keep
+  them for good); with a single controller (the zero-config development node, or a test cluster)
+  it is created with the brokers there are, so that a single node works out of the box;
 - each partition of it that this broker leads is loaded by replaying its log up to the log end
   offset, a chunk at a time so the event loop keeps serving (requests meanwhile get
   COORDINATOR_LOAD_IN_PROGRESS); when this broker stops leading it the coordinator state of that
@@ -95,6 +98,7 @@ class CoordinatorRuntime:
         self._wakeup = asyncio.Event()
         self._timer_task: asyncio.Task | None = None
         self._loads: dict[int, asyncio.Task] = {}
+        self._short_of_brokers: tuple[int, int] | None = None  # (wanted, registered) last logged
         self._queues: dict[int, _Queue] = {}
 
     # -- subclass hooks --------------------------------------------------------------------------
@@ -168,7 +172,9 @@ class CoordinatorRuntime:
 
     async def ensure_topic(self) -> bool:
         """Create the internal topic (through the active controller) if it does not exist yet;
-        True if it exists now."""
+        True if it exists now. False also while fewer brokers than ``<topic>.replication.factor``
+        are registered in a cluster of several controllers (Kafka's controller refuses with
+        INVALID_REPLICATION_FACTOR; FindCoordinator then answers COORDINATOR_NOT_AVAILABLE)."""
         broker = self.broker
         if self.TOPIC in broker.image.topics:
             return True
@@ -177,8 +183,15 @@ class CoordinatorRuntime:
         live = len(broker.live_broker_ids())
         rf = min(wanted, live)
         if rf < wanted:
-            log.warning("creating %s with replication factor %d: %s=%d but only %d broker(s) are registered",
-                        self.TOPIC, rf, rf_key, wanted, live)
+            if len(broker.quorum.voters) > 1:
+                if self._short_of_brokers != (wanted, live):  # once per change, clients retry often
+                    self._short_of_brokers = (wanted, live)
+                    log.warning("not creating %s yet: %s=%d but only %d broker(s) are registered; its "
+                                "coordinators are not available until there are enough", self.TOPIC, rf_key,
+                                wanted, live)
+                return False
+            log.warning("creating %s with replication factor %d: %s=%d but only %d broker(s) are registered "
+                        "(a single-controller cluster)", self.TOPIC, rf, rf_key, wanted, live)
         topic = NewTopic(self.TOPIC, num_partitions=partitions, replication_factor=rf, configs=configs)
         result = (await broker.controller_service.create_topics([topic]))[0]
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
