@@ -271,8 +271,8 @@ class TxnRuntime(CoordinatorRuntime):
         Answered here where this broker is the transaction's coordinator. When the coordinator is
         another broker the Produce handler has already asked it (:meth:`verify_remote`) for the
         batch that opens the transaction in the partition, and later batches need no check, so
-        this accepts; so does a TxnOffsetCommit whose transaction coordinator is elsewhere (not
-        verified remotely yet)."""
+        this accepts; so it does for a TxnOffsetCommit (``__consumer_offsets``), which the
+        TxnOffsetCommit handler has verified with the remote coordinator already."""
         if self.remote_coordinator(transactional_id) is not None:
             return 0
         return self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)

@@ -97,7 +97,7 @@ _EMPTY_GROUP_ID_ALLOWED = frozenset({_Api.COMMIT, _Api.FETCH, _Api.DESCRIBE, _Ap
 
 # The transaction verification (KIP-890) error a TxnOffsetCommit answers with, as Kafka's
 # GroupMetadataManager.maybeConvertOffsetCommitError; the verifier returns what a produce would get.
-_TXN_VERIFY_ERRORS = {
+TXN_VERIFY_ERRORS = {
     ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,

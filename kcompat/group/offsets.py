@@ -9,7 +9,7 @@ from kcompat.group import records as rec
 from kcompat.group.coordinator_types import (
     log, EMPTY, PREPARING, COMPLETING, STABLE, DEAD, UNKNOWN_MEMBER_ID, NO_GENERATION, NO_OFFSET,
     GROUP_TYPE_CLASSIC, GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED, Record, Result, _Api,
-    _TXN_VERIFY_ERRORS, java_string_length,
+    TXN_VERIFY_ERRORS, java_string_length,
 )
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
 from kcompat.group.records import OffsetAndMetadata
@@ -170,7 +170,7 @@ class OffsetsMixin:
         if not code:
             return None
         error = ErrorCode(code)
-        return _TXN_VERIFY_ERRORS.get(error, error)
+        return TXN_VERIFY_ERRORS.get(error, error)
 
     def _validate_txn_commit(self, group_id: str, generation: int, member_id: str,
                              instance_id: str | None) -> tuple[ErrorCode | None, Group | None]:

@@ -1,8 +1,27 @@
 """TxnOffsetCommit (key 28), versions 0-4: offsets committed in a transaction
 (``send_offsets_to_transaction``, KIP-98; v3+ carry the consumer's generation, member id and
 instance id for fencing, KIP-447). Sent to the group coordinator after AddOffsetsToTxn; the
-offsets become visible when the transaction commits. The response follows the append."""
+offsets become visible when the transaction commits. The response follows the append.
 
+KIP-890 part 1 (``transaction.partition.verification.enable``): before the transactional offsets
+are written, the transaction coordinator must confirm that ``__consumer_offsets``-<partition of
+the group> is in the producer's ongoing transaction, so that a TxnOffsetCommit arriving after its
+transaction ended (aborted on timeout, say) cannot leave a hanging transaction of pending offsets
+(Kafka's ``GroupCoordinator.handleTxnCommitOffsets`` /
+``ReplicaManager.maybeStartTransactionVerificationForPartition``). The group coordinator asks
+the transaction coordinator on this broker itself (:meth:`TxnRuntime.verify`); when the
+transaction coordinator is another broker this handler first asks it with AddPartitionsToTxn v5
+``verify_only`` (:meth:`TxnRuntime.verify_remote`, Kafka's ``AddPartitionsToTxnManager``). A
+refusal answers every partition with the error Kafka's ``maybeConvertOffsetCommitError`` gives
+(``TXN_VERIFY_ERRORS``, the same as the local check): INVALID_TXN_STATE when the partition is
+not in the transaction (abortable for the producer), INVALID_PRODUCER_EPOCH when fenced,
+COORDINATOR_NOT_AVAILABLE (retriable) for NOT_ENOUGH_REPLICAS, i.e. a coordinator that is busy,
+loading, moved or unreachable."""
+
+from __future__ import annotations
+
+from kcompat.group.coordinator_types import TXN_VERIFY_ERRORS
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse as R
 
 API_KEY = 28
@@ -11,7 +30,47 @@ MAX_VERSION = 4
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("txn_offset_commit", ctx, req)
+    """Submit to the group coordinator; first, when verification is on, this broker coordinates
+    the group and the transaction coordinator is another broker, verify with it."""
+    broker = ctx.broker
+    groups = broker.groups
+    tid = req.transactional_id
+    node = None
+    if (tid and broker.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
+            and req.group_id and any(_exists(broker, t.name, p.partition_index)
+                                     for t in req.topics for p in t.partitions)):
+        partition = groups.coordinator.partition_for(req.group_id)
+        # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
+        if groups.coordinator.owns(partition):
+            node = broker.txn.remote_coordinator(tid)
+    if node is None:
+        return groups.submit("txn_offset_commit", ctx, req)
+    return _commit_after_remote_verification(ctx, req, node, partition)
+
+
+async def _commit_after_remote_verification(ctx, req, node: int, partition: int):
+    broker = ctx.broker
+    topic = broker.groups.TOPIC
+    timeout_s = broker.config.get("request.timeout.ms") / 1000.0
+    codes = await broker.txn.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
+                                           [(topic, partition)], timeout_s)
+    code = codes.get((topic, partition), 0)
+    if not code:
+        return await broker.groups.submit("txn_offset_commit", ctx, req)
+    error = TXN_VERIFY_ERRORS.get(ErrorCode(code), ErrorCode(code))
+    # partitions that do not exist are UNKNOWN_TOPIC_OR_PARTITION whatever the verification says,
+    # as the coordinator answers them before verifying
+    return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        R.TxnOffsetCommitResponsePartition(
+            partition_index=p.partition_index,
+            error_code=int(error if _exists(broker, t.name, p.partition_index)
+                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        for p in t.partitions]) for t in req.topics])
+
+
+def _exists(broker, topic: str, partition: int) -> bool:
+    t = broker.image.topics.get(topic)
+    return t is not None and partition in t.partitions
 
 
 def error_response(req, version, code):
