@@ -139,6 +139,7 @@ class LogCleaner:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._uncleanable: dict[TopicPartition, str] = {}
         self._next_check_ms = 0
+        self._look_again = False   # a cleaning finished: look for the next log before the backoff ends
         self.on_step_done: Callable[[], None] | None = None
 
     # -- the periodic entry point -----------------------------------------------------------------
@@ -161,8 +162,9 @@ class LogCleaner:
         outcomes = self.poll(now_ms)
         if self.threads <= 0 or self._cleaning_jobs() >= self.threads:
             return outcomes
-        if not outcomes and now_ms < self._next_check_ms:
+        if not outcomes and not self._look_again and now_ms < self._next_check_ms:
             return outcomes
+        self._look_again = False
         self._forget_missing(logs)
         while self._cleaning_jobs() < self.threads:
             ltc = self.grab_filthiest(logs, now_ms, stable_offset_of=stable_offset_of)
@@ -400,8 +402,10 @@ class LogCleaner:
                 finish_install(str(log.directory), [str(p) for p in deleted], ckpt)
                 self._jobs.pop(tp, None)
             return CleanOutcome(tp, True, result.end_offset, result.stats, None)
-        # finish
+        # finish: the log may be chosen again (its cleaning was bounded by the offset map, or it
+        # got dirty meanwhile), as Kafka's cleaner thread goes straight on to the filthiest log
         self._jobs.pop(tp, None)
+        self._look_again = True
         if err is not None:
             logger.error("%s: finishing the install failed (the old segments are removed at the "
                          "next start-up): %s", name, err)

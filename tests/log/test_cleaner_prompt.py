@@ -18,7 +18,7 @@ from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.log import CLEANER_OFFSET_CHECKPOINT, CleanOutcome, LogCleaner, read_offset_checkpoint
 from tests.support.broker_process import BrokerProcess, wait_for
 
-from .cleaner_helpers import NOW, TP, append_random, latest, open_log
+from .cleaner_helpers import NOW, TP, append_random, latest, open_log, read_all
 
 HUNG_S = 60.0   # only bounds a hung test
 
@@ -51,6 +51,29 @@ def test_each_worker_step_notifies_and_notices_alone_drive_the_install(tmp_path)
         assert latest(log) == expected and log.cleaning is None
         assert read_offset_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT) == {TP: outcomes[0].end_offset}
         assert _no_leftovers(tmp_path / "t-0")
+    finally:
+        cleaner.shutdown()
+
+
+def test_a_cleaning_bounded_by_the_offset_map_goes_on_without_waiting_for_the_backoff(tmp_path):
+    """The offset map holds ~80 keys a pass, so the log takes several cleanings; once one has
+    finished its last step the next starts at once (Kafka's cleaner thread picks the filthiest
+    log again), not after ``log.cleaner.backoff.ms`` (here "never")."""
+    log = open_log(tmp_path / "t-0")
+    expected = append_random(log, 120, keys=200, per_batch=5)
+    log.roll(NOW)
+    cleaner = LogCleaner(threads=1, dedupe_buffer_size=8_000, io_buffer_load_factor=1.0, backoff_ms=10**9)
+    notices = threading.Semaphore(0)
+    cleaner.on_step_done = notices.release
+    try:
+        installed = cleaner.tick({TP: log}, NOW)
+        assert cleaner.in_progress == [TP]
+        while cleaner.in_progress:          # only notices make it tick again, never the clock
+            assert notices.acquire(timeout=HUNG_S), "a worker step finished without a notice"
+            installed += [o for o in cleaner.tick({TP: log}, NOW) if o.installed]
+        ends = [o.end_offset for o in installed]
+        assert len(ends) > 1 and ends == sorted(ends) and ends[-1] == log.segments[-1].base_offset
+        assert latest(log) == expected and len(read_all(log)[0]) == len(expected)
     finally:
         cleaner.shutdown()
 
