@@ -148,7 +148,7 @@ class Broker:
         voters = {v.node_id: (v.host, v.port) for v in cfg.controller_quorum_voters}
         self.quorum = QuorumRuntime(
             node_id=self.node_id, voters=voters, cluster_id=self.cluster_id, directory=metadata_dir,
-            now_ms=self.now_ms, on_event=self.loader.on_event,
+            now_ms=self.now_ms, on_event=self.loader.on_event, on_delivered=self.loader.publish,
             election_timeout_ms=cfg.get("controller.quorum.election.timeout.ms"),
             fetch_timeout_ms=cfg.get("controller.quorum.fetch.timeout.ms"),
             request_timeout_ms=cfg.get("controller.quorum.request.timeout.ms"),

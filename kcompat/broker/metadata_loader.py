@@ -2,8 +2,11 @@
 
 Kafka's ``MetadataLoader`` + ``BrokerMetadataPublisher`` + ``SnapshotGenerator``: the quorum hands
 over committed batches, snapshot loads and leader changes in log order (:mod:`kcompat.broker.quorum`);
-each metadata record is applied to the image (the only writer of the image), then the broker reacts
-to the records (hosts new partitions, deletes removed topics, applies configs). After
+each metadata record is applied to the image (the only writer of the image) at once, and the broker
+reacts to the records (hosts new partitions, deletes removed topics, applies configs) once per run
+of batches handed over together (:meth:`MetadataLoader.publish`), as Kafka's loader publishes a
+delta: a restarting node replays its whole metadata log in one run, so it takes each partition's
+final role instead of passing through every historical leadership. After
 ``metadata.log.max.record.bytes.between.snapshots`` bytes of records, or
 ``metadata.log.max.snapshot.interval.ms`` with new records, the image is written as a snapshot
 (``<end offset>-<epoch>.checkpoint``: record batches of the records that rebuild the image) and the
@@ -46,10 +49,15 @@ def snapshot_records(data: bytes) -> list:
 
 class MetadataLoader:
     """Feeds quorum events to ``broker.image`` and ``broker.on_metadata(records)``; tells the
-    broker about leader changes (``broker.on_quorum_leader(leader_id, epoch)``)."""
+    broker about leader changes (``broker.on_quorum_leader(leader_id, epoch)``).
+
+    Records are applied to the image as each committed batch arrives, and handed to
+    ``broker.on_metadata`` together at :meth:`publish` (the end of the quorum's run of events),
+    or before a snapshot load or leader change, so that the broker sees them in log order."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
+        self._unpublished: list = []    # records applied to the image, not yet to the broker
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = broker.now_ms()
         self.snapshots_loaded = 0
@@ -71,9 +79,9 @@ class MetadataLoader:
                 records.append(record)
             broker.image.offset = max(broker.image.offset, event.last_offset)
             self.bytes_since_snapshot += len(event.data)
-            if records:
-                broker.on_metadata(records)
+            self._unpublished += records
         elif isinstance(event, SnapshotLoaded):
+            self.publish()
             records = snapshot_records(event.data)
             image = broker.image
             image.__init__()  # the image object is shared: reset it in place
@@ -85,7 +93,15 @@ class MetadataLoader:
             log.info("loaded metadata snapshot %s (%d records)", event.snapshot_id, len(records))
             broker.on_metadata_snapshot()
         elif isinstance(event, LeaderChanged):
+            self.publish()
             broker.on_quorum_leader(event.leader.leader_id, event.leader.epoch)
+
+    def publish(self) -> None:
+        """Hand the records applied since the last call to ``broker.on_metadata`` (in log order;
+        the image already holds them all, so each partition takes its latest state)."""
+        if self._unpublished:
+            records, self._unpublished = self._unpublished, []
+            self.broker.on_metadata(records)
 
     def maybe_snapshot(self, quorum, now_ms: int) -> None:
         """Write a snapshot of the image when enough has been committed since the last one."""

@@ -42,10 +42,13 @@ WIRE_VERSIONS = {1: 16, 52: 1, 53: 1, 54: 1, 55: 2, 59: 1}  # versions we send t
 class QuorumRuntime:
     """One node's replica of ``__cluster_metadata``. ``voters`` maps voter ids to the host and port
     of their controller listener; ``on_event(event)`` gets committed batches, snapshot loads and
-    leader changes in log order."""
+    leader changes in log order; ``on_delivered()``, if given, is called after each run of events
+    handed over together (all that was committed since the last run: on a restart, the whole
+    log), before commit waiters are released."""
 
     def __init__(self, *, node_id: int, voters: dict[int, tuple[str, int]], cluster_id: str, directory: Path,
                  now_ms: Callable[[], int], on_event: Callable[[object], None],
+                 on_delivered: Callable[[], None] | None = None,
                  election_timeout_ms: int = 1000, fetch_timeout_ms: int = 2000,
                  request_timeout_ms: int = 2000, retry_backoff_ms: int = 20,
                  segment_bytes: int = 1 << 30) -> None:
@@ -53,6 +56,7 @@ class QuorumRuntime:
         self.voters = dict(voters)
         self._now = now_ms
         self._on_event = on_event
+        self._on_delivered = on_delivered
         part_dir = Path(directory) / f"{METADATA_TOPIC}-0"
         self.log = DiskRaftLog(part_dir, now_ms(), segment_bytes=segment_bytes)
         self.store = FileQuorumStateStore(part_dir / FileQuorumStateStore.FILE_NAME)
@@ -102,13 +106,16 @@ class QuorumRuntime:
                 fut = self._replies.pop(out.reply_to, None)
                 if fut is not None and not fut.done():
                     fut.set_result(out.response)
-        for event in self.raft.take_events():
+        events = self.raft.take_events()
+        for event in events:
             self._on_event(event)
             last = getattr(event, "last_offset", None)
             if last is not None:
                 self._applied = last
             elif isinstance(event, SnapshotLoaded):
                 self._applied = event.snapshot_id.offset - 1
+        if events and self._on_delivered is not None:
+            self._on_delivered()
         self._release_waiters()
         return result.deadline_ms
 
