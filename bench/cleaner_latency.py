@@ -58,14 +58,13 @@ import shutil
 import struct
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout: tests.support.broker_process
 
-from bench.proc_stats import proc_cpu_seconds, busy_cpu_seconds  # noqa: E402
+from bench.proc_stats import PeriodicSampler, busy_cpu_seconds, proc_cpu_seconds  # noqa: E402
 
 TOPIC = "cleaner-latency"
 LAG_BLOCKED_MS = 3_600_000        # min.compaction.lag.ms before phase B: nothing cleanable
@@ -149,15 +148,13 @@ def _stats(values: list[float]) -> dict:
             "max_ms": (v[-1] * 1e3) if v else float("nan")}
 
 
-class SizeSampler(threading.Thread):
+class SizeSampler(PeriodicSampler):
     """Samples the partition directory every ``interval`` s: (time, bytes of ``*.log``, segments)."""
 
     def __init__(self, part_dir: Path, interval: float = 0.2) -> None:
-        super().__init__(daemon=True, name="size-sampler")
+        super().__init__(interval, "size-sampler")
         self.part_dir = part_dir
-        self.interval = interval
         self.samples: list[tuple[float, int, int]] = []
-        self._halt = threading.Event()
 
     def sample(self) -> tuple[float, int, int]:
         size = segs = 0
@@ -175,16 +172,6 @@ class SizeSampler(threading.Thread):
         s = (time.time(), size, segs)
         self.samples.append(s)
         return s
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self.sample()
-            self._halt.wait(self.interval)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
-        self.sample()
 
 
 # -- the consumer (its own process: no GIL shared with the producer's schedule) --------------------

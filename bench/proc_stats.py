@@ -1,8 +1,9 @@
-"""CPU accounting from /proc shared by the benchmarks (Linux only)."""
+"""What the benchmarks share: CPU accounting from /proc (Linux only) and a periodic sampler thread."""
 
 from __future__ import annotations
 
 import os
+import threading
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -21,3 +22,26 @@ def busy_cpu_seconds() -> float:
         fields = [int(x) for x in f.readline().split()[1:]]
     idle = fields[3] + fields[4]  # idle + iowait
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class PeriodicSampler(threading.Thread):
+    """A daemon thread calling :meth:`sample` every ``interval`` seconds until :meth:`stop`,
+    which takes one last sample after the thread ended. Subclasses implement ``sample()``."""
+
+    def __init__(self, interval: float, name: str) -> None:
+        super().__init__(daemon=True, name=name)
+        self.interval = interval
+        self._halt = threading.Event()
+
+    def sample(self):
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.sample()
+            self._halt.wait(self.interval)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+        self.sample()

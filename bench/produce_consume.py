@@ -37,14 +37,13 @@ import queue
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout: tests.support.broker_process
 
-from bench.proc_stats import proc_cpu_seconds, busy_cpu_seconds  # noqa: E402
+from bench.proc_stats import PeriodicSampler, busy_cpu_seconds, proc_cpu_seconds  # noqa: E402
 
 SMALL = 100
 LARGE = 1024
@@ -96,17 +95,15 @@ CONSUME_BATCH = 10_000
 
 # -- broker process sampling -----------------------------------------------------------------------
 
-class BrokerSampler(threading.Thread):
+class BrokerSampler(PeriodicSampler):
     """Samples the broker's RssAnon every ``interval`` s; keeps the overall and per-phase peaks."""
 
     def __init__(self, pid: int, interval: float = 0.05) -> None:
-        super().__init__(daemon=True, name="rss-sampler")
+        super().__init__(interval, "rss-sampler")
         self.pid = pid
-        self.interval = interval
         self.peak_kb = 0
         self.phase_peak_kb = 0
         self.samples = 0
-        self._halt = threading.Event()
 
     def rss_anon_kb(self) -> int:
         try:
@@ -128,16 +125,6 @@ class BrokerSampler(threading.Thread):
 
     def new_phase(self) -> None:
         self.phase_peak_kb = self.rss_anon_kb()
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self.sample()
-            self._halt.wait(self.interval)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
-        self.sample()
 def _snapshot(broker_pid: int) -> tuple[float, float, float]:
     """(machine busy CPU s, broker CPU s, this process's CPU s) at this moment."""
     return busy_cpu_seconds(), proc_cpu_seconds(broker_pid), time.process_time()
