@@ -4,8 +4,8 @@ One handler module per API in ``kcompat/broker/handlers`` (DESIGN.md section 2).
 ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``, ``handle(ctx, request)`` returning a response, an
 awaitable of one, or NO_RESPONSE, and ``error_response(request, version, error_code)`` building the
 response Kafka gives when the whole request fails. Advertised ranges match a real Kafka release
-(3.8, with the minimum versions Kafka 4.0 keeps, KIP-896): clients infer the broker's version from
-them.
+(3.8, with the minimum versions Kafka 4.0 keeps, KIP-896, and Produce listed from v0 as Kafka 4.0
+does, KAFKA-18659): clients infer the broker's version from them.
 """
 
 from __future__ import annotations
