@@ -48,12 +48,8 @@ class GroupRuntime(CoordinatorRuntime):
 
     def __init__(self, broker) -> None:
         self.config = group_config(broker.config)
-        super().__init__(broker, GroupCoordinator(self.config, partition_exists=self._partition_exists,
+        super().__init__(broker, GroupCoordinator(self.config, partition_exists=broker.image.has_partition,
                                                   txn_verifier=self._verify_txn))
-
-    def _partition_exists(self, topic: str, partition: int) -> bool:
-        t = self.broker.image.topics.get(topic)
-        return t is not None and partition in t.partitions
 
     def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int) -> int:
         """KIP-890 verification of a TxnOffsetCommit, as the produce path does it

@@ -57,16 +57,12 @@ class TxnRuntime(CoordinatorRuntime):
         self.config = txn_config(broker.config)
         coordinator = TransactionCoordinator(
             self.config, allocate_producer_id=lambda: broker.producer_id_manager.generate(),
-            partition_exists=self._partition_exists,
+            partition_exists=broker.image.has_partition,
             group_partition_for=lambda group_id: broker.groups.coordinator.partition_for(group_id))
         super().__init__(broker, coordinator)
         self._marker_tasks: dict[int, set[asyncio.Task]] = {}  # by __transaction_state partition
         self._clients: NodeClients | None = None
         self._stopping = False
-
-    def _partition_exists(self, topic: str, partition: int) -> bool:
-        t = self.broker.image.topics.get(topic)
-        return t is not None and partition in t.partitions
 
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
         cfg = self.broker.config

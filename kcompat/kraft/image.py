@@ -167,6 +167,11 @@ class MetadataImage:
         # other record types (ACLs, quotas, SCRAM, ...) are not used by kcompat yet
         self.offset = offset
 
+    def has_partition(self, topic: str, partition: int) -> bool:
+        """Whether ``topic``-``partition`` exists in the image."""
+        t = self.topics.get(topic)
+        return t is not None and partition in t.partitions
+
     def topic_configs(self, name: str) -> dict[str, str]:
         """Topic-level config overrides (DYNAMIC_TOPIC_CONFIG) of ``name``."""
         return dict(self.configs.get((RESOURCE_TOPIC, name), {}))

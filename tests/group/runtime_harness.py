@@ -19,7 +19,7 @@ from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC, TxnRuntime
 from kcompat.config.broker import BrokerConfig
 from kcompat.isr.partition import Partition
-from kcompat.kraft.image import PartitionImage, TopicImage
+from kcompat.kraft.image import MetadataImage, PartitionImage, TopicImage
 from kcompat.log import Log, LogConfig
 
 CFG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=4096)
@@ -49,7 +49,7 @@ class RuntimeBroker:
                  "group.initial.rebalance.delay.ms": "0"}
         props.update({k.replace("_", "."): str(v) for k, v in config.items()})
         self.config = BrokerConfig(props)
-        self.image = SimpleNamespace(topics={}, brokers={})
+        self.image = MetadataImage()   # topics filled in directly below, no records
         self.replica_manager = _ReplicaManager()
         self.producer_id_manager = SimpleNamespace(generate=itertools.count(1000).__next__)
         for topic, n in ((OFFSETS_TOPIC, offsets_partitions), (TRANSACTION_STATE_TOPIC, txn_partitions),

@@ -37,7 +37,7 @@ def handle(ctx, req):
     tid = req.transactional_id
     node = None
     if (tid and broker.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
-            and req.group_id and any(_exists(broker, t.name, p.partition_index)
+            and req.group_id and any(broker.image.has_partition(t.name, p.partition_index)
                                      for t in req.topics for p in t.partitions)):
         partition = groups.coordinator.partition_for(req.group_id)
         # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
@@ -63,14 +63,9 @@ async def _commit_after_remote_verification(ctx, req, node: int, partition: int)
     return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
         R.TxnOffsetCommitResponsePartition(
             partition_index=p.partition_index,
-            error_code=int(error if _exists(broker, t.name, p.partition_index)
+            error_code=int(error if broker.image.has_partition(t.name, p.partition_index)
                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         for p in t.partitions]) for t in req.topics])
-
-
-def _exists(broker, topic: str, partition: int) -> bool:
-    t = broker.image.topics.get(topic)
-    return t is not None and partition in t.partitions
 
 
 def error_response(req, version, code):
