@@ -381,14 +381,21 @@ def metadata(conn: Connection, topics: list[str] | None = None, version: int = 1
 # -- RecordBatch v2 ---------------------------------------------------------------------------------------
 
 def record_batch(values: list[bytes], *, base_timestamp: int | None = None, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1, corrupt_crc: bool = False) -> bytes:
-    """An uncompressed RecordBatch v2 holding ``values`` (no keys, no headers)."""
+                 producer_epoch: int = -1, base_sequence: int = -1, corrupt_crc: bool = False,
+                 keys: list[bytes | None] | None = None) -> bytes:
+    """An uncompressed RecordBatch v2 holding ``values`` with ``keys`` (default: none), no headers."""
     import crc32c
 
     ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
     recs = Writer()
     for i, v in enumerate(values):
-        body = Writer().i8(0).varint(0).varint(i).varint(-1).varint(len(v)).raw(v).varint(0).getvalue()
+        key = keys[i] if keys is not None else None
+        body = Writer().i8(0).varint(0).varint(i)
+        if key is None:
+            body.varint(-1)
+        else:
+            body.varint(len(key)).raw(key)
+        body = body.varint(len(v)).raw(v).varint(0).getvalue()
         recs.varint(len(body)).raw(body)
     after_crc = (Writer().i16(0).i32(len(values) - 1).i64(ts).i64(ts).i64(producer_id).i16(producer_epoch)
                  .i32(base_sequence).i32(len(values)).raw(recs.getvalue()).getvalue())
@@ -441,6 +448,24 @@ def produce(conn: Connection, topic: str, partition: int, batch: bytes, *, acks:
         for _ in range(r.i32()):
             r.i32()
             out = {"error": r.i16(), "base_offset": r.i64(), "log_append_time": r.i64(), "log_start_offset": r.i64()}
+    return out
+
+
+def produce_v8(conn: Connection, topic: str, partition: int, batch: bytes, *, acks: int = -1,
+               timeout_ms: int = 10000) -> dict:
+    """Produce one batch with v8 (KIP-467); returns {"error", "base_offset", "log_start_offset",
+    "record_errors": [(batch index, message)], "error_message"}."""
+    body = (Writer().string(None).i16(acks).i32(timeout_ms).i32(1).string(topic).i32(1).i32(partition)
+            .bytes_(batch).getvalue())
+    r = conn.request(0, 8, body)
+    out = {}
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            r.i32()
+            out = {"error": r.i16(), "base_offset": r.i64(), "log_append_time": r.i64(), "log_start_offset": r.i64()}
+            out["record_errors"] = r.array(lambda: (r.i32(), r.string()))
+            out["error_message"] = r.string()
     return out
 
 

@@ -102,3 +102,53 @@ def wire_too_large(ctx):
         res = wire.produce(conn, topic, 0, wire.record_batch([b"z" * 3000]))
         ctx.expect_eq("produce_error", wire.error_name(res["error"]), wire.error_name(10))
         ctx.expect_eq("log_end_offset", wire.list_offsets(conn, topic, 0, -1)["offset"], 0)
+
+
+# -- record-level errors (KIP-467) -------------------------------------------------------------------------
+
+KEYLESS = [3, 17, 29, 41, 50, 58, 66, 77, 88, 99]
+
+
+def _keyless_keys() -> list[bytes | None]:
+    return [None if i in KEYLESS else b"key-%d" % i for i in range(100)]
+
+
+@scenario("produce.record-errors.keyless-compacted", area="produce",
+          title="One batch of 100 records to a compacted topic, 10 without a key: INVALID_RECORD with "
+                "record_errors naming exactly those 10 (KIP-467); the client fails only them as INVALID_RECORD",
+          clients=["wire", CONFLUENT])
+def record_errors_keyless(ctx):
+    """Kafka's LogValidator reports every keyless record by its batch index; a client then fails those
+    records with INVALID_RECORD and the rest of the batch with a different error (librdkafka:
+    _INVALID_DIFFERENT_RECORD), and nothing of the batch is stored."""
+    topic = ctx.topic(configs={"cleanup.policy": "compact"})
+    keys = _keyless_keys()
+    values = [b"value-%d" % i for i in range(100)]
+    if ctx.case.client == "wire":
+        with ctx.wire() as conn:
+            res = wire.produce_v8(conn, topic, 0, wire.record_batch(values, keys=keys))
+            ctx.expect_eq("produce_error", wire.error_name(res["error"]), wire.error_name(87))
+            ctx.expect_eq("record_error_indexes", [i for i, _ in res["record_errors"]], KEYLESS)
+            per_record = {(m or "").replace(topic, "<topic>") for _, m in res["record_errors"]}
+            ctx.expect_eq("record_error_messages", sorted(per_record),
+                          ["Compacted topic cannot accept message without key in topic partition <topic>-0"])
+            summary = (res["error_message"] or "").replace(topic, "<topic>")
+            ctx.observe(error_message=summary)
+            ctx.check(summary.startswith("One or more records have been rejected due to 10 record errors in total"),
+                      f"error_message does not summarize the 10 record errors: {summary[:200]!r}")
+            ctx.expect_eq("log_end_offset", wire.list_offsets(conn, topic, 0, -1)["offset"], 0)
+        return
+    import confluent_kafka as ck
+
+    p = ctx.client.producer(**{"linger.ms": 2000, "batch.num.messages": 1000, "enable.idempotence": False,
+                               "retries": 0})
+    reports: dict[int, str] = {}
+    for i in range(100):
+        p.produce(topic, key=keys[i], value=values[i], partition=0,
+                  on_delivery=lambda err, _m, i=i: reports.__setitem__(i, err.name() if err else "NONE"))
+    ctx.check(p.flush(30) == 0, "records still undelivered after flush(30)")
+    ctx.expect_eq("invalid_record_indexes", sorted(i for i, e in reports.items() if e == "INVALID_RECORD"), KEYLESS)
+    others = sorted({e for i, e in reports.items() if i not in KEYLESS})
+    ctx.expect_eq("other_records_error", others, [ck.KafkaError(ck.KafkaError._INVALID_DIFFERENT_RECORD).name()])
+    with ctx.wire() as conn:
+        ctx.expect_eq("log_end_offset", wire.list_offsets(conn, topic, 0, -1)["offset"], 0)

@@ -8,8 +8,10 @@ RecordBatch v2, without decoding records (DESIGN.md section 4):
 1. exactly one batch per partition per request, complete, magic 2, CRC32C valid
    (else INVALID_RECORD / CORRUPT_MESSAGE);
 2. size <= ``max.message.bytes`` (else MESSAGE_TOO_LARGE); no control batches from clients;
-3. CreateTime timestamps within ``message.timestamp.before/after.max.ms`` (else INVALID_TIMESTAMP),
-   or LogAppendTime stamped by the broker (CRC recomputed);
+3. record-level rules (keys on compacted topics, CreateTime timestamps within
+   ``message.timestamp.before/after.max.ms``), every offending record reported by its index
+   (:mod:`kcompat.isr.record_validation`, KIP-467); LogAppendTime stamped by the broker (CRC
+   recomputed);
 4. idempotent producers: duplicate / epoch / sequence checks (ProducerStateManager);
 5. baseOffset and partitionLeaderEpoch rewritten in place, appended, waiters woken.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kcompat.isr.partition_replication import ReplicationMixin
+from kcompat.isr.record_validation import validate_records
 from kcompat.log import Log, OffsetOutOfRangeError
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -137,7 +140,8 @@ class Partition(ReplicationMixin):
         partition is in the producer's transaction, so ``txn_verifier`` is not asked.
 
         Raises KafkaError with INVALID_RECORD, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
-        INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER.
+        INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER; record-level rejections are a
+        :class:`~kcompat.protocol.errors.RecordValidationError` naming every bad record.
         """
         if records is None or len(records) == 0:
             raise KafkaError(ErrorCode.INVALID_RECORD,
@@ -170,15 +174,17 @@ class Partition(ReplicationMixin):
 
         if h.is_transactional:
             self._verify_transaction(h, transactional_id, txn_verified)
-        if self.policy.compact:
-            self._check_keys(records)
+        policy = self.policy
+        validate_records(records, h, topic_partition=f"{self.topic}-{self.partition_id}", now_ms=now_ms,
+                         compact=policy.compact, log_append_time=policy.log_append_time,
+                         timestamp_before_max_ms=policy.timestamp_before_max_ms,
+                         timestamp_after_max_ms=policy.timestamp_after_max_ms)
 
-        if self.policy.log_append_time:
+        if policy.log_append_time:
             rb.set_log_append_time(records, 0, size, now_ms)
             max_ts = now_ms
             append_time = now_ms
         else:
-            self._check_timestamps(h, now_ms)
             max_ts = h.max_timestamp
             append_time = -1
 
@@ -234,19 +240,6 @@ class Partition(ReplicationMixin):
             if code:
                 raise KafkaError(ErrorCode(code), f"Transactional id {transactional_id} has no ongoing "
                                                   f"transaction with {self.topic}-{self.partition_id}")
-
-    def _check_keys(self, records) -> None:
-        """Compacted topics keep the latest record per key, so every record needs one (Kafka's
-        LogValidator: "Compacted topic cannot accept message without key"). The only place the
-        produce path decodes records, as DESIGN.md section 4 allows."""
-        try:
-            for rec in rb.iter_records(records):
-                if rec.key is None:
-                    raise KafkaError(ErrorCode.INVALID_RECORD,
-                                     f"Compacted topic cannot accept message without key in topic partition "
-                                     f"{self.topic}-{self.partition_id}.")
-        except rb.CorruptRecordError as e:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
 
     def append_as_follower(self, records, now_ms: int) -> tuple[int, int] | None:
         """Append batches fetched from the leader as they are: offsets, partition leader epochs
@@ -337,18 +330,6 @@ class Partition(ReplicationMixin):
         """``(producer id, first offset)`` of aborted transactions overlapping
         [fetch_offset, upper_bound): what a read_committed fetch returns with its records."""
         return [(a.producer_id, a.first_offset) for a in self.log.collect_aborted_txns(fetch_offset, upper_bound)]
-
-    def _check_timestamps(self, h: rb.BatchHeader, now_ms: int) -> None:
-        before = self.policy.timestamp_before_max_ms
-        after = self.policy.timestamp_after_max_ms
-        if before < 2**63 - 1 and h.base_timestamp >= 0 and now_ms - h.base_timestamp > before:
-            raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
-                             f"Timestamp {h.base_timestamp} of a record is out of range: more than "
-                             f"message.timestamp.before.max.ms={before} in the past")
-        if after < 2**63 - 1 and h.max_timestamp - now_ms > after:
-            raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
-                             f"Timestamp {h.max_timestamp} of a record is out of range: more than "
-                             f"message.timestamp.after.max.ms={after} in the future")
 
     # -- read ------------------------------------------------------------------------------------
 

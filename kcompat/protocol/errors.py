@@ -156,6 +156,19 @@ class KafkaError(Exception):
         self.message = message
 
 
+
+class RecordValidationError(KafkaError):
+    """A produced batch rejected because of individual records (Kafka's
+    ``RecordValidationException``, KIP-467): ``code`` is INVALID_TIMESTAMP if any record has an
+    invalid timestamp, else INVALID_RECORD; ``record_errors`` is ``[(batch index, message)]`` for
+    every rejected record, in order. Produce v8+ answers them as ``record_errors`` and ``message``
+    as ``error_message``, so that clients fail only those records and retry the others
+    (librdkafka: ``_INVALID_DIFFERENT_RECORD``)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
 # What a coordinator request answers when its write to the coordinator's internal topic fails
 # (Kafka's ``TransactionStateManager.appendTransactionToLog`` and ``GroupMetadataManager``
 # ``appendGroupMetadataErrorToResponseError``): produce errors become coordinator errors that

@@ -243,6 +243,58 @@ def iter_records(batch, max_size: int = compression.DEFAULT_MAX_SIZE) -> Iterato
         raise CorruptRecordError(str(e)) from e
 
 
+class RecordView(NamedTuple):
+    """What the produce-side validation needs of one record, without copying key, value or
+    headers (Kafka's ``skipKeyValueIterator``): deltas from the batch's base offset and base
+    timestamp, and the key and value lengths in bytes (-1 = null)."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key_length: int
+    value_length: int
+
+
+def scan_records(batch, max_size: int = compression.DEFAULT_MAX_SIZE) -> Iterator[RecordView]:
+    """The records of one complete batch (bytes-like starting at the batch) as
+    :class:`RecordView`, in order, decompressing if needed (bounded by ``max_size`` bytes).
+
+    Walks only each record's length, attributes, deltas and the key/value length prefixes, so it
+    costs a few varint reads per record. Raises CorruptRecordError if the batch is incomplete, a
+    record overruns its length or the batch, or ``recordsCount`` records are not all there."""
+    h = parse_header(batch, 0)
+    if len(batch) < h.size:
+        raise CorruptRecordError("incomplete batch")
+    body = memoryview(batch)[HEADER_SIZE:h.size]
+    if h.compression != compression.NONE:
+        try:
+            body = memoryview(compression.decompress(h.compression, body, max_size))
+        except compression.CompressionError as e:
+            raise CorruptRecordError(str(e)) from e
+    off = 0
+    n = len(body)
+    try:
+        for _ in range(h.records_count):
+            length, off = r_varint(body, off)
+            if length < 0 or off + length > n:
+                raise CorruptRecordError("record length out of range")
+            end = off + length
+            off += 1  # attributes (unused)
+            ts_delta, off = r_varlong(body, off)
+            off_delta, off = r_varint(body, off)
+            key_length, off = r_varint(body, off)
+            if key_length > 0:
+                off += key_length
+            if off > end:
+                raise CorruptRecordError("record field length out of range")
+            value_length, off = r_varint(body, off)
+            if off > end or value_length > end - off:
+                raise CorruptRecordError("record field length out of range")
+            yield RecordView(off_delta, ts_delta, max(key_length, -1), max(value_length, -1))
+            off = end
+    except DecodeError as e:
+        raise CorruptRecordError(str(e)) from e
+
+
 def _r_varbytes(buf, off: int, end: int):
     n, off = r_varint(buf, off)
     if n < 0:

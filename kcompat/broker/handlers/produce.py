@@ -29,7 +29,7 @@ import asyncio
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
 from kcompat.kraft.controller import validate_topic_name
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from kcompat.protocol.messages.produce import ProduceResponse as R
 
 API_KEY = 0
@@ -42,8 +42,6 @@ MAX_VERSION = 11
 # Clients pick the highest common version, so none of them chooses v0-v2 because of this.
 ADVERTISED_MIN_VERSION = 0
 
-# errors that Kafka reports with record_errors (ProduceResponse v8+, KIP-467)
-_RECORD_ERRORS = (ErrorCode.INVALID_TIMESTAMP, ErrorCode.INVALID_RECORD)
 
 
 def handle(ctx, req):
@@ -195,6 +193,12 @@ def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, trans
     try:
         partition.check_min_isr(acks)
         info = partition.append(pd.records, now, transactional_id, txn_verified=verified == 0)
+    except RecordValidationError as e:
+        # KIP-467: every rejected record by its index; Kafka's ReplicaManager also answers the
+        # partition's log start offset here
+        resp = _error(pd.index, e.code, version, e.message, e.record_errors)
+        resp.log_start_offset = partition.log_start_offset
+        return resp
     except KafkaError as e:
         return _error(pd.index, e.code, version, e.message)
     return (R.PartitionProduceResponse(index=pd.index, error_code=ErrorCode.NONE, base_offset=info.base_offset,
@@ -203,13 +207,17 @@ def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, trans
             partition, info.last_offset + 1)
 
 
-def _error(index: int, code: ErrorCode, version: int, message: str | None):
+def _error(index: int, code: ErrorCode, version: int, message: str | None,
+           record_errors: list[tuple[int, str]] | None = None):
+    """A failed partition; v8+ carries ``message`` and ``record_errors`` ``[(batch index, message)]``
+    (KIP-467: only for record-level rejections, empty otherwise, as Kafka answers)."""
     resp = R.PartitionProduceResponse(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                                       log_start_offset=-1)
     if version >= 8:
         resp.error_message = message
-        if code in _RECORD_ERRORS:
-            resp.record_errors = [R.BatchIndexAndErrorMessage(batch_index=0, batch_index_error_message=message)]
+        if record_errors:
+            resp.record_errors = [R.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                  for i, m in record_errors]
     return resp
 
 
