@@ -10,8 +10,9 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
   UNKNOWN_LEADER_EPOCH when ``current_leader_epoch`` is older / newer than ours (KIP-320);
 - read_committed reads only below the last stable offset;
 - if fewer than ``min_bytes`` are available and no partition has an error, the request waits up to
-  ``max_wait_ms``; an append to any requested partition wakes it (no polling), and it answers as
-  soon as ``min_bytes`` are available or the time is up;
+  ``max_wait_ms``; whatever moves the end of what it may read (an append for a follower, a
+  high-watermark or LSO advance for a consumer) wakes it (no polling), and it answers as soon as
+  ``min_bytes`` are available or the time is up;
 - fetch sessions (KIP-227): we answer session id 0 (sessionless full fetches); a request for an
   existing session id gets FETCH_SESSION_ID_NOT_FOUND, since we never hand one out;
 - a follower's fetch (``replica_id`` before v15, ``replica_state`` from v15; KIP-903) reads up to
@@ -57,7 +58,7 @@ def handle(ctx, req):
     if req.max_wait_ms <= 0 or total >= max(req.min_bytes, 1) or has_error or not plan.entries \
             or broker.shutting_down:
         return _response(ctx, responses)
-    return _delayed(ctx, req, plan, version, total)
+    return _delayed(ctx, req, plan, version)
 
 
 def _replica_of(req, version: int) -> tuple[int, int]:
@@ -190,30 +191,48 @@ def _response(ctx, responses):
     return resp
 
 
-def _delayed(ctx, req, plan: _Plan, version: int, available: int):
-    """DelayedFetch: wait for appends until min_bytes are available or max_wait_ms passes.
+def _visible_end(p, replica_id: int, isolation: int) -> int:
+    """The offset below which this fetch may read ``p``: the LEO for a follower, the LSO for
+    read_committed, else the high watermark (Kafka ``FetchIsolation``)."""
+    if replica_id >= 0:
+        return p.log.log_end_offset
+    return p.last_stable_offset if isolation == READ_COMMITTED else p.high_watermark
 
-    The sizes and HWs to compare with, and the wake-ups, are taken now, right after the read: an
-    append before the returned coroutine first runs must not go unnoticed until max_wait_ms."""
+
+def _delayed(ctx, req, plan: _Plan, version: int):
+    """DelayedFetch: wait until min_bytes are readable or max_wait_ms passes.
+
+    What the fetch can read of each partition ends at its visible end (:func:`_visible_end`), so
+    the wait ends on what moves that end: an append for a follower, a high-watermark advance (or
+    an LSO advance for read_committed) for a consumer — an append alone, not yet replicated, makes
+    nothing readable for a consumer, and a high watermark that moves without an append must wake
+    it. The visible ends and the wake-ups are taken now, right after the read: a change before the
+    returned coroutine first runs must not go unnoticed until max_wait_ms."""
     broker = ctx.broker
+    replica_id = _replica_of(req, version)[0]
+    isolation = req.isolation_level if replica_id < 0 else 0
     partitions = [t for _, _, t in plan.entries if not isinstance(t, ErrorCode)]
-    start_sizes = [p.log.bytes_appended for p in partitions]
+    ends = [_visible_end(p, replica_id, isolation) for p in partitions]
     start_hws = [p.high_watermark for p in partitions]
     event = asyncio.Event()
     wake = event.set
     for p in partitions:
         p.add_waiter(wake)
     broker.fetch_waiters.add(wake)
-    return _wait(ctx, req, version, available, partitions, start_sizes, start_hws, event)
+    return _wait(ctx, req, version, partitions, ends, start_hws, event)
 
 
-async def _wait(ctx, req, version: int, available: int, partitions: list, start_sizes: list, start_hws: list,
-                event: asyncio.Event):
+async def _wait(ctx, req, version: int, partitions: list, ends: list, start_hws: list, event: asyncio.Event):
+    """Wait for ``event`` (set by the partitions' wake-ups); re-read only when some partition's
+    visible end moved (Kafka ``DelayedFetch.tryComplete``) and answer once ``min_bytes`` are read,
+    on an error, on a leadership change, for a follower when a high watermark moved (so followers
+    learn it promptly), or at ``max_wait_ms`` with whatever there is."""
     broker = ctx.broker
     wake = event.set
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     replica = _replica_of(req, version)
+    isolation = req.isolation_level if replica[0] < 0 else 0
     need = max(req.min_bytes, 1)
     try:
         while not broker.shutting_down:
@@ -225,12 +244,19 @@ async def _wait(ctx, req, version: int, available: int, partitions: list, start_
             except asyncio.TimeoutError:
                 break
             event.clear()
-            grown = sum(p.log.bytes_appended - s for p, s in zip(partitions, start_sizes))
-            if available + grown >= need or any(broker.replica_manager.get(p.topic, p.partition_id) is not p
-                                                or not p.is_leader for p in partitions):
+            if any(broker.replica_manager.get(p.topic, p.partition_id) is not p or not p.is_leader
+                   for p in partitions):
                 break
             if replica[0] >= 0 and any(p.high_watermark != h for p, h in zip(partitions, start_hws)):
                 break   # a follower learns the new HW now, not after replica.fetch.wait.max.ms
+            now_ends = [_visible_end(p, replica[0], isolation) for p in partitions]
+            if now_ends == ends:
+                continue
+            ends = now_ends
+            plan = _resolve(broker, req, version)
+            responses, total, has_error = _read_all(broker, req, plan, version, replica)
+            if total >= need or has_error:
+                return _response(ctx, responses)
     finally:
         for p in partitions:
             p.remove_waiter(wake)

@@ -1,0 +1,127 @@
+"""A consumer's long-poll fetch ends when the high watermark moves, not only on an append.
+
+On a replicated partition an append is readable by consumers only once the ISR has it (the HW
+passed it). A consumer fetch parked at the HW while the leader's log end offset is ahead must be
+answered when the followers catch up, even if nothing else is appended: before this was fixed the
+fetch counted appended bytes only, missed the HW advance and answered at ``max_wait_ms`` — the
+half-second stalls measured on a 3-node cluster at the default ``fetch.wait.max.ms`` of 500 ms.
+
+The test makes the order deterministic: the follower's replication link is cut (tests/support
+link proxies) while a record is appended with acks=1, so the HW cannot pass it; a consumer fetch
+with a long ``max_wait_ms`` parks; then the link heals, the follower fetches the record, the HW
+advances and the parked fetch must answer with the record. No further append happens, so only
+the HW advance can end the wait. The bounds below are liveness bounds far below ``max_wait_ms``
+(never a speed assertion): a missed wake-up answers only after the full minute.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.fetch import FetchRequest
+from kcompat.protocol.records import build_batch, iter_batches, iter_records
+from tests.robustness.util import produce
+from tests.support import wire
+from tests.support.cluster import ProxiedCluster, wait_until
+from tests.support.link_proxy import CUT
+from tests.support.replication_load import partition_states
+
+FETCH_V = 12
+PARKED_WAIT_MS = 60_000     # far beyond the bounds below: a missed wake-up cannot pass
+ANSWER_BOUND_S = 20         # liveness bound for the answer after the HW moved
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = ProxiedCluster(tmp_path_factory.mktemp("fetch-wakeups"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def addr(cluster, node: int) -> str:
+    return f"127.0.0.1:{cluster.client_ports[node - 1]}"
+
+
+def replicated_topic(cluster, topic: str, configs: dict | None = None) -> tuple[int, int]:
+    """Create ``topic`` (1 partition, replication factor 2); returns (leader, follower) once both
+    are in the ISR."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 2, config=configs or {})], operation_timeout=20)[topic].result(30)
+
+    def in_sync():
+        s = partition_states(addr(cluster, 1), topic).get(0)
+        return (s.leader, [r for r in s.replicas if r != s.leader][0]) \
+            if s and s.leader > 0 and sorted(s.isr) == sorted(s.replicas) and len(s.replicas) == 2 else None
+    return wait_until(in_sync, 30, f"{topic} with both replicas in sync")
+
+
+def send_fetch(sock: socket.socket, topic: str, offset: int, isolation: int = 0) -> None:
+    F = FetchRequest
+    wire.send_request(sock, F(replica_id=-1, max_wait_ms=PARKED_WAIT_MS, min_bytes=1, max_bytes=1 << 20,
+                              isolation_level=isolation, session_id=0, session_epoch=-1, topics=[
+                                  F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+                                      partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                                      partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=""), FETCH_V)
+
+
+def parked(sock: socket.socket, seconds: float = 1.0) -> bool:
+    """Nothing came back on ``sock`` within ``seconds``: the fetch is waiting."""
+    sock.settimeout(seconds)
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except socket.timeout:
+        return True
+    return False
+
+
+def values(resp) -> list[bytes]:
+    pd = resp.responses[0].partitions[0]
+    assert pd.error_code == ErrorCode.NONE, pd
+    data = bytes(pd.records or b"")
+    return [r.value for pos, h in iter_batches(data) for r in iter_records(data[pos:pos + h.size])]
+
+
+def test_parked_consumer_fetch_answers_when_the_high_watermark_advances(cluster):
+    topic = "hw-wakeup"
+    leader, follower = replicated_topic(cluster, topic)
+    cluster.mesh.set(CUT, src=follower, dst=leader, kinds=["replication"])
+    try:
+        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", b"only-record", ())]), acks=1)
+        assert resp.error_code == ErrorCode.NONE and resp.base_offset == 0
+        with wire.connect(addr(cluster, leader), timeout=ANSWER_BOUND_S) as sock:
+            send_fetch(sock, topic, 0)
+            assert parked(sock), "the fetch answered although the record is not replicated (HW 0)"
+            cluster.mesh.heal()
+            sock.settimeout(ANSWER_BOUND_S)
+            _corr, resp = wire.read_response(sock, 1, FETCH_V)
+    finally:
+        cluster.mesh.heal()
+    assert values(resp) == [b"only-record"]
+    assert resp.responses[0].partitions[0].high_watermark == 1
+
+
+def test_parked_read_committed_fetch_answers_when_the_high_watermark_advances(cluster):
+    """read_committed reads below the LSO, which here follows the HW (no open transaction)."""
+    topic = "lso-wakeup"
+    leader, follower = replicated_topic(cluster, topic)
+    cluster.mesh.set(CUT, src=follower, dst=leader, kinds=["replication"])
+    try:
+        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", b"committed", ())]), acks=1)
+        assert resp.error_code == ErrorCode.NONE
+        with wire.connect(addr(cluster, leader), timeout=ANSWER_BOUND_S) as sock:
+            send_fetch(sock, topic, 0, isolation=1)
+            assert parked(sock)
+            cluster.mesh.heal()
+            sock.settimeout(ANSWER_BOUND_S)
+            _corr, resp = wire.read_response(sock, 1, FETCH_V)
+    finally:
+        cluster.mesh.heal()
+    assert values(resp) == [b"committed"]
+    assert resp.responses[0].partitions[0].last_stable_offset == 1
