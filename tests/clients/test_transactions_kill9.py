@@ -17,79 +17,24 @@ import traceback
 from collections import Counter
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTP
 from kafka import errors as kerr
 from kafka.structs import OffsetAndMetadata
 
-from tests.clients.common import close_ck_producer, wait_until
+from tests.clients.common import wait_until
 from tests.clients.test_transactions import _read
 from tests.clients.test_transactions_offsets import _committed, _create, _end_offsets, _fill, _read_all, _uid
+from tests.support import txn_copy
+from tests.support.txn_copy import ConfluentCopyApp, copy_loop, new_stats
 
 N, IN_PARTS, OUT_PARTS, SEQ_PARTS = 2000, 3, 2, 2
-TIMEOUT = 10  # seconds per blocking client call (a retriable failure is retried, see _call)
+TIMEOUT = txn_copy.TIMEOUT  # seconds per blocking client call (a retriable failure is retried)
 
 
-class _Confluent:
-    """confluent-kafka: the input consumer (subscribed, in its group) and the transactional producer."""
-
-    def __init__(self, bs: str, src: str, group: str, tid: str) -> None:
-        self.bs, self.src, self.tid, self.producer = bs, src, tid, None
-        self.consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        self.consumer.subscribe([src])
-
-    def new_producer(self) -> None:
-        if self.producer is not None:
-            self.close_producer()
-        # no re-bootstrap when the only broker is down: librdkafka 2.16 then keeps the decommissioned broker as
-        # group coordinator and send_offsets_to_transaction hangs past its timeout (librdkafka #5511, #5456)
-        self.producer = Producer({"bootstrap.servers": self.bs, "transactional.id": self.tid,
-                                  "metadata.recovery.strategy": "none"})
-        self.producer.init_transactions(TIMEOUT)
-
-    def poll(self, n: int) -> list:  # (partition, offset, key, value); errors are the broker being down
-        return [(m.partition(), m.offset(), m.key(), m.value()) for m in self.consumer.consume(n, 0.5)
-                if not m.error()]
-
-    def committed(self) -> dict[int, int]:
-        return {tp.partition: tp.offset for tp in self.consumer.committed(self.consumer.assignment(), TIMEOUT)}
-
-    def rewind(self) -> None:  # back to the group's committed offsets (after an abort)
-        for p, offset in self.committed().items():
-            self.seek(p, offset)
-
-    def seek(self, p: int, offset: int) -> None:
-        self.consumer.seek(TopicPartition(self.src, p, offset if offset >= 0 else OFFSET_BEGINNING))
-
-    def produce(self, dst: str, msgs) -> None:
-        for _, _, k, v in msgs:
-            self.producer.produce(dst, key=k, value=b"T:" + v)
-
-    def send_offsets(self, offsets: dict[int, int]) -> None:
-        self.producer.send_offsets_to_transaction([TopicPartition(self.src, p, o) for p, o in offsets.items()],
-                                                  self.consumer.consumer_group_metadata(), TIMEOUT)
-
-    def flush(self) -> None:
-        assert self.producer.flush(TIMEOUT) == 0, "records not delivered"
-
-    def end(self, commit: bool) -> None:
-        self.producer.commit_transaction(TIMEOUT) if commit else self.producer.abort_transaction(TIMEOUT)
-
-    @staticmethod
-    def kind(e: Exception) -> str:
-        err = e.args[0] if isinstance(e, KafkaException) and e.args else None
-        if not isinstance(err, KafkaError):
-            return "abort"
-        return "fatal" if err.fatal() else "abort" if err.txn_requires_abort() or not err.retriable() else "retry"
-
-    def close(self) -> None:
-        self.consumer.close()
-        self.close_producer()
-
-    def close_producer(self) -> None:
-        close_ck_producer(self.producer)
+class _Confluent(ConfluentCopyApp):
+    """confluent-kafka: the copy application of tests/support/txn_copy.py and an idempotent producer."""
 
     @staticmethod
     def idempotent(bs: str, topic: str, stop: threading.Event, acked: dict, failed: list) -> None:
@@ -197,71 +142,9 @@ def _bounded(fn, *args) -> None:
         raise failure[0]
 
 
-class _Failed(Exception):
-    """A transaction that cannot go on: args[0] is "abort" or "fatal"."""
-
-
-def _call(app, stats: dict, fn, *args, tries: int = 3):
-    """fn(*args), again while it fails with a retriable error; else raise _Failed("abort" or "fatal")."""
-    for attempt in range(tries):
-        try:
-            return fn(*args)
-        except Exception as e:  # noqa: BLE001 - classified as the client documents its errors
-            stats["errors"].append(f"{fn.__name__}: {e!r}")
-            kind = app.kind(e)
-            if kind != "retry" or attempt == tries - 1:
-                raise _Failed("abort" if kind == "retry" else kind) from e
-
-
-def _until_done(fn, deadline: float) -> None:
-    while True:
-        try:
-            return fn()
-        except Exception:  # noqa: BLE001 - e.g. the broker is not back yet
-            assert time.monotonic() < deadline, traceback.format_exc()
-            time.sleep(0.5)
-
-
 def _loop(app, dst: str, ends: dict[int, int], stats: dict, deadline: float) -> None:
     """Consume-transform-produce until the group's committed offsets are the end of the input."""
-    rng = random.Random(98447)
-    _until_done(app.new_producer, deadline)
-    while time.monotonic() < deadline:
-        try:
-            msgs = app.poll(rng.randint(10, 50))
-            if not msgs and app.committed() == ends:
-                return
-        except Exception as e:  # noqa: BLE001 - a consumer call while the broker is down
-            stats["errors"].append(f"poll: {e!r}")
-            continue
-        if not msgs:
-            continue
-        commit = rng.random() >= 0.2
-        offsets: dict[int, int] = {}
-        for p, o, _, _ in msgs:
-            offsets[p] = max(offsets.get(p, 0), o + 1)
-        try:
-            _call(app, stats, app.producer.begin_transaction)
-            _call(app, stats, app.produce, dst, msgs, tries=1)  # never twice: a retry would duplicate records
-            _call(app, stats, app.send_offsets, offsets)
-            if not commit:
-                _call(app, stats, app.flush)  # the output to abort reaches the log
-            _call(app, stats, app.end, commit)
-            stats["committed"] += len(msgs) if commit else 0
-            stats["aborted"].update(() if commit else (b"T:" + v for _, _, _, v in msgs))
-        except _Failed as f:
-            commit, kind = False, f.args[0]
-            stats[kind] += 1
-            try:
-                if kind != "fatal":
-                    _call(app, stats, app.end, False)
-            except _Failed:
-                kind = "fatal"
-            if kind == "fatal":  # a new producer: its init_transactions fences the old one's epoch
-                _until_done(app.new_producer, deadline)
-        if not commit:
-            _until_done(app.rewind, deadline)
-    raise AssertionError(f"loop timed out: {stats['committed']} records committed")
+    copy_loop(app, dst, lambda: app.committed() == ends, stats, deadline, random.Random(98447))
 
 
 def _guard(errors: list, fn, *args) -> None:
@@ -285,7 +168,7 @@ def test_kill9_mid_transactions_and_idempotent_produce(fresh_broker, client):
     inputs = _fill(bs, src, IN_PARTS, N)
     ends = _end_offsets(bs, src, IN_PARTS)
     app = client(bs, src, group, _uid("k9-tid"))
-    stats = {"committed": 0, "aborted": Counter(), "abort": 0, "fatal": 0, "errors": []}
+    stats = new_stats()
     stop, acked, failed, crashed = threading.Event(), {}, [], []
     deadline = time.monotonic() + 90
     threads = [threading.Thread(target=_guard, args=(crashed, _loop, app, dst, ends, stats, deadline), daemon=True),

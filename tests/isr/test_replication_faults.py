@@ -21,17 +21,17 @@ environment variable ``KCOMPAT_FAULT_STEPS`` (e.g. ``cut`` or ``kill,pause``) ru
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support import group_load
 from tests.support.cluster import ProxiedCluster, wait_until
+from tests.support.group_load import GroupReader, committed_offset_violations
 from tests.support.link_proxy import BLACKHOLE, CUT
 from tests.support.replication_load import (
-    SequentialProducer, check_log, decode, kill_leader_and_time_failover, partition_states, read_partitions,
+    SequentialProducer, check_log, decode, in_sync, kill_leader_and_time_failover, partition_states, read_partitions,
 )
 
 LAG_MS = 3000
@@ -78,13 +78,8 @@ def create_topic(cluster, topic: str) -> None:
 
 def wait_full_isr(cluster, topic: str, what: str, timeout: float = RECOVERY_S) -> None:
     """Every running node shows every partition with a leader and all three replicas in sync."""
-    def ok():
-        for node in [n for n in ALL if cluster.node(n).proc is not None]:
-            s = partition_states(addr(cluster, node), topic)
-            if len(s) != len(PARTITIONS) or any(sorted(st.isr) != ALL or st.leader < 0 for st in s.values()):
-                return False
-        return True
-    wait_until(ok, timeout, f"{what}: ISR {ALL} everywhere (last seen {states(cluster, topic, ALL)})", interval=0.1)
+    wait_until(lambda: in_sync(cluster, topic, PARTITIONS), timeout,
+               f"{what}: ISR {ALL} everywhere (last seen {states(cluster, topic, ALL)})", interval=0.1)
 
 
 def leader_of(cluster, topic: str, partition: int) -> int:
@@ -205,140 +200,11 @@ def test_acks_all_records_survive_kill_pause_and_partition(cluster):
     assert all(len(log[p]) > 0 for p in PARTITIONS)
 
 
-class GroupReader:
-    """One group member (subscribe, manual synchronous commits after each batch) and a monitor that
-    polls the group's committed offsets (OffsetFetch through a second, non-member client)."""
-
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
-        self.bootstrap, self.topic, self.group = bootstrap, topic, group
-        self.consumed: list[tuple[int, int, bytes]] = []       # (partition, offset, value)
-        self.commits: list[tuple[float, int, int]] = []         # (time acked, partition, offset)
-        self.observed: list[tuple[float, int, int]] = []        # (time OffsetFetch sent, partition, offset)
-        self.commit_errors = 0
-        self.fetch_errors = 0
-        self.last_commit_error = None
-        self.last_fetch_error = None
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._consume, daemon=True),
-                         threading.Thread(target=self._monitor, daemon=True)]
-
-    def start(self) -> "GroupReader":
-        for t in self._threads:
-            t.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(60)
-
-    def status(self) -> str:
-        now = time.monotonic()
-        last_commit = f"{now - self.commits[-1][0]:.1f}s ago" if self.commits else "never"
-        last_seen = f"{now - self.observed[-1][0]:.1f}s ago" if self.observed else "never"
-        return (f"consumed {len(self.consumed)}, {len(self.commits)} commits acknowledged (last {last_commit}), "
-                f"{self.commit_errors} failed, offset fetches: last {last_seen}, {self.fetch_errors} failed "
-                f"(last error {self.last_fetch_error}); "
-                f"consumer errors {self.errors[-3:]}, last commit error {self.last_commit_error}")
-
-    def committed_now(self) -> dict[int, int]:
-        latest: dict[int, int] = {}
-        for _t, p, o in self.observed:
-            latest[p] = o
-        return latest
-
-    def _consume(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                      "max.poll.interval.ms": 120000, "log_level": 3})
-        try:
-            c.subscribe([self.topic])
-            while not self._stop.is_set():
-                msgs = c.consume(500, 0.2)
-                got = False
-                for m in msgs:
-                    if m.error() is not None:
-                        self.errors.append(str(m.error()))
-                        continue
-                    self.consumed.append((m.partition(), m.offset(), m.value()))
-                    got = True
-                if not got:
-                    continue
-                try:
-                    result = c.commit(asynchronous=False)
-                except KafkaException as e:
-                    self.commit_errors += 1
-                    self.last_commit_error = e
-                    continue
-                now = time.monotonic()
-                for tp in result or []:
-                    if tp.error is None and tp.offset >= 0:
-                        self.commits.append((now, tp.partition, tp.offset))
-                    elif tp.error is not None:
-                        self.commit_errors += 1
-                        self.last_commit_error = tp.error
-        finally:
-            c.close()
-
-    def _monitor(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
-                      "log_level": 3})
-        tps = [TopicPartition(self.topic, p) for p in PARTITIONS]
-        try:
-            while not self._stop.is_set():
-                sent = time.monotonic()
-                try:
-                    res = c.committed(tps, timeout=5)
-                except KafkaException as e:
-                    self.fetch_errors += 1
-                    self.last_fetch_error = e
-                    res = []
-                for tp in res:
-                    if tp.error is None:
-                        self.observed.append((sent, tp.partition, tp.offset))
-                    else:
-                        self.fetch_errors += 1
-                        self.last_fetch_error = tp.error
-                time.sleep(0.1)
-        finally:
-            c.close()
-
-
-def check_committed_never_backwards(reader: GroupReader) -> str:
-    """Per partition: OffsetFetch answers never decrease (once an offset is committed, "none" is
-    backwards too), and none is below a commit that was acknowledged before the fetch was sent."""
-    problems = []
-    for p in PARTITIONS:
-        seen = [(t, o) for t, pp, o in reader.observed if pp == p]
-        high, high_t = None, None
-        for t, o in seen:
-            if high is not None and o < high:
-                problems.append(f"partition {p}: committed offset went from {high} back to {o} "
-                                f"({t - high_t:.2f}s later)")
-                break
-            if o >= 0 and (high is None or o > high):
-                high, high_t = o, t
-        commits = sorted((t, o) for t, pp, o in reader.commits if pp == p)
-        i, acked_high = 0, None
-        for t, o in seen:
-            while i < len(commits) and commits[i][0] < t:
-                acked_high = commits[i][1] if acked_high is None else max(acked_high, commits[i][1])
-                i += 1
-            if acked_high is not None and o < acked_high:
-                problems.append(f"partition {p}: OffsetFetch answered {o} after commit of {acked_high} was "
-                                "acknowledged")
-                break
-    assert not problems, "; ".join(problems)
-    return (f"{len(reader.observed)} committed-offset observations, {len(reader.commits)} acknowledged commits, "
-            f"{reader.commit_errors} failed commits, {reader.fetch_errors} failed offset fetches")
-
-
 def test_group_committed_offsets_never_go_backwards_through_faults(cluster):
     topic = "faults-group"
     create_topic(cluster, topic)
     writer = SequentialProducer(cluster.bootstrap, topic, PARTITIONS).start()
-    reader = GroupReader(cluster.bootstrap, topic, "faults-readers").start()
+    reader = GroupReader(cluster.bootstrap, topic, "faults-readers", PARTITIONS).start()
     try:
         wait_until(lambda: len(reader.commits) >= 3, RECOVERY_S, "the group member consuming and committing")
         run_faults(cluster, topic, writer, lambda line: print(line, "| group:", reader.status()), BLACKHOLE)
@@ -358,7 +224,9 @@ def test_group_committed_offsets_never_go_backwards_through_faults(cluster):
             time.sleep(0.1)
     finally:
         reader.stop()
-    print("group:", check_committed_never_backwards(reader))
+    backwards = committed_offset_violations(reader.monitor)
+    assert not backwards, "; ".join(backwards)
+    print(f"group: {group_load.summary(reader.monitor)}, {reader.commit_errors} failed commits")
     # every record the member saw is in the final log at that offset (no read above the high
     # watermark of a record that was truncated later), and it saw every acknowledged record
     at = {p: dict(log[p]) for p in PARTITIONS}

@@ -6,8 +6,8 @@
 - :func:`partition_states`: leader / replicas / ISR per partition, asked of one chosen node with a
   raw Metadata request (not a client that might pick a paused or cut-off broker).
 - :func:`read_partitions`: every record of a topic up to the high watermark, by a fresh consumer.
-- :func:`check_log`: no acknowledged record lost, no duplicates, offsets increasing, each partition
-  in produce order.
+- :func:`log_violations` / :func:`check_log`: no acknowledged record lost, no duplicates, offsets
+  increasing, each partition in produce order.
 """
 
 from __future__ import annotations
@@ -205,13 +205,25 @@ def partition_states(address: str, topic: str, timeout: float = 3.0) -> dict[int
     return out
 
 
+def in_sync(cluster, topic: str, partitions: list[int]) -> bool:
+    """Every running node of ``cluster`` (a :class:`tests.support.cluster.Cluster`) shows each of
+    ``partitions`` of ``topic`` with a leader and every replica in its ISR."""
+    running = [i + 1 for i, n in enumerate(cluster.nodes) if n.proc is not None]
+    for node in running:
+        s = partition_states(f"127.0.0.1:{cluster.client_ports[node - 1]}", topic)
+        if any(p not in s or s[p].leader < 0 or sorted(s[p].isr) != sorted(s[p].replicas) for p in partitions):
+            return False
+    return bool(running)
+
+
 # -- reading back and checking ---------------------------------------------------------------------
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: list[int], timeout: float = 60.0,
                     conf: dict | None = None) -> dict[int, list[tuple[int, bytes]]]:
     """Every record (offset, value) of each partition from the log start to the high watermark
-    at the time of the call."""
+    at the time of the call (``conf`` ``{"isolation.level": "read_committed"}``: the committed
+    records only)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "replication-check-reader",
                   "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 3, **(conf or {})})
     try:
@@ -227,7 +239,12 @@ def read_partitions(bootstrap: str, topic: str, partitions: list[int], timeout: 
             if time.monotonic() > deadline:
                 raise AssertionError(f"reading {topic} timed out: have {{p: len}} "
                                      f"{ {p: len(v) for p, v in out.items()} }, high watermarks {high}")
-            for m in c.consume(1000, 0.5):
+            msgs = c.consume(1000, 0.5)
+            if not msgs:  # read_committed: the log may end in a control record no message stands for
+                for tp in c.position([TopicPartition(topic, p) for p in todo]):
+                    if tp.offset >= high[tp.partition]:
+                        todo.discard(tp.partition)
+            for m in msgs:
                 if m.error() is not None:
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         continue
@@ -242,37 +259,50 @@ def read_partitions(bootstrap: str, topic: str, partitions: list[int], timeout: 
         c.close()
 
 
-def check_log(log: dict[int, list[tuple[int, bytes]]], acked: dict[int, list[tuple[int, int]]]) -> str:
-    """Assert: offsets strictly increasing per partition; every value belongs to its partition and
-    appears once, in produce order (idempotence keeps order per partition); every acknowledged
-    (seq, offset) is in the log at that offset. Returns a one-line summary."""
-    problems = []
+VIOLATION_KINDS = ("lost", "duplicated", "reordered")
+
+
+def log_violations(log: dict[int, list[tuple[int, bytes]]],
+                   acked: dict[int, list[tuple[int, int]]]) -> dict[str, list[str]]:
+    """The log of a :class:`SequentialProducer` against its acknowledgements, per partition:
+
+    - ``lost``: acknowledged (seq, offset) not in the log at that offset (an ack without an offset,
+      -1, e.g. a retry the broker answered DUPLICATE_SEQUENCE_NUMBER, only says the value is in the
+      log); one entry per acknowledged record;
+    - ``duplicated``: a value stored more than once; one entry per extra copy;
+    - ``reordered``: offsets not strictly increasing, a value of another partition, or values out of
+      produce order (idempotence keeps order per partition; checked when there are no duplicates);
+      one entry per place.
+
+    Returns {kind: [description]} for every kind in :data:`VIOLATION_KINDS` (empty lists: none)."""
+    out: dict[str, list[str]] = {k: [] for k in VIOLATION_KINDS}
     for p, records in log.items():
         offsets = [o for o, _ in records]
-        bad = [(a, b) for a, b in zip(offsets, offsets[1:]) if b <= a]
-        if bad:
-            problems.append(f"partition {p}: offsets not increasing at {bad[:5]}")
+        out["reordered"] += [f"partition {p}: offset {b} after {a}" for a, b in zip(offsets, offsets[1:]) if b <= a]
         seqs = []
         for o, v in records:
             vp, s = decode(v)
             if vp != p:
-                problems.append(f"partition {p} offset {o}: value of partition {vp}")
+                out["reordered"].append(f"partition {p} offset {o}: value of partition {vp}")
             seqs.append(s)
-        dups = len(seqs) - len(set(seqs))
-        if dups:
-            problems.append(f"partition {p}: {dups} duplicate values")
-        unordered = [(a, b) for a, b in zip(seqs, seqs[1:]) if b <= a]
-        if unordered and not dups:
-            problems.append(f"partition {p}: values out of produce order at {unordered[:5]}")
+        counts: dict[int, int] = {}
+        for s in seqs:
+            counts[s] = counts.get(s, 0) + 1
+        out["duplicated"] += [f"partition {p}: seq {s} stored {n} times"
+                              for s, n in counts.items() for _ in range(n - 1)]
+        if len(counts) == len(seqs):
+            out["reordered"] += [f"partition {p}: seq {b} after {a}" for a, b in zip(seqs, seqs[1:]) if b <= a]
         at = dict(((o, decode(v)[1]) for o, v in records))
-        present = set(seqs)
-        # an ack without an offset (-1: e.g. a retry the broker answered DUPLICATE_SEQUENCE_NUMBER)
-        # only says the value is in the log
-        lost = [(s, o) for s, o in acked.get(p, []) if (at.get(o) != s if o >= 0 else s not in present)]
-        if lost:
-            where = [(s, o, at.get(o)) for s, o in lost[:5]]
-            problems.append(f"partition {p}: {len(lost)} of {len(acked[p])} acknowledged records lost or moved "
-                            f"(seq, acked offset, seq found there): {where}")
+        out["lost"] += [f"partition {p}: seq {s} acknowledged at offset {o}, found there: {at.get(o)}"
+                        for s, o in acked.get(p, []) if (at.get(o) != s if o >= 0 else s not in counts)]
+    return out
+
+
+def check_log(log: dict[int, list[tuple[int, bytes]]], acked: dict[int, list[tuple[int, int]]]) -> str:
+    """Assert that :func:`log_violations` finds nothing (no acknowledged record lost, no duplicates,
+    offsets increasing, each partition in produce order). Returns a one-line summary."""
+    found = log_violations(log, acked)
+    problems = [f"{len(v)} {kind}, e.g. {v[:5]}" for kind, v in found.items() if v]
     assert not problems, "; ".join(problems)
     return ", ".join(f"p{p}: {len(log[p])} records, {len(acked.get(p, []))} acked" for p in sorted(log))
 

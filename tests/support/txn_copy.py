@@ -1,0 +1,175 @@
+"""An exactly-once consume-transform-produce application (KIP-98, KIP-447) for fault tests and the
+nemesis soak (bench/nemesis.py), acting as a correct application does: retry retriable errors;
+abort and rewind to the group's committed offsets on abortable ones; replace a fenced or fatally
+failed producer by a new one with the same ``transactional.id`` (its ``init_transactions`` fences
+the old epoch).
+
+- :class:`ConfluentCopyApp`: the input consumer (subscribed, in the copy's group,
+  ``read_committed``) and the transactional producer, with confluent-kafka; each output record is
+  the input's key and ``b"T:" + value``. tests/clients/test_transactions_kill9.py subclasses it
+  for kafka-python.
+- :func:`copy_loop`: the loop itself, a share of transactions aborted on purpose.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections import Counter
+from typing import Callable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.clients.common import close_ck_producer
+
+TIMEOUT = 10  # seconds per blocking client call (a retriable failure is retried, see call)
+PREFIX = b"T:"
+
+
+class ConfluentCopyApp:
+    """confluent-kafka: the input consumer (subscribed to ``src`` in ``group``) and the transactional
+    producer (``tid``); ``consumer_conf`` / ``producer_conf`` are added to the clients' settings."""
+
+    def __init__(self, bs: str, src: str, group: str, tid: str, consumer_conf: dict | None = None,
+                 producer_conf: dict | None = None) -> None:
+        self.bs, self.src, self.tid, self.producer = bs, src, tid, None
+        self.producer_conf = dict(producer_conf or {})
+        self.consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  **(consumer_conf or {})})
+        self.consumer.subscribe([src])
+
+    def new_producer(self) -> None:
+        if self.producer is not None:
+            self.close_producer()
+        # no re-bootstrap when the only broker is down: librdkafka 2.16 then keeps the decommissioned broker as
+        # group coordinator and send_offsets_to_transaction hangs past its timeout (librdkafka #5511, #5456)
+        self.producer = Producer({"bootstrap.servers": self.bs, "transactional.id": self.tid,
+                                  "metadata.recovery.strategy": "none", **self.producer_conf})
+        self.producer.init_transactions(TIMEOUT)
+
+    def poll(self, n: int) -> list:  # (partition, offset, key, value); errors are the broker being down
+        return [(m.partition(), m.offset(), m.key(), m.value()) for m in self.consumer.consume(n, 0.5)
+                if not m.error()]
+
+    def committed(self) -> dict[int, int]:
+        return {tp.partition: tp.offset for tp in self.consumer.committed(self.consumer.assignment(), TIMEOUT)}
+
+    def rewind(self) -> None:  # back to the group's committed offsets (after an abort)
+        for p, offset in self.committed().items():
+            self.seek(p, offset)
+
+    def seek(self, p: int, offset: int) -> None:
+        self.consumer.seek(TopicPartition(self.src, p, offset if offset >= 0 else OFFSET_BEGINNING))
+
+    def produce(self, dst: str, msgs) -> None:
+        for _, _, k, v in msgs:
+            self.producer.produce(dst, key=k, value=PREFIX + v)
+
+    def send_offsets(self, offsets: dict[int, int]) -> None:
+        self.producer.send_offsets_to_transaction([TopicPartition(self.src, p, o) for p, o in offsets.items()],
+                                                  self.consumer.consumer_group_metadata(), TIMEOUT)
+
+    def flush(self) -> None:
+        assert self.producer.flush(TIMEOUT) == 0, "records not delivered"
+
+    def end(self, commit: bool) -> None:
+        self.producer.commit_transaction(TIMEOUT) if commit else self.producer.abort_transaction(TIMEOUT)
+
+    @staticmethod
+    def kind(e: Exception) -> str:
+        err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+        if not isinstance(err, KafkaError):
+            return "abort"
+        return "fatal" if err.fatal() else "abort" if err.txn_requires_abort() or not err.retriable() else "retry"
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.close_producer()
+
+    def close_producer(self) -> None:
+        close_ck_producer(self.producer)
+
+
+class Failed(Exception):
+    """A transaction that cannot go on: args[0] is "abort" or "fatal"."""
+
+
+def new_stats() -> dict:
+    """The counters :func:`copy_loop` fills: records ``committed``, ``aborted`` output values (a
+    Counter), transactions failed into an ``abort`` / a ``fatal`` error, client ``errors`` (text)."""
+    return {"committed": 0, "aborted": Counter(), "abort": 0, "fatal": 0, "errors": [], "transactions": 0}
+
+
+def call(app, stats: dict, fn, *args, tries: int = 3):
+    """fn(*args), again while it fails with a retriable error; else raise Failed("abort" or "fatal")."""
+    for attempt in range(tries):
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - classified as the client documents its errors
+            stats["errors"].append(f"{fn.__name__}: {e!r}")
+            kind = app.kind(e)
+            if kind != "retry" or attempt == tries - 1:
+                raise Failed("abort" if kind == "retry" else kind) from e
+
+
+def until_done(fn, deadline: float) -> None:
+    """fn() until it returns without raising; AssertionError (with the last traceback) at ``deadline``
+    (monotonic seconds)."""
+    while True:
+        try:
+            return fn()
+        except Exception:  # noqa: BLE001 - e.g. the broker is not back yet
+            assert time.monotonic() < deadline, traceback.format_exc()
+            time.sleep(0.5)
+
+
+def copy_loop(app, dst: str, done: Callable[[], bool], stats: dict, deadline: float, rng: random.Random,
+              abort_ratio: float = 0.2, on_commit: Callable[[dict[int, int]], None] | None = None,
+              batch: tuple[int, int] = (10, 50)) -> None:
+    """Consume-transform-produce from ``app``'s input to ``dst`` until ``done()`` is true when a poll
+    returns nothing (e.g. the group's committed offsets are the end of the input). Each batch (up to
+    ``rng.randint(*batch)`` records of one poll) is one transaction, aborted on purpose with
+    probability ``abort_ratio`` (``rng``); ``on_commit(offsets)``
+    after each committed transaction ({partition: next offset}). AssertionError at ``deadline``."""
+    until_done(app.new_producer, deadline)
+    while time.monotonic() < deadline:
+        try:
+            msgs = app.poll(rng.randint(*batch))
+            if not msgs and done():
+                return
+        except Exception as e:  # noqa: BLE001 - a consumer call while the broker is down
+            stats["errors"].append(f"poll: {e!r}")
+            continue
+        if not msgs:
+            continue
+        commit = rng.random() >= abort_ratio
+        offsets: dict[int, int] = {}
+        for p, o, _, _ in msgs:
+            offsets[p] = max(offsets.get(p, 0), o + 1)
+        try:
+            call(app, stats, app.producer.begin_transaction)
+            call(app, stats, app.produce, dst, msgs, tries=1)  # never twice: a retry would duplicate records
+            call(app, stats, app.send_offsets, offsets)
+            if not commit:
+                call(app, stats, app.flush)  # the output to abort reaches the log
+            call(app, stats, app.end, commit)
+            stats["transactions"] += 1
+            stats["committed"] += len(msgs) if commit else 0
+            stats["aborted"].update(() if commit else (PREFIX + v for _, _, _, v in msgs))
+            if commit and on_commit is not None:
+                on_commit(offsets)
+        except Failed as f:
+            commit, kind = False, f.args[0]
+            stats[kind] += 1
+            try:
+                if kind != "fatal":
+                    call(app, stats, app.end, False)
+            except Failed:
+                kind = "fatal"
+            if kind == "fatal":  # a new producer: its init_transactions fences the old one's epoch
+                until_done(app.new_producer, deadline)
+        if not commit:
+            until_done(app.rewind, deadline)
+    raise AssertionError(f"loop timed out: {stats['committed']} records committed")
