@@ -96,8 +96,8 @@ class ReplicaManager:
         """Write every hosted partition's HW to ``replication-offset-checkpoint``."""
         try:
             self.log_manager.write_high_watermarks({key: p.high_watermark for key, p in self.partitions.items()})
-        except OSError as e:
-            log.warning("could not write the high watermark checkpoint: %s", e)
+        except OSError:
+            pass   # logged once by the log manager; the previous file stays and the next interval retries
 
     def remove_topic(self, topic: str) -> int:
         """Stop hosting every partition of ``topic`` and delete their logs; returns how many."""

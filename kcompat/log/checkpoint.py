@@ -33,11 +33,18 @@ from kcompat.log.fileio import atomic_write
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
+
+
+def unreadable(path: Path, e: Exception) -> str:
+    """``"<path>: <what is wrong>"`` for an error reading a checkpoint-like file."""
+    text = str(e)
+    return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
 # -- offset checkpoints -------------------------------------------------------------------------
@@ -57,7 +64,8 @@ def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int], *
 
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """Read a checkpoint written by Kafka or :func:`write_offset_checkpoint`; ``{}`` if the file
-    does not exist. Raises CheckpointError on a bad version, count or line."""
+    does not exist, is empty or ends after the version line (Kafka ``CheckpointReadBuffer`` reads
+    those as no entries). Raises CheckpointError on a bad version, count or line."""
     try:
         text = path.read_text("utf-8")
     except FileNotFoundError:
@@ -65,14 +73,16 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{path}: not text: {e}") from None
     lines = text.splitlines()
-    if len(lines) < 2:
-        raise CheckpointError(f"{path}: missing version or entry count")
+    if not lines or (len(lines) == 1 and lines[0].strip() == "0"):
+        return {}
     if lines[0].strip() != "0":
         raise CheckpointError(f"{path}: unsupported checkpoint version {lines[0].strip()!r}")
     try:
         count = int(lines[1].strip())
     except ValueError:
         raise CheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
+    if count < 0:
+        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}")
     entries = [ln for ln in lines[2:] if ln.strip()]
     if len(entries) != count:
         raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
@@ -82,9 +92,12 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
         if len(parts) != 3:
             raise CheckpointError(f"{path}: malformed line {ln!r}")
         try:
-            out[(parts[0], int(parts[1]))] = int(parts[2])
+            tp, offset = (parts[0], int(parts[1])), int(parts[2])
         except ValueError:
             raise CheckpointError(f"{path}: malformed line {ln!r}") from None
+        if tp[1] < 0:
+            raise CheckpointError(f"{path}: malformed line {ln!r}")
+        out[tp] = offset
     return out
 
 
@@ -130,7 +143,10 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
         raise CheckpointError(f"{path}: unsupported version {fields.get('version')!r}")
     if "topic_id" not in fields:
         raise CheckpointError(f"{path}: no topic_id")
-    return topic_id_from_str(fields["topic_id"])
+    topic_id = topic_id_from_str(fields["topic_id"])
+    if topic_id.int == 0:   # Kafka PartitionMetadataReadBuffer: "Invalid topic ID"
+        raise CheckpointError(f"{path}: invalid topic id {fields['topic_id']!r}")
+    return topic_id
 
 
 # -- meta.properties -------------------------------------------------------------------------------

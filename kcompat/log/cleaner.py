@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
-from kcompat.log.checkpoint import TopicPartition, read_offset_checkpoint, write_offset_checkpoint
+from kcompat.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT, TopicPartition, read_offset_checkpoint, write_offset_checkpoint,
+)
 from kcompat.log.fileio import fsync_dir, unlink_quiet
 from kcompat.log.compaction import (
     CleaningAbandoned, CleanResult, CleanStats, CleanTask, run_clean_task, worker_init,
@@ -51,7 +53,6 @@ from kcompat.log.log_cleaning import CleaningLease, delete_cleaned_files
 
 logger = logging.getLogger("kcompat.log.cleaner")
 
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LONG_MAX = 2**63 - 1
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno as _errno
+
 
 class LogError(Exception):
     """Base class of every error raised by :mod:`kcompat.log`."""
@@ -27,7 +29,35 @@ class CorruptLogError(LogError):
 
 class LogDirError(LogError):
     """A log directory that cannot be used: ``meta.properties`` of another cluster or node,
-    the same partition in two log dirs. Kafka: ``InconsistentClusterIdException`` and friends."""
+    the same partition in two log dirs, a malformed checkpoint file that Kafka would fail the log
+    dir for. Start-up refuses it (Kafka: ``InconsistentClusterIdException``, a log dir marked
+    offline by ``LogDirFailureChannel``, which halts a broker whose metadata dir fails)."""
+
+
+class LogStorageError(LogError, OSError):
+    """A write (or read) of a log dir failed at the OS level: ENOSPC / EDQUOT (disk full), EIO,
+    EROFS... ``errno`` is the OS error number, ``cause`` the original OSError. The operation that
+    raised it left the log as it was before (an append is cut back to its previous end, a
+    checkpoint keeps its previous content), so retrying it once space returns is safe.
+
+    Kafka: ``KafkaStorageException`` -> KAFKA_STORAGE_ERROR (56). Kafka also marks the log dir
+    offline (``LogDirFailureChannel``); kcompat keeps it online and lets the next operation try
+    again, so a full disk heals by itself when space is freed.
+    """
+
+    def __init__(self, message: str, cause: OSError | None = None, errno: int | None = None) -> None:
+        code = errno if errno is not None else (cause.errno if cause is not None else _errno.EIO)
+        detail = f"{message}: {cause.strerror or cause}" if cause is not None else message
+        OSError.__init__(self, code, detail)
+        self.cause = cause
+
+    def __reduce__(self):  # picklable across the cleaner's worker processes
+        return (type(self), (self.strerror, None, self.errno))
+
+    @property
+    def disk_full(self) -> bool:
+        """True for ENOSPC / EDQUOT: the error goes away when space is freed."""
+        return self.errno in (_errno.ENOSPC, _errno.EDQUOT)
 
 
 class CheckpointError(LogError):

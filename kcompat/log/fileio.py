@@ -83,15 +83,22 @@ def fsync_dir(path: Path | str) -> None:
 
 def atomic_write(path: Path, data: bytes, tmp_suffix: str = ".tmp") -> None:
     """Replace ``path`` with ``data`` atomically: write ``<path><tmp_suffix>``, fsync, rename,
-    fsync the directory (Kafka's ``Utils.atomicMoveWithFallback`` after a flushed temp file)."""
+    fsync the directory (Kafka's ``Utils.atomicMoveWithFallback`` after a flushed temp file).
+
+    On an OSError before the rename (ENOSPC...) the temporary file is removed and ``path`` keeps
+    its previous content; the OSError propagates."""
     tmp = path.with_name(path.name + tmp_suffix)
-    fd = open_rw(tmp, truncate=True)
     try:
-        pwrite_all(fd, data, 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = open_rw(tmp, truncate=True)
+        try:
+            pwrite_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        unlink_quiet(tmp)
+        raise
     fsync_dir(path.parent)
 
 

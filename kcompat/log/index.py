@@ -177,8 +177,21 @@ class _Index:
     # -- entries ------------------------------------------------------------------------------
     def _append_raw(self, entry: bytes) -> None:
         assert self._wfd is not None and isinstance(self._buf, bytearray)
-        pwrite_all(self._wfd, entry, len(self._buf))
+        try:
+            pwrite_all(self._wfd, entry, len(self._buf))
+        except OSError:
+            try:   # a partial entry would fail the sanity check at the next load
+                os.ftruncate(self._wfd, len(self._buf))
+            except OSError:
+                pass
+            raise
         self._buf += entry
+
+    def truncate_entries(self, n: int) -> None:
+        """Keep only the first ``n`` entries (appendable index; undoing appends whose data write
+        failed)."""
+        if n < self.entries:
+            self._truncate_entries(n)
 
     def _truncate_entries(self, n: int) -> None:
         assert self._wfd is not None and isinstance(self._buf, bytearray)

@@ -12,7 +12,9 @@ checkpoint format::
 
 Durability: :meth:`LeaderEpochFileCache.assign`, :meth:`~LeaderEpochFileCache.truncate_from_end`
 and :meth:`~LeaderEpochFileCache.clear` rewrite the file at once (tmp file, fsync, rename, fsync
-dir), so the file never misses an epoch the log holds and never keeps one a truncation removed.
+dir), so the file never misses an epoch the log holds and never keeps one a truncation removed -
+unless the write fails (disk full): then the cache stays dirty and retries, and the log keeps its
+recovery point until the file is written (see ``LeaderEpochFileCache._write``).
 :meth:`~LeaderEpochFileCache.truncate_from_start` (retention, DeleteRecords) only marks the cache
 dirty - the next write or :meth:`~LeaderEpochFileCache.flush_if_dirty` persists it - since stale
 entries below the log start are harmless: :func:`load_for_log` trims them again at open (Kafka
@@ -25,7 +27,8 @@ import bisect
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from kcompat.log.errors import CheckpointError, OffsetOutOfRangeError
+from kcompat.log.checkpoint import unreadable
+from kcompat.log.errors import CheckpointError, LogDirError, OffsetOutOfRangeError
 from kcompat.log.fileio import atomic_write, logger
 from kcompat.protocol.records import BatchHeader
 
@@ -51,8 +54,10 @@ def format_leader_epoch_checkpoint(entries: Iterable[EpochEntry]) -> bytes:
 
 def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     """Entries of a checkpoint written by Kafka or kcompat; None if the file does not exist.
-    Raises CheckpointError on an unknown version, a wrong count or a malformed line (Kafka
-    ``CheckpointFile.CheckpointReadBuffer`` rejects the same)."""
+    An empty file, or one cut off after the version line, also reads as None (Kafka reads both as
+    no entries; kcompat rebuilds the cache from the log). Raises CheckpointError on an unknown
+    version, a wrong count or a malformed line (Kafka ``CheckpointFile.CheckpointReadBuffer``
+    rejects the same)."""
     try:
         text = path.read_text("ascii")
     except FileNotFoundError:
@@ -60,8 +65,10 @@ def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     except UnicodeDecodeError:
         raise CheckpointError(f"{path}: not text") from None
     lines = text.splitlines()
+    if len(lines) < 2 and (not lines or lines[0].strip() == "0"):
+        return None
     if len(lines) < 2:
-        raise CheckpointError(f"{path}: missing version or entry count")
+        raise CheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
     if lines[0].strip() != "0":
         raise CheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
     try:
@@ -96,6 +103,7 @@ class LeaderEpochFileCache:
 
     def __init__(self, path: Path | None, entries: Iterable[EpochEntry] = ()) -> None:
         self.path = path
+        self._write_error: str | None = None
         self._epochs: list[int] = []
         self._starts: list[int] = []
         given = list(entries)
@@ -242,37 +250,71 @@ class LeaderEpochFileCache:
         self._starts.clear()
         self._write()
 
-    def flush_if_dirty(self) -> None:
-        """Write the file if :meth:`truncate_from_start` changed the entries since the last write."""
+    def flush_if_dirty(self) -> bool:
+        """Write the file if the entries changed since the last successful write (after
+        :meth:`truncate_from_start`, or a write that failed). True if the file is up to date."""
         if self._dirty:
             self._write()
+        return not self._dirty
 
     def _write(self) -> None:
-        """Rewrite the file with the current entries. On OSError the cache stays dirty (the next
-        write or :meth:`flush_if_dirty` retries) and the error propagates."""
+        """Rewrite the file with the current entries. An OSError (ENOSPC...) is logged, not
+        raised: the entries stay in memory, the cache stays :attr:`dirty` and the next write or
+        :meth:`flush_if_dirty` tries again (the old file stays whole: the write is atomic). The
+        owning log does not advance its recovery point, nor mark a clean shutdown, while the cache
+        is dirty, so a crash meanwhile recovers the missing epochs from the batches (Kafka marks
+        the log dir offline instead)."""
         self._dirty = True
         if self.path is not None:
-            atomic_write(self.path, format_leader_epoch_checkpoint(self.entries))
+            try:
+                atomic_write(self.path, format_leader_epoch_checkpoint(self.entries))
+            except OSError as e:
+                if self._write_error != str(e):
+                    logger.error("cannot write %s (kept in memory, retried at the next change or "
+                                 "flush): %s", self.path, e)
+                self._write_error = str(e)
+                return
+            if self._write_error is not None:
+                logger.info("%s written again", self.path)
+                self._write_error = None
         self._dirty = False
+
+
+def check_leader_epoch_checkpoint(directory: Path) -> None:
+    """Raise LogDirError if the ``leader-epoch-checkpoint`` of a partition directory is malformed
+    or unreadable (what :func:`load_for_log` would refuse), before anything of the partition is
+    loaded or recovered."""
+    path = directory / LEADER_EPOCH_CHECKPOINT
+    try:
+        read_leader_epoch_checkpoint(path)
+    except (CheckpointError, OSError) as e:
+        raise LogDirError(_malformed(path, e)) from None
+
+
+def _malformed(path: Path, e: Exception) -> str:
+    return (f"{unreadable(path, e)} (Kafka fails the log dir for a malformed checkpoint: remove the "
+            f"file to rebuild it from the log)")
 
 
 def load_for_log(directory: Path, *, log_start_offset: int, log_end_offset: int,
                  headers_from: Callable[[int], Iterator[BatchHeader]],
                  scan_from: int | None) -> LeaderEpochFileCache:
     """The cache of a partition log being opened (Kafka ``UnifiedLog`` initialisation +
-    ``LogLoader``): read ``leader-epoch-checkpoint``; if it is missing or unreadable, rebuild it
+    ``LogLoader``): read ``leader-epoch-checkpoint``; if it is missing or empty, rebuild it
     from the ``partitionLeaderEpoch`` of every batch from ``log_start_offset`` (``headers_from``
     yields the batch headers from an offset) and write it. Otherwise, after an unclean shutdown
     (``scan_from`` = the recovery point, None after a clean one), the batches above the recovery
     point are scanned too, so an epoch appended but not yet checkpointed when the process died is
     added. Entries beyond ``log_end_offset`` (a truncation the file had not seen) and below
-    ``log_start_offset`` are trimmed."""
+    ``log_start_offset`` are trimmed. A malformed file raises LogDirError (as Kafka, which marks
+    the log dir offline)."""
     path = directory / LEADER_EPOCH_CHECKPOINT
     try:
         entries = read_leader_epoch_checkpoint(path)
-    except CheckpointError as e:
-        logger.warning("%s; rebuilding it from the log", e)
-        entries = None
+    except (CheckpointError, OSError) as e:
+        # Kafka (CheckpointFileWithFailureHandler.read) fails the whole log dir on a malformed
+        # checkpoint; a missing or empty file is rebuilt from the batches below instead
+        raise LogDirError(_malformed(path, e)) from None
     if entries is None:
         cache = LeaderEpochFileCache(None)   # no path yet: one write at the end
         if log_end_offset > log_start_offset:

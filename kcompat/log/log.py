@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import LogClosedError
+from kcompat.log.errors import LogClosedError, LogStorageError
 from kcompat.log.fileio import fsync_dir, logger
 from kcompat.log.leader_epoch import LeaderEpochFileCache, load_for_log
 from kcompat.log.loader import load_segments
@@ -184,11 +184,14 @@ class Log(LogReads, LogCleaning, LogFlush):
         ``appendAsFollower``). Rolls first if needed (Kafka ``UnifiedLog.maybeRoll``), writes
         with pwrite (in the page cache on return), fsyncs once ``flush.messages`` offsets are
         unflushed, and starts a new leader epoch for each batch whose epoch is above the latest
-        (an OSError writing ``leader-epoch-checkpoint`` then propagates with the data appended;
-        the cache keeps the epoch and writes it again at the next change or at close).
+        (if writing ``leader-epoch-checkpoint`` fails, the cache keeps the epoch in memory and
+        writes it again later: see :class:`LeaderEpochFileCache`).
 
-        Raises ValueError on misframed input or offsets not following the LEO; OSError if the
-        write fails (the segment is cut back to its previous size).
+        Raises ValueError on misframed input or offsets not following the LEO; LogStorageError
+        (an OSError: ENOSPC, EIO...) if the roll or the write fails - the log is then exactly as
+        before the call (the segment is cut back, a half-made roll undone), so the append may be
+        retried, e.g. once disk space is freed. A failed fsync of ``flush.messages`` is logged,
+        not raised: the data is appended, the recovery point stays.
         """
         self._check_open()
         mv = memoryview(batches).cast("B")
@@ -213,7 +216,10 @@ class Log(LogReads, LogCleaning, LogFlush):
         if reason is not None:
             logger.debug("%s: rolling segment %d (%s)", self._directory, seg.base_offset, reason)
             seg = self.roll(now_ms)
-        seg.append(mv, infos, last_offset, max_timestamp, offset_of_max_timestamp)
+        try:
+            seg.append(mv, infos, last_offset, max_timestamp, offset_of_max_timestamp)
+        except OSError as e:
+            raise LogStorageError(f"appending offsets {h.base_offset}-{last_offset} to {seg.log_path}", e) from e
         self._leo = last_offset + 1
         self._size += n
         self._appended += n
@@ -224,7 +230,11 @@ class Log(LogReads, LogCleaning, LogFlush):
         for epoch, base in epochs:
             self._epochs.maybe_assign_from_batch(epoch, base)
         if self._leo - self._recovery_point >= self._config.flush_messages:
-            self.flush()
+            try:
+                self.flush()
+            except OSError as e:   # the data is appended: report the append, retry the fsync later
+                logger.error("%s: fsync failed, recovery point stays at %d: %s", self._directory,
+                             self._recovery_point, e)
 
     @staticmethod
     def _frame(mv: memoryview, n: int, last_offset: int) -> tuple[list[BatchInfo], list[tuple[int, int]]]:
@@ -252,14 +262,23 @@ class Log(LogReads, LogCleaning, LogFlush):
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active one is empty). The old
         one gets its final time-index entry; it is fsynced by the next ``maybe_flush`` /
-        ``flush_rolled`` (Kafka schedules that flush asynchronously too)."""
+        ``flush_rolled`` (Kafka schedules that flush asynchronously too). Raises LogStorageError
+        if the new segment's files or the final time-index entry cannot be written (the roll is
+        then undone), or if ``on_roll`` fails with an OSError (the roll is done)."""
         self._check_open()
         old = self._segments[-1]
         if old.size == 0:
             return old
         now = self._clock_ms if now_ms is None else now_ms
-        old.on_become_inactive()
-        seg = LogSegment.create(self._directory, self._leo, self._config, created_ms=now)
+        try:
+            seg = LogSegment.create(self._directory, self._leo, self._config, created_ms=now)
+        except OSError as e:
+            raise LogStorageError(f"rolling a new segment at offset {self._leo} in {self._directory}", e) from e
+        try:
+            old.on_become_inactive()
+        except OSError as e:
+            seg.delete()
+            raise LogStorageError(f"rolling a new segment at offset {self._leo} in {self._directory}", e) from e
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
@@ -269,7 +288,13 @@ class Log(LogReads, LogCleaning, LogFlush):
         for listener in self._roll_listeners:
             listener(self)
         if self.on_roll is not None:
-            self.on_roll(seg.base_offset)
+            try:
+                self.on_roll(seg.base_offset)
+            except LogStorageError:
+                raise
+            except OSError as e:
+                raise LogStorageError(f"writing the producer snapshot at offset {seg.base_offset} in "
+                                      f"{self._directory}", e) from e
         return seg
 
     # -- truncation and deletion ------------------------------------------------------------------
@@ -487,25 +512,39 @@ class Log(LogReads, LogCleaning, LogFlush):
         return self._snapshots.offsets
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def close(self) -> None:
+    def close(self) -> bool:
         """Write the active segment's final time-index entry, fsync everything unflushed, close
-        every fd. Idempotent."""
+        every fd. Idempotent. Returns True if everything was made durable (the recovery point is
+        then the LEO); False if a write or fsync failed (logged; e.g. a full disk): the recovery
+        point stays and the log must not be marked as cleanly shut down. The fds are closed
+        either way."""
         if self._closed:
-            return
+            return True
         if self._cleaning is not None:
             self._cleaning.abort("log closed")
-        self._segments[-1].on_become_inactive()
+        ok = True
+
+        def attempt(what: str, fn) -> None:
+            nonlocal ok
+            try:
+                fn()
+            except OSError as e:
+                ok = False
+                logger.error("%s: %s failed at close: %s", self._directory, what, e)
+        attempt("the final time-index entry", self._segments[-1].on_become_inactive)
         for seg in self._segments:
-            seg.flush()
-            seg.close()
+            attempt(f"fsync of segment {seg.base_offset}", seg.flush)
+            attempt(f"closing segment {seg.base_offset}", seg.close)
         if self._dir_dirty:
-            fsync_dir(self._directory)
+            attempt("fsync of the directory", lambda: fsync_dir(self._directory))
+        ok = self._epochs.flush_if_dirty() and ok
+        if ok:
             self._dir_dirty = False
-        self._epochs.flush_if_dirty()
-        self._recovery_point = self._leo
+            self._recovery_point = self._leo
         self._open_inactive.clear()
         self._read_cache.clear()
         self._closed = True
+        return ok
 
     def close_without_flush(self) -> None:
         """Close fds without fsync (the directory is about to be deleted)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kcompat.log.config import LogConfig
 from kcompat.log.fileio import fsync_dir, fsync_path, logger
+from kcompat.log.leader_epoch import LeaderEpochFileCache
 from kcompat.log.segment import LogSegment
 
 
@@ -29,13 +30,17 @@ class LogFlush:
     _pending_roll_flush: bool
     _dir_dirty: bool
     _closed: bool
+    _epochs: "LeaderEpochFileCache"
 
     def _check_open(self) -> None:  # pragma: no cover - overridden by Log
         raise NotImplementedError
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync the segments holding offsets in [recovery point, ``up_to_offset``) (default:
         LEO) plus the directory if segments were created/deleted, then advance the recovery
-        point to ``up_to_offset`` (Kafka ``UnifiedLog.flush``)."""
+        point to ``up_to_offset`` (Kafka ``UnifiedLog.flush``) - unless ``leader-epoch-checkpoint``
+        has changes that cannot be written (disk full): then the recovery point stays, so that a
+        recovery after a crash re-reads the epochs from the batches. Raises OSError if an fsync
+        fails."""
         self._check_open()
         target = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
         if target <= self._recovery_point:
@@ -48,6 +53,8 @@ class LogFlush:
         if self._dir_dirty:
             fsync_dir(self._directory)
             self._dir_dirty = False
+        if not self._epochs.flush_if_dirty():
+            return   # an epoch of the flushed range may be missing from the file: keep the recovery point
         self._recovery_point = target
         self._last_flush_ms = self._clock_ms
         if target >= self._bases[-1]:
@@ -91,6 +98,8 @@ class LogFlush:
             return
         if self._closed or plan.target <= self._recovery_point:
             return
+        if not self._epochs.flush_if_dirty():
+            return   # recovery after a crash must still see the epochs the file is missing
         self._recovery_point = min(plan.target, self._leo)
         self._last_flush_ms = self._clock_ms
         if plan.target >= self._bases[-1]:

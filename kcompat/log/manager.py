@@ -11,18 +11,27 @@ from pathlib import Path
 from typing import Callable
 
 from kcompat.log.checkpoint import (
-    CLEAN_SHUTDOWN, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES, PARTITION_METADATA,
+    CLEAN_SHUTDOWN, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, META_PROPERTIES, PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, TopicPartition, read_meta_properties,
-    read_offset_checkpoint, read_partition_metadata, topic_id_from_str, topic_id_to_str,
+    read_offset_checkpoint, read_partition_metadata, topic_id_from_str, topic_id_to_str, unreadable,
     write_meta_properties,
     write_offset_checkpoint, write_partition_metadata,
 )
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import CheckpointError, LogDirError
 from kcompat.log.fileio import atomic_write, fsync_dir, logger, unlink_quiet
+from kcompat.log.leader_epoch import check_leader_epoch_checkpoint
 from kcompat.log.log import Log
 
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+# what start-up does when a checkpoint file is missing (the hint of a malformed-checkpoint error)
+_IF_REMOVED = {
+    RECOVERY_POINT_CHECKPOINT: "without it every partition of the dir is recovered from its first segment "
+                               "after an unclean shutdown",
+    LOG_START_OFFSET_CHECKPOINT: "without it each log starts at its first segment",
+    REPLICATION_OFFSET_CHECKPOINT: "without it high watermarks start at the log start and catch up",
+    CLEANER_OFFSET_CHECKPOINT: "without it compacted logs are cleaned again from their start",
+}
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -68,30 +77,38 @@ class LogManager:
         self._rolled: set[TopicPartition] = set()
         self._last_retention = self._last_flush = self._last_checkpoint = 0
         self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
+        self._write_errors: dict[Path, str] = {}
 
     # -- start-up -----------------------------------------------------------------------------------
     def startup(self, now_ms: int, cluster_id: str, node_id: int) -> None:
         """Create the log dirs, check or write ``meta.properties`` (LogDirError if it names
         another cluster or node), load every partition dir (recovering unflushed segments unless
         ``.kafka_cleanshutdown`` is present, then removing that marker), finish deleting
-        ``-delete`` dirs. Unreadable checkpoints are logged and treated as empty (Kafka resets
-        to 0 / the first segment)."""
-        for d in self.log_dirs:
+        ``-delete`` dirs.
+
+        Raises LogDirError, naming the file, for what Kafka fails the log dir for
+        (``LogDirFailureChannel``; a broker halts when its metadata log dir fails): a malformed
+        ``meta.properties``, offset checkpoint (``recovery-point-offset-checkpoint``,
+        ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``,
+        ``cleaner-offset-checkpoint``), ``leader-epoch-checkpoint`` or ``partition.metadata``,
+        or an I/O error reading them. Nothing is changed on disk before the checks pass for a
+        partition. A missing or empty checkpoint reads as no entries, as in Kafka."""
+        plans = []
+        seen: dict[TopicPartition, Path] = {}
+        for d in self.log_dirs:   # first every check, so that a refusal changes nothing on disk
             d.mkdir(parents=True, exist_ok=True)
             self._check_meta(d, cluster_id, node_id)
-            marker = d / CLEAN_SHUTDOWN
-            clean = marker.exists()
-            self.had_clean_shutdown[d] = clean
             rps = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             lsos = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-            self.high_watermarks.update(self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+            hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+            self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)   # read by the cleaner later
+            parts, deleted = [], []
             for entry in sorted(os.scandir(d), key=lambda e: e.name):
                 if not entry.is_dir(follow_symlinks=False):
                     continue
                 path = Path(entry.path)
                 if _DELETE_DIR.match(entry.name):
-                    logger.info("removing deleted partition dir %s", path)
-                    shutil.rmtree(path, ignore_errors=True)
+                    deleted.append(path)
                     continue
                 tp = parse_topic_partition(entry.name)
                 if tp is None:
@@ -99,13 +116,27 @@ class LogManager:
                     continue
                 if tp[0] in self.skip_topics:
                     continue
-                if tp in self.logs:
-                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in both "
-                                      f"{self._dir_of[tp]} and {d}")
+                if tp in seen:
+                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in both {seen[tp]} and {d}")
+                seen[tp] = d
+                check_leader_epoch_checkpoint(path)
+                parts.append((tp, path, self._read_topic_id(path / PARTITION_METADATA)))
+            plans.append((d, rps, lsos, hws, parts, deleted))
+        for d, rps, lsos, hws, parts, deleted in plans:
+            marker = d / CLEAN_SHUTDOWN
+            clean = marker.exists()
+            self.had_clean_shutdown[d] = clean
+            self.high_watermarks.update(hws)
+            for path in deleted:
+                logger.info("removing deleted partition dir %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+            for tp, path, topic_id in parts:
                 log = Log.open(path, self.config_for(tp[0]), recovery_point=rps.get(tp, 0),
                                log_start_offset=lsos.get(tp, 0), clean_shutdown=clean,
                                now_ms=now_ms)
                 self._register(tp, log, d)
+                if topic_id is not None:
+                    self._topic_ids[tp] = topic_id
             if clean:
                 unlink_quiet(marker)
                 fsync_dir(d)
@@ -118,8 +149,11 @@ class LogManager:
         path = d / META_PROPERTIES
         try:
             props = read_meta_properties(path)
-        except CheckpointError as e:
-            raise LogDirError(str(e)) from None
+        except (CheckpointError, OSError) as e:
+            raise LogDirError(unreadable(path, e)) from None
+        if props is not None and props.get("version", "0") not in ("0", "1"):
+            # Kafka MetaProperties: only versions 0 (ZooKeeper era) and 1 (KRaft) exist
+            raise LogDirError(f"{path}: unsupported version {props.get('version')!r}")
         if props is None:
             dir_id = uuid.uuid4()
             write_meta_properties(path, {"version": "1", "cluster.id": cluster_id,
@@ -140,16 +174,31 @@ class LogManager:
             write_meta_properties(path, props)
         try:
             self.directory_ids[d] = topic_id_from_str(props["directory.id"])
-        except CheckpointError:
-            self.directory_ids[d] = uuid.uuid4()
+        except CheckpointError as e:   # Kafka: Uuid.fromString fails the start-up
+            raise LogDirError(f"{path}: directory.id: {e}") from None
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        """An offset checkpoint of a log dir; LogDirError if malformed or unreadable (Kafka's
+        ``CheckpointFileWithFailureHandler.read`` marks the log dir offline - also for the
+        recovery-point and log-start-offset files, whose values ``LogManager.loadLogs`` then
+        resets - and the broker halts when that dir holds the metadata log)."""
         try:
             return read_offset_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            logger.error("cannot read %s (%s); treating it as empty", path, e)
-            return {}
+            raise LogDirError(f"{unreadable(path, e)} (Kafka fails the log dir for a malformed "
+                              f"checkpoint: remove or repair the file; {_IF_REMOVED[path.name]})") from None
+
+    @staticmethod
+    def _read_topic_id(path: Path) -> uuid.UUID | None:
+        """The topic id in a partition's ``partition.metadata``, None if there is none;
+        LogDirError if it is malformed (Kafka ``PartitionMetadataFile.read`` fails the log dir)."""
+        try:
+            return read_partition_metadata(path)
+        except (CheckpointError, OSError) as e:
+            raise LogDirError(f"{unreadable(path, e)} (Kafka fails the log dir for a malformed "
+                              f"partition.metadata: remove the file to take the topic id from the "
+                              f"cluster metadata)") from None
 
     def _register(self, tp: TopicPartition, log: Log, d: Path) -> None:
         self.logs[tp] = log
@@ -293,7 +342,10 @@ class LogManager:
             self._last_retention = now_ms
             for (topic, partition), log in list(self.logs.items()):
                 hw = self.high_watermark_of(topic, partition) if self.high_watermark_of else None
-                deleted += log.apply_retention(now_ms, high_watermark=hw)
+                try:
+                    deleted += log.apply_retention(now_ms, high_watermark=hw)
+                except OSError as e:   # a roll before deleting every segment, on a full disk
+                    logger.error("%s: retention failed (retried at the next check): %s", log.directory, e)
         if now_ms - self._last_checkpoint >= checkpoint_interval_ms:
             self._last_checkpoint = now_ms
             self.checkpoint(force=False)
@@ -312,42 +364,87 @@ class LogManager:
             self._pending_deletes = keep
         return deleted, removals
 
-    def checkpoint(self, *, force: bool = True) -> None:
+    def checkpoint(self, *, force: bool = True) -> bool:
         """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` in every
-        log dir (skipping unchanged files unless ``force``)."""
+        log dir (skipping unchanged files unless ``force``). A write that fails (disk full) is
+        logged and tried again at the next call; the previous file stays whole (Kafka marks the
+        log dir offline instead). True if every file is up to date."""
+        ok = True
         for d in self.log_dirs:
-            self._checkpoint_dir(d, force=force)
+            ok = self._checkpoint_dir(d, force=force) and ok
+        return ok
 
-    def _checkpoint_dir(self, d: Path, *, force: bool) -> None:
+    def _checkpoint_dir(self, d: Path, *, force: bool) -> bool:
         logs = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == d}
+        ok = True
         for name, values in (
             (RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}),
             (LOG_START_OFFSET_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs.items()}),
         ):
             if force or self._written.get((d, name)) != values:
-                write_offset_checkpoint(d / name, values)
+                try:
+                    write_offset_checkpoint(d / name, values)
+                except OSError as e:
+                    self._note_write_error(d / name, e)
+                    ok = False
+                    continue
                 self._written[(d, name)] = values
+                self._note_write_ok(d / name)
+        return ok
+
+    def _note_write_error(self, path: Path, e: OSError) -> None:
+        if self._write_errors.get(path) != str(e):   # once per distinct error, not every interval
+            logger.error("cannot write %s (the previous file stays; retried later): %s", path, e)
+        self._write_errors[path] = str(e)
+
+    def _note_write_ok(self, path: Path) -> None:
+        if self._write_errors.pop(path, None) is not None:
+            logger.info("%s written again", path)
 
     def write_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
         """Write ``replication-offset-checkpoint`` in each log dir for the partitions it holds
         (Kafka's ReplicaManager owns this file; the values come from the replication layer)."""
         for d in self.log_dirs:
             values = {tp: hw for tp, hw in high_watermarks.items() if self._dir_of.get(tp) == d}
-            write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, values)
+            try:
+                write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, values)
+            except OSError as e:
+                self._note_write_error(d / REPLICATION_OFFSET_CHECKPOINT, e)
+                raise
+            self._note_write_ok(d / REPLICATION_OFFSET_CHECKPOINT)
 
     def shutdown(self, *, broker_epoch: int = -1) -> None:
         """Flush and close every log, write the checkpoints, then ``.kafka_cleanshutdown`` in
-        every log dir (Kafka 3.7+ content ``{"version":0,"brokerEpoch":N}``)."""
-        for log in self.logs.values():
-            log.close()
-        self.checkpoint(force=True)
+        every log dir (Kafka 3.7+ content ``{"version":0,"brokerEpoch":N}``). A log dir where
+        something could not be made durable (an fsync or a checkpoint failed, e.g. on a full
+        disk) gets no marker, so that the next start-up recovers it from its recovery point."""
+        unclean: set[Path] = set()
+        for tp, log in self.logs.items():
+            try:
+                if not log.close():
+                    unclean.add(self._dir_of[tp])
+            except OSError as e:
+                logger.error("%s: closing failed: %s", log.directory, e)
+                unclean.add(self._dir_of[tp])
+        for d in self.log_dirs:
+            if not self._checkpoint_dir(d, force=True):
+                unclean.add(d)
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
                             separators=(",", ":")).encode()
         for d in self.log_dirs:
-            atomic_write(d / CLEAN_SHUTDOWN, marker)
+            if d in unclean:
+                logger.warning("log dir %s: not marked as cleanly shut down (see the errors above); "
+                               "the next start recovers it", d)
+                continue
+            try:
+                atomic_write(d / CLEAN_SHUTDOWN, marker)
+            except OSError as e:
+                logger.error("cannot write %s: %s", d / CLEAN_SHUTDOWN, e)
+                unclean.add(d)
         self.logs.clear()
         self._dir_of.clear()
-        logger.info("log manager shut down cleanly")
+        logger.info("log manager shut down %s", "cleanly" if not unclean else
+                    "(unclean: " + ", ".join(str(d) for d in sorted(unclean)) + ")")
 
 
 def remove_tree(path: Path) -> None:

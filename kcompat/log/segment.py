@@ -117,12 +117,17 @@ class LogSegment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, *, created_ms: int
                ) -> "LogSegment":
-        """A new, empty, active segment (creates/overwrites its three files)."""
+        """A new, empty, active segment (creates/overwrites its three files). On an OSError the
+        files created so far are removed and the error re-raised."""
         seg = cls(directory, base_offset, config, created_ms=created_ms,
                   roll_jitter_ms=config.random_segment_jitter())
-        seg._fd = open_rw(seg.log_path, truncate=True)
-        seg.offset_index.replace(b"")
-        seg.time_index.replace(b"")
+        try:
+            seg._fd = open_rw(seg.log_path, truncate=True)
+            seg.offset_index.replace(b"")
+            seg.time_index.replace(b"")
+        except OSError:   # e.g. no inode or directory block left: leave no half-made segment
+            seg.delete()
+            raise
         seg._max_ts, seg._max_ts_offset = -1, -1
         seg.next_offset = base_offset
         seg.make_active()
@@ -293,31 +298,47 @@ class LogSegment:
         """Write ``data`` (complete batches) at the end and index it (Kafka
         ``LogSegment.append``): every ``index.interval.bytes`` the batch's last offset -> its
         start position goes to the offset index and (max timestamp so far, its batch's last
-        offset) to the time index. ``batches`` is None for a single batch. On a write error the
-        file is cut back and the OSError re-raised."""
+        offset) to the time index. ``batches`` is None for a single batch.
+
+        All or nothing: if writing the data or an index entry fails (ENOSPC...), the ``.log`` and
+        both indexes are cut back to where they were, the in-memory state is restored and the
+        OSError re-raised, so the segment is exactly as before the call."""
         pos0 = self.size
+        saved = (self._rolling_ts, self._max_ts, self._max_ts_offset, self._max_ts_exact,
+                 self._bytes_since_index, self.offset_index.entries, self.time_index.entries)
         if pos0 == 0:
             self._rolling_ts = max_timestamp
         try:
             pwrite_all(self.fd, data, pos0)
+            self.size = pos0 + len(data)
+            self.dirty = True
+            prev_max = self._max_ts
+            if batches is None:
+                self._index_batch(pos0, len(data), last_offset, max_timestamp)
+            else:
+                for rel, size, blast, bmax in batches:
+                    self._index_batch(pos0 + rel, size, blast, bmax)
         except OSError:
-            try:
-                os.ftruncate(self.fd, pos0)
-            except OSError:
-                pass
+            self._undo_append(pos0, saved)
             raise
-        self.size = pos0 + len(data)
-        self.dirty = True
-        prev_max = self._max_ts
-        if batches is None:
-            self._index_batch(pos0, len(data), last_offset, max_timestamp)
-        else:
-            for rel, size, blast, bmax in batches:
-                self._index_batch(pos0 + rel, size, blast, bmax)
         if self._max_ts != prev_max:
             self._max_ts_exact = (offset_of_max_timestamp
                                   if self._max_ts == max_timestamp and offset_of_max_timestamp >= 0 else None)
         self.next_offset = last_offset + 1
+
+    def _undo_append(self, pos0: int, saved: tuple) -> None:
+        """Cut the ``.log`` and the indexes back to ``pos0`` / the saved entry counts after a
+        failed append (shrinking never needs space, so this works on a full disk)."""
+        (self._rolling_ts, self._max_ts, self._max_ts_offset, self._max_ts_exact,
+         self._bytes_since_index, off_entries, time_entries) = saved
+        self.size = pos0
+        for step in (lambda: os.ftruncate(self.fd, pos0),
+                     lambda: self.offset_index.truncate_entries(off_entries),
+                     lambda: self.time_index.truncate_entries(time_entries)):
+            try:
+                step()
+            except OSError as e:  # pragma: no cover - shrinking a file does not fail on a sane fs
+                logger.error("segment %s: cannot undo a failed append: %s", self.log_path, e)
 
     def _index_batch(self, pos: int, size: int, last: int, max_ts: int) -> None:
         if max_ts > self._max_ts:  # type: ignore[operator]

@@ -30,13 +30,21 @@ def test_offset_checkpoint_round_trip(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-@pytest.mark.parametrize("text", ["", "1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\nx\n",
-                                  "0\n1\na b 1\n"])
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\nx\n",
+                                  "0\n1\na b 1\n", "0\n2\n", "0\n-1\n", "1\n", "0\n1\na -1 5\n"])
 def test_offset_checkpoint_malformed(tmp_path, text):
     p = tmp_path / "cp"
     p.write_text(text)
     with pytest.raises(CheckpointError):
         read_offset_checkpoint(p)
+
+
+@pytest.mark.parametrize("text", ["", "0", "0\n", "0\n0\n"])
+def test_offset_checkpoint_empty_or_cut_after_the_version(tmp_path, text):
+    # Kafka's CheckpointReadBuffer reads these as no entries (a missing file too)
+    p = tmp_path / "cp"
+    p.write_text(text)
+    assert read_offset_checkpoint(p) == {}
 
 
 def test_kafka_written_checkpoint(tmp_path):
@@ -227,18 +235,50 @@ def test_manager_duplicate_partition(tmp_path):
         LogManager([tmp_path / "d1", tmp_path / "d2"], cfg_for).startup(NOW, "c", 1)
 
 
-def test_manager_bad_checkpoint_is_ignored(tmp_path):
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                                  "replication-offset-checkpoint", "cleaner-offset-checkpoint"])
+def test_manager_refuses_a_malformed_checkpoint_and_changes_nothing(tmp_path, name):
+    # Kafka's CheckpointFileWithFailureHandler.read marks the log dir offline (the broker halts
+    # when it holds the metadata log); removing the file is the way out
     d = tmp_path / "d"
     m = LogManager([d], cfg_for)
     m.startup(NOW, "c", 1)
     log = m.create("t", 0, cfg_for("t"), uuid.uuid4(), NOW)
     append(log, 3)
+    seg = log.active_segment.log_path
     m.shutdown()
-    (d / "recovery-point-offset-checkpoint").write_text("garbage")
+    (d / name).write_text("garbage")
     (d / ".kafka_cleanshutdown").unlink()
+    with open(seg, "ab") as f:     # a torn tail that a recovery would cut
+        f.write(b"\x00" * 10)
+    before = seg.read_bytes()
+    with pytest.raises(LogDirError, match=name):
+        LogManager([d], cfg_for).startup(NOW, "c", 1)
+    assert seg.read_bytes() == before                     # nothing recovered or truncated
+    (d / name).unlink()
     m2 = LogManager([d], cfg_for)
     m2.startup(NOW, "c", 1)
     assert m2.get("t", 0).log_end_offset == 3
+
+
+def test_manager_refuses_a_malformed_partition_metadata(tmp_path):
+    d = tmp_path / "d"
+    m = LogManager([d], cfg_for)
+    m.startup(NOW, "c", 1)
+    tid = uuid.uuid4()
+    append(m.create("t", 0, cfg_for("t"), tid, NOW), 3)
+    m.shutdown()
+    pm = d / "t-0" / "partition.metadata"
+    good = pm.read_text()
+    for bad in ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version: 9\n" + good.split("\n", 1)[1],
+                good[:-5] + "\n", "garbage"):
+        pm.write_text(bad)
+        with pytest.raises(LogDirError, match="partition.metadata"):
+            LogManager([d], cfg_for).startup(NOW, "c", 1)
+    pm.write_text(good)
+    m2 = LogManager([d], cfg_for)
+    m2.startup(NOW, "c", 1)
+    assert m2.topic_id_of("t", 0) == tid
 
 
 def test_high_watermark_checkpoint(tmp_path):

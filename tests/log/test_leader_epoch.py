@@ -38,7 +38,15 @@ def test_reads_a_kafka_written_file(tmp_path):
     assert read_leader_epoch_checkpoint(tmp_path / "missing") is None
 
 
-@pytest.mark.parametrize("text", ["", "0\n", "1\n0\n", "0\n2\n0 0\n", "0\nx\n", "0\n1\n0\n", "0\n1\n0 0 0\n",
+def test_an_empty_file_reads_as_missing(tmp_path):
+    # Kafka reads both as no entries; kcompat then rebuilds the cache from the log
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT
+    for text in ("", "0\n"):
+        path.write_text(text)
+        assert read_leader_epoch_checkpoint(path) is None
+
+
+@pytest.mark.parametrize("text", ["1\n", "1\n0\n", "0\n2\n0 0\n", "0\nx\n", "0\n1\n0\n", "0\n1\n0 0 0\n",
                                   "0\n1\na b\n", "0\n1\n-1 0\n", "0\n1\n0 -5\n"])
 def test_malformed_files_are_rejected(tmp_path, text):
     path = tmp_path / LEADER_EPOCH_CHECKPOINT

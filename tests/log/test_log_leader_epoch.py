@@ -1,6 +1,6 @@
 """The leader-epoch cache inside kcompat.log.Log: assigned from appended batches, trimmed by
 truncation, retention and DeleteRecords, loaded at open, rebuilt from the batches when the file is
-missing or damaged, repaired after an unclean shutdown; and follower appends with offset gaps."""
+missing or empty (a malformed one is refused, as Kafka), repaired after an unclean shutdown; and follower appends with offset gaps."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kcompat.log import LEADER_EPOCH_CHECKPOINT, Log, LogConfig
+from kcompat.log import LEADER_EPOCH_CHECKPOINT, Log, LogConfig, LogDirError
 from kcompat.protocol.records import build_batch
 
 from .helpers import NOW, offsets
@@ -92,11 +92,15 @@ def test_reopen_loads_the_checkpoint_and_rebuilds_a_missing_or_bad_one(tmp_path)
     assert log.leader_epoch_cache.entries == expected
     assert checkpoint(d) == "0\n3\n0 0\n2 4\n4 10\n"
     log.close()
-    (d / LEADER_EPOCH_CHECKPOINT).write_text("0\n5\n1 1\n")   # damaged
+    (d / LEADER_EPOCH_CHECKPOINT).write_text("")                 # empty: rebuilt too
     log = open_log(d)
     assert log.leader_epoch_cache.entries == expected
     assert checkpoint(d) == "0\n3\n0 0\n2 4\n4 10\n"
     log.close()
+    (d / LEADER_EPOCH_CHECKPOINT).write_text("0\n5\n1 1\n")   # malformed: Kafka fails the log dir
+    with pytest.raises(LogDirError, match=LEADER_EPOCH_CHECKPOINT):
+        open_log(d)
+    assert checkpoint(d) == "0\n5\n1 1\n"
 
 
 def test_the_file_is_trusted_after_a_clean_shutdown_and_trimmed_at_the_log_end(tmp_path):
