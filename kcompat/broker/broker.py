@@ -98,7 +98,7 @@ class Broker:
         self.cluster_id = ""
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self._servers: list = []
-        self._periodic_task = None
+        self._periodic_tasks: list[asyncio.Task] = []
         self._last_producer_expiry = 0
         self._last_isr_check = self._last_hw_checkpoint = 0
         self.stopped = asyncio.Event()
@@ -181,7 +181,8 @@ class Broker:
                 p.txn_verifier = self.txn.verify
         self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)
         self.lifecycle = BrokerLifecycle(self)
-        self._periodic_task = asyncio.ensure_future(self._periodic())
+        self._periodic_tasks = [asyncio.ensure_future(self._controller_periodic()),
+                                asyncio.ensure_future(self._log_maintenance())]
         if self.is_broker:
             # bind first (the registration carries the bound ports), serve once unfenced
             await self._open_listeners([lst for lst in cfg.listeners if lst[0] not in controller_names],
@@ -430,49 +431,67 @@ class Broker:
 
     # -- periodic work ---------------------------------------------------------------------------
 
-    async def _periodic(self) -> None:
-        """Log maintenance off the request path: retention and checkpoints are quick bookkeeping
-        on the loop; fsyncs and directory removals run on a worker thread (DESIGN.md section 5)."""
-        cfg = self.config
+    async def _controller_periodic(self) -> None:
+        """The controller's timed work (Kafka's QuorumController periodic tasks): fence brokers
+        whose session expired (every ``FENCE_CHECK_INTERVAL_S``), leader elections and metadata
+        snapshots (every ``PERIODIC_INTERVAL_S``). A task of its own: a controller operation that
+        waits for the quorum never holds up log maintenance."""
         loop = asyncio.get_running_loop()
-        last_maintenance = 0.0
+        last = 0.0
         while not self.shutting_down:
             await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
-            try:
-                # a dead broker is fenced (and loses leadership) soon after its session expires
-                await self.controller_service.fence_stale_brokers()
-                if loop.time() - last_maintenance < PERIODIC_INTERVAL_S:
-                    continue
-                last_maintenance = loop.time()
-                now = self.now_ms()
-                await self.controller_service.maybe_elect_leaders()
-                self.loader.maybe_snapshot(self.quorum, now)
-                self._replication_maintenance(now)
-                plans = self.log_manager.flush_plans(now, flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"))
-                _deleted, removals = self.log_manager.maintain(
-                    now, retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
-                    checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"))
-                for p in self.replica_manager.partitions.values():
-                    if p.log.log_start_offset > 0:
-                        p.log.delete_snapshots_before(p.log.log_start_offset)
-                if now - self._last_producer_expiry >= cfg.get("producer.id.expiration.check.interval.ms"):
-                    self._last_producer_expiry = now
-                    expiration = cfg.get("producer.id.expiration.ms")
-                    expired = sum(p.producer_state.remove_expired(now, expiration)
-                                  for p in self.replica_manager.partitions.values())
-                    if expired:
-                        log.info("expired %d idle producer id(s) (producer.id.expiration.ms=%d)", expired, expiration)
-                if self.cleaner_driver is not None:   # new cleanable logs (log.cleaner.backoff.ms)
-                    self.cleaner_driver.tick(now)
-                if plans or removals:
+            # a dead broker is fenced (and loses leadership) soon after its session expires
+            await _guarded("fencing stale brokers", self.controller_service.fence_stale_brokers())
+            if loop.time() - last < PERIODIC_INTERVAL_S:
+                continue
+            last = loop.time()
+            await _guarded("leader elections", self.controller_service.maybe_elect_leaders())
+            _guarded_call("metadata snapshot", lambda: self.loader.maybe_snapshot(self.quorum, self.now_ms()))
+
+    async def _log_maintenance(self) -> None:
+        """Log maintenance off the request path, every ``PERIODIC_INTERVAL_S`` (Kafka's
+        LogManager / ReplicaManager scheduler tasks): ISR shrink checks and HW checkpoints,
+        flushes, retention and offset checkpoints, producer snapshots below the log start, producer
+        id expiry. The bookkeeping is quick and on the loop; fsyncs and directory removals run on
+        a worker thread (DESIGN.md section 5). Each step is guarded on its own: one that fails
+        (a log whose retention raises, a full disk) is logged and the others still run."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        while not self.shutting_down:
+            await asyncio.sleep(PERIODIC_INTERVAL_S)
+            now = self.now_ms()
+            _guarded_call("replication maintenance", lambda: self._replication_maintenance(now))
+            plans = _guarded_call("planning flushes", lambda: self.log_manager.flush_plans(
+                now, flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"))) or []
+            maintained = _guarded_call("log retention and checkpoints", lambda: self.log_manager.maintain(
+                now, retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
+                checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms")))
+            removals = maintained[1] if maintained else []
+            _guarded_call("deleting producer snapshots", self._delete_snapshots_below_log_start)
+            _guarded_call("producer id expiry", lambda: self._expire_producers(now))
+            if plans or removals:
+                try:
                     await loop.run_in_executor(None, _background_io, plans, removals)
                     for plan in plans:
                         if not plan.log.closed:
                             plan.log.complete_flush(plan)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("periodic log maintenance failed")
+                except Exception:
+                    log.exception("periodic log maintenance failed: flushes and directory removals")
+
+    def _delete_snapshots_below_log_start(self) -> None:
+        for p in self.replica_manager.partitions.values():
+            if p.log.log_start_offset > 0:
+                p.log.delete_snapshots_before(p.log.log_start_offset)
+
+    def _expire_producers(self, now: int) -> None:
+        cfg = self.config
+        if now - self._last_producer_expiry < cfg.get("producer.id.expiration.check.interval.ms"):
+            return
+        self._last_producer_expiry = now
+        expiration = cfg.get("producer.id.expiration.ms")
+        expired = sum(p.producer_state.remove_expired(now, expiration) for p in self.replica_manager.partitions.values())
+        if expired:
+            log.info("expired %d idle producer id(s) (producer.id.expiration.ms=%d)", expired, expiration)
 
     def _replication_maintenance(self, now: int) -> None:
         """ISR shrink checks every ``replica.lag.time.max.ms`` / 2 (Kafka's isr-expiration task)
@@ -509,8 +528,8 @@ class Broker:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        if self._periodic_task is not None:
-            self._periodic_task.cancel()
+        for task in self._periodic_tasks:
+            task.cancel()
         if self.lifecycle is not None:
             self.lifecycle.stop()
         if hasattr(self, "txn"):
@@ -527,3 +546,22 @@ class Broker:
         self.log_manager.shutdown()
         log.info("shutdown complete")
         self.stopped.set()
+
+
+async def _guarded(what: str, step) -> None:
+    """Await one periodic step; an error is logged, never ends the periodic task."""
+    try:
+        await step
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("periodic %s failed", what)
+
+
+def _guarded_call(what: str, step):
+    """Run one periodic step; its result, or None (logged) if it raised."""
+    try:
+        return step()
+    except Exception:
+        log.exception("periodic %s failed", what)
+        return None

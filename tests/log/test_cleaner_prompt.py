@@ -92,7 +92,7 @@ def test_driver_installs_a_cleaning_without_another_periodic_tick(tmp_path):
 
     async def main():
         driver = CleanerDriver(cleaner, {TP: log}, now_ms=lambda: NOW, stable_offset_of=stable,
-                               producer_last_offsets_of=plo)
+                               producer_last_offsets_of=plo, interval_s=3600)
         driver.start()
         try:
             assert driver.tick(NOW) == [] and cleaner.in_progress == [TP]   # the one periodic tick
@@ -115,6 +115,29 @@ def test_driver_installs_a_cleaning_without_another_periodic_tick(tmp_path):
         cleaner.shutdown()
 
 
+def test_driver_looks_for_cleanable_logs_on_its_own(tmp_path):
+    """No one else ticks the cleaner: the driver's own task finds the dirty log and cleans it
+    (the broker's other periodic work, which may fail or wait, never stands in its way)."""
+    log, expected = _dirty_log(tmp_path / "t-0")
+    cleaner = LogCleaner(threads=1, backoff_ms=10**9)
+
+    async def main():
+        driver = CleanerDriver(cleaner, {TP: log}, now_ms=lambda: NOW, stable_offset_of=lambda tp: None,
+                               producer_last_offsets_of=lambda tp: None, interval_s=0.05)
+        driver.start()
+        try:
+            deadline = time.monotonic() + HUNG_S
+            while latest(log) != expected and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+        finally:
+            driver.stop()
+    try:
+        asyncio.run(main())
+        assert latest(log) == expected
+    finally:
+        cleaner.shutdown()
+
+
 class _FakeCleaner:
     def __init__(self, results) -> None:
         self.on_step_done = None
@@ -133,7 +156,7 @@ def test_driver_hops_to_the_loop_survives_errors_and_stops(caplog):
     failed = CleanOutcome(("t", 3), False, 0, None, "boom")
     fake = _FakeCleaner([RuntimeError("tick failed"), [failed], []])
     driver = CleanerDriver(fake, {}, now_ms=lambda: 42, stable_offset_of=lambda tp: None,
-                           producer_last_offsets_of=lambda tp: None)
+                           producer_last_offsets_of=lambda tp: None, interval_s=3600)
 
     async def main():
         driver.start()
