@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.ports import free_ports
+
 _LISTENER = re.compile(r"started listener (\S+):(\d+)")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +32,8 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.host = host
-        self.port = port
+        # a port of our own below the ephemeral range, kept across restarts (tests/support/ports.py)
+        self.port = port or free_ports(1, host)[0]
         self.proc: subprocess.Popen | None = None
         self.bootstrap: str | None = None
         self.log_path = log_path or (self.data_dir.parent / f"{self.data_dir.name}-broker.log")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -19,22 +18,13 @@ from kcompat.protocol.messages.metadata import MetadataRequest
 from tests.support import wire
 from tests.support.broker_process import BrokerProcess
 from tests.support.link_proxy import LinkMesh
+from tests.support.ports import free_ports
 
 # fast failure detection for tests (Kafka's defaults: 9000 / 2000 / 1000 / 2000)
 FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300",
         "controller.quorum.election.timeout.ms": "500", "controller.quorum.fetch.timeout.ms": "1000"}
 
 
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class ClusterNode(BrokerProcess):

@@ -1,0 +1,84 @@
+"""Listener ports for test brokers, chosen outside the kernel's ephemeral range.
+
+A port the OS picked with ``bind(port 0)`` comes from the ephemeral range
+(``/proc/sys/net/ipv4/ip_local_port_range``, 32768-60999 by default), the same range every
+outgoing connection takes its local port from. A test that releases such a port and binds it
+later - a cluster node started on a port picked beforehand, a broker restarted on the port it had
+so that clients reconnect - races with every connection opened meanwhile: now and then one of
+them holds the port and the broker cannot bind it. Ports below the ephemeral range are never
+handed to outgoing connections, so only listeners compete for them.
+
+Each process takes ports from its own slice of ``BASE``-``LIMIT`` (chosen by its pytest-xdist
+worker number, else at random), checks each with a trial bind and does not hand a port out twice
+until the slice is used up, so parallel workers and concurrent test runs on one machine do not
+collide either.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+
+BASE = 12000
+LIMIT = 32000          # below the default ephemeral range
+SLICE = 4000
+
+_lock = threading.Lock()
+_given: set[int] = set()
+_slice: tuple[int, int] | None = None
+_next = 0
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _my_slice() -> tuple[int, int]:
+    """[low, high) of this process: by xdist worker number, else a random slice."""
+    slices = max(1, (min(LIMIT, _ephemeral_low()) - BASE) // SLICE)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else random.randrange(slices)
+    low = BASE + (index % slices) * SLICE
+    return low, low + SLICE
+
+
+def _bindable(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports on ``host`` that are free now, below the ephemeral range, never
+    returned before by this process. Raises RuntimeError if this process's slice is used up."""
+    global _slice, _next
+    out: list[int] = []
+    with _lock:
+        if _slice is None:
+            _slice = _my_slice()
+            _next = _slice[0] + random.randrange(SLICE)
+        low, high = _slice
+        for attempt in range(2):
+            for _ in range(high - low):
+                port = _next
+                _next = low if _next + 1 >= high else _next + 1
+                if port in _given or not _bindable(port, host):
+                    continue
+                _given.add(port)
+                out.append(port)
+                if len(out) == n:
+                    return out
+            # every port of the slice was handed out once (a long soak): those of stopped brokers
+            # are free again, which the trial bind checks
+            _given.difference_update(range(low, high))
+            _given.update(out)
+    raise RuntimeError(f"no {n} free ports left in {low}-{high}")
