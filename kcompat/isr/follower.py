@@ -6,7 +6,8 @@ I/O free. The fetcher (owned by the broker) builds the Fetch request from :meth:
 fetch_position`, hands each partition of the response to :meth:`FollowerFetch.on_fetch_response`
 and executes the returned actions in order, stopping at the first that fails:
 
-- :class:`Truncate` - ``Partition``/``Log.truncate_to(offset)`` plus a producer-state reload;
+- :class:`Truncate` - ``Partition``/``Log.truncate_to(offset)`` plus a producer-state reload (at
+  or past the LEO: only the leader epochs starting at or above the LEO go);
 - :class:`TruncateFullyAndStartAt` - ``Log.truncate_fully_and_start_at(offset)``, producer state cleared;
 - :class:`AppendRecords` - ``Partition.append_as_follower(records)``, offsets and epochs kept;
 - :class:`SetHighWatermark` - the follower's HW (it may go down: it is the leader's, capped at the local LEO);
@@ -173,8 +174,9 @@ class FollowerFetch:
         (epoch >= 0 or end offset >= 0); ``fetch_offset``: the offset the request asked for
         (default the current LEO) - a response to an older request is dropped.
 
-        - a diverging epoch: truncate (see :meth:`truncation_offset`) and nothing else - the HW
-          and log start are taken from the next response, after the truncation;
+        - a diverging epoch: truncate (see :meth:`truncation_offset`; also when that is the LEO,
+          to drop leader epochs above it) and nothing else - the HW and log start are taken from
+          the next response, after the truncation;
         - records: append the complete batches (a trailing partial batch is left for the next
           fetch), then HW = min(leader HW, local LEO), then the leader's log start offset if it
           is above ours and not above that HW;
@@ -197,8 +199,10 @@ class FollowerFetch:
         if code != ErrorCode.NONE:
             return [Backoff(code)]
         if diverging_epoch is not None and (diverging_epoch[0] >= 0 or diverging_epoch[1] >= 0):
-            target = self.truncation_offset(log, diverging_epoch[0], diverging_epoch[1], leo)
-            return [Truncate(target)] if target < leo else []
+            # even at the LEO (Kafka truncates then too): the epoch cache may end in an epoch this
+            # replica started as leader without appending a record, which the leader never had
+            # and would answer as diverging on every fetch
+            return [Truncate(self.truncation_offset(log, diverging_epoch[0], diverging_epoch[1], leo))]
         actions: list[Action] = []
         new_leo = leo
         view = memoryview(records).cast("B") if records else memoryview(b"")

@@ -326,7 +326,17 @@ class ReplicationMixin:
 
     def truncate_to(self, offset: int, now_ms: int) -> None:
         """Follower truncation to ``offset`` (KIP-101/KIP-320): log, leader epochs and producer
-        state (reloaded from the latest snapshot at or below the new LEO)."""
+        state (reloaded from the latest snapshot at or below the new LEO). At or past the LEO the
+        log stays, but leader epochs starting at or above the LEO are dropped, as Kafka's
+        ``UnifiedLog.truncateTo`` does: this replica may have started an epoch as leader and lost
+        leadership before appending to it; the new leader never had that epoch and would answer
+        every fetch carrying it as its last epoch with a diverging epoch ending at our LEO."""
+        if offset >= self.log.log_end_offset:
+            dropped = self.log.leader_epoch_cache.truncate_from_end(self.log.log_end_offset)
+            if dropped:
+                log.info("%s: dropped leader epoch(s) %s without records at the log end offset %d", self,
+                         [e.epoch for e in dropped], self.log.log_end_offset)
+            return
         if self.log.truncate_to(offset, now_ms=now_ms):
             log.info("%s: truncated to offset %d (log end offset now %d)", self, offset, self.log.log_end_offset)
             self.producer_state.truncate_and_reload(None)

@@ -175,6 +175,14 @@ def test_diverging_epoch_truncates_and_nothing_else():
     assert respond(f, log, diverging=(-1, -1), hw=10) == [SetHighWatermark(10)]   # unset: records path
 
 
+def test_a_diverging_epoch_ending_at_the_leo_still_truncates():
+    # our last epoch 3 starts at the LEO with no record (we led it, appended nothing); the leader
+    # never had it: Truncate(LEO) drops that epoch (else every fetch diverges again, forever)
+    log = FakeLog(10, [(1, 0), (3, 10)])
+    f = started(log)
+    assert respond(f, log, diverging=(1, 10)) == [Truncate(10)]
+
+
 @pytest.mark.parametrize("leader_epoch, leader_end, expected", [
     (3, 8, 8),      # a shared epoch: min(local end of it, leader end, fetch offset)
     (1, 4, 4),      # the leader's epoch 1 ended earlier than ours (6)

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from kcompat.isr.follower import AppendRecords, FollowerFetch, SetHighWatermark, Truncate
 from kcompat.isr.partition import Partition
 from kcompat.log import Log, LogConfig
 from kcompat.protocol import records as rb
@@ -141,6 +142,52 @@ def test_a_follower_with_a_divergent_suffix_is_told_where_to_truncate(tmp_path):
     old.append_as_follower(records, NOW)
     old.set_follower_high_watermark(new.high_watermark)
     assert old.log_end_offset == new.log_end_offset == 3
+
+
+def replicate(follower: Partition, leader: Partition, ff: FollowerFetch, rounds: int) -> None:
+    """``rounds`` fetches of ``follower`` from ``leader``, applying the FollowerFetch actions as the
+    broker's replica fetcher does."""
+    for _ in range(rounds):
+        pos = ff.fetch_position(follower.log)
+        records, diverging = leader.read_for_follower(2, fetch_offset=pos.fetch_offset, log_start_offset=0,
+                                                      last_fetched_epoch=pos.last_fetched_epoch, max_bytes=1 << 20,
+                                                      now_ms=NOW)
+        for action in ff.on_fetch_response(follower.log, error_code=0, high_watermark=leader.high_watermark,
+                                           log_start_offset=0, records=records, diverging_epoch=diverging,
+                                           fetch_offset=pos.fetch_offset):
+            if isinstance(action, Truncate):
+                follower.truncate_to(action.offset, NOW)
+            elif isinstance(action, AppendRecords):
+                follower.append_as_follower(action.records, NOW)
+            elif isinstance(action, SetHighWatermark):
+                follower.set_follower_high_watermark(action.high_watermark)
+
+
+def test_a_leader_that_lost_leadership_before_appending_catches_up_as_follower(tmp_path):
+    """Found by bench/nemesis.py: node 2 became leader at epoch 1 (its epoch cache gets epoch 1 at
+    its LEO) and was SIGSTOPped before appending anything; node 3 became leader at epoch 2 from
+    the same offset. As a follower node 2 fetched with last epoch 1, which node 3 never had: node 3
+    answers a diverging epoch (0, LEO), the truncation offset is node 2's own LEO - and node 2 must
+    still drop epoch 1 (Kafka ``UnifiedLog.truncateTo`` truncates the epoch cache at the LEO), or
+    it asks with epoch 1 forever and never replicates again (it stayed out of the ISR)."""
+    first = partition(tmp_path / "n1", 1)
+    first.make_leader(leader_epoch=0, partition_epoch=0, replicas=[1], isr=[1], now_ms=NOW)
+    produce(first, b"a", b"b")
+    stalled, new = partition(tmp_path / "n2", 2), partition(tmp_path / "n3", 3)
+    for p in (stalled, new):
+        p.make_follower(leader_id=1, leader_epoch=0, replicas=[1, 2, 3])
+        p.append_as_follower(first.read(0, 1 << 20), NOW)
+    stalled.make_leader(leader_epoch=1, partition_epoch=1, replicas=[1, 2, 3], isr=[2, 3], now_ms=NOW)
+    assert stalled.log.latest_epoch == 1                 # an epoch without records
+    new.make_leader(leader_epoch=2, partition_epoch=2, replicas=[1, 2, 3], isr=[3], now_ms=NOW)
+    produce(new, b"c", b"d")
+    stalled.make_follower(leader_id=3, leader_epoch=2, replicas=[1, 2, 3])
+    ff = FollowerFetch("t", 0, leader_id=3, leader_epoch=2)
+    ff.start(stalled.log, stalled.high_watermark)
+    replicate(stalled, new, ff, rounds=3)
+    assert stalled.log.latest_epoch == 2
+    assert stalled.log_end_offset == new.log_end_offset == 4
+    assert stalled.log.leader_epoch_cache.end_offset_for(1, stalled.log_end_offset)[0] == 0   # epoch 1 gone
 
 
 def test_a_follower_high_watermark_is_the_leaders_capped_at_its_own_end(tmp_path):
