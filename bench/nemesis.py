@@ -196,6 +196,26 @@ class Nemesis:
             self.restart(n)
 
 
+def sync_report(cluster: ProxiedCluster) -> str:
+    """Per running node: the quorum leader it reports and the partitions of both topics whose ISR
+    is not every replica (for a ``stuck`` message)."""
+    out = []
+    for n in NODES:
+        if cluster.node(n).proc is None:
+            out.append(f"node {n}: down")
+            continue
+        q = cluster.quorum(via=n)
+        lag = []
+        for topic in (SRC, DST):
+            states = partition_states(f"127.0.0.1:{cluster.client_ports[n - 1]}", topic)
+            lag += [f"{topic}-{p} leader {st.leader} epoch {st.leader_epoch} isr {st.isr}"
+                    for p, st in sorted(states.items()) if sorted(st.isr) != sorted(st.replicas) or st.leader < 0]
+            lag += [f"{topic}-{p} missing" for p in PARTS if p not in states]
+        out.append(f"node {n}: quorum leader {q.leader_id if q else None} epoch {q.leader_epoch if q else None}; "
+                   f"not in sync: {lag or 'none'}")
+    return "; ".join(out)
+
+
 def create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     futures = admin.create_topics([NewTopic(t, len(PARTS), 3, config={"min.insync.replicas": "2"})
@@ -212,10 +232,13 @@ def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
         c.close()
 
 
-def run_once(seed: int, fault_seconds: float, members: int, root: Path, log) -> dict:
-    """One run (see the module docstring); returns its numbers: ``faults`` {kind: n}, ``records``
-    {sent, acked, read, group_read, copied}, ``violations`` {kind: n}, ``examples`` {kind: [text]},
-    ``seconds``."""
+def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
+             faults: list[Fault] | None = None) -> dict:
+    """One run (see the module docstring) in directory ``root``, of ``faults`` (default
+    ``schedule(seed, fault_seconds)``); ``log(line)`` prints progress. Returns its numbers:
+    ``faults`` {kind: n}, ``records`` {sent, acked, read, group_read, copied, copy_txns,
+    copy_failed_txns}, ``violations`` {kind: n} for every kind of :data:`VIOLATIONS`, ``examples``
+    {kind: [text]}, ``seconds``."""
     t0 = time.monotonic()
     violations: dict[str, list[str]] = {k: [] for k in VIOLATIONS}
     records = {"sent": 0, "acked": 0, "read": 0, "group_read": 0, "copied": 0, "copy_txns": 0, "copy_failed_txns": 0}
@@ -248,7 +271,7 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log) -> 
         copy_thread.start()
         wait_until(lambda: reader.commits and copy_stats["committed"] > 0, 60, "the group and the copy committing")
 
-        for f in schedule(seed, fault_seconds):
+        for f in faults if faults is not None else schedule(seed, fault_seconds):
             time.sleep(f.gap)
             nemesis.apply(f)
         log(f"  faults done after {time.monotonic() - t0:.1f}s; healing")
@@ -260,7 +283,7 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log) -> 
                 fn()
                 return True
             except Exception as e:  # noqa: BLE001 - a liveness failure
-                violations["stuck"].append(f"{what}: {e}"[:3000])
+                violations["stuck"].append(f"{what}: {e}"[:3000] + f" | {sync_report(cluster)}")
                 return False
         log(f"  healed after {time.monotonic() - t0:.1f}s")
         bounded("ISR refilled after the heal", lambda: wait_until(
