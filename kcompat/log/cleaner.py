@@ -110,7 +110,8 @@ class LogCleaner:
 
     Settings are Kafka's ``log.cleaner.*``: ``threads`` worker processes (0 disables cleaning),
     ``dedupe_buffer_size`` bytes of offset map shared among them, filled up to
-    ``io_buffer_load_factor``, ``backoff_ms`` between checks when nothing is cleanable.
+    ``io_buffer_load_factor``, ``backoff_ms`` between checks when nothing is cleanable, measured
+    with ``monotonic_ms()`` (default: ``time.monotonic``), never with the ``now_ms`` of the calls.
     ``start_method`` is the multiprocessing start method of the workers (``spawn`` or
     ``forkserver``; not ``fork``: the broker has threads). Not thread-safe: call every method
     from the thread that owns the logs. No fsync and no unlink of old segments happens on that
@@ -127,12 +128,16 @@ class LogCleaner:
 
     def __init__(self, *, threads: int = 1, dedupe_buffer_size: int = 134217728,
                  io_buffer_load_factor: float = 0.9, backoff_ms: int = 15000,
-                 start_method: str = "spawn") -> None:
+                 start_method: str = "spawn", monotonic_ms: Callable[[], int] | None = None) -> None:
         self.threads = threads
         self.dedupe_buffer_size = dedupe_buffer_size
         self.load_factor = io_buffer_load_factor
         self.backoff_ms = backoff_ms
         self.start_method = start_method
+        # the clock of the cleaner's own waits (the backoff between checks and after a storage
+        # error): monotonic, like the pause of Kafka's cleaner thread; ``now_ms`` (record time)
+        # may step back and would then stop cleaning for as long as the step
+        self._monotonic_ms = monotonic_ms or (lambda: time.monotonic_ns() // 1_000_000)
         self._executor: ProcessPoolExecutor | None = None
         self._jobs: dict[TopicPartition, _Job] = {}
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
@@ -163,14 +168,15 @@ class LogCleaner:
         outcomes = self.poll(now_ms)
         if self.threads <= 0 or self._cleaning_jobs() >= self.threads:
             return outcomes
-        if not outcomes and not self._look_again and now_ms < self._next_check_ms:
+        mono = self._monotonic_ms()
+        if not outcomes and not self._look_again and mono < self._next_check_ms:
             return outcomes
         self._look_again = False
         self._forget_missing(logs)
         while self._cleaning_jobs() < self.threads:
             ltc = self.grab_filthiest(logs, now_ms, stable_offset_of=stable_offset_of)
             if ltc is None:
-                self._next_check_ms = now_ms + self.backoff_ms
+                self._next_check_ms = mono + self.backoff_ms
                 break
             plo = producer_last_offsets_of(ltc.tp) if producer_last_offsets_of else None
             job = self.start(ltc, now_ms, producer_last_offsets=plo)

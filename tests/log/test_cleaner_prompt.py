@@ -138,6 +138,31 @@ def test_driver_looks_for_cleanable_logs_on_its_own(tmp_path):
         cleaner.shutdown()
 
 
+def test_a_wall_clock_stepped_back_does_not_stop_cleaning(tmp_path):
+    """The backoff between checks runs on a monotonic clock: a first check that found nothing,
+    then the wall clock (``now_ms``, record time) stepped back an hour, must not keep the cleaner
+    from looking again once ``log.cleaner.backoff.ms`` has passed."""
+    log = open_log(tmp_path / "t-0")
+    mono = [1_000]
+    cleaner = LogCleaner(threads=1, backoff_ms=50, monotonic_ms=lambda: mono[0])
+    try:
+        assert cleaner.tick({TP: log}, NOW) == [] and not cleaner.in_progress    # nothing yet
+        expected = append_random(log, 60, keys=15)
+        log.roll(NOW)
+        mono[0] += 49
+        assert cleaner.tick({TP: log}, NOW - 3_600_000) == [] and not cleaner.in_progress   # backoff
+        mono[0] += 1
+        cleaner.tick({TP: log}, NOW - 3_600_000)
+        assert cleaner.in_progress == [TP]
+        deadline = time.monotonic() + HUNG_S
+        while cleaner.in_progress and time.monotonic() < deadline:
+            cleaner.poll(NOW - 3_600_000)
+            time.sleep(0.01)
+        assert latest(log) == expected
+    finally:
+        cleaner.shutdown()
+
+
 class _FakeCleaner:
     def __init__(self, results) -> None:
         self.on_step_done = None
