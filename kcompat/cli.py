@@ -3,8 +3,11 @@
 Like ``kafka-server-start.sh``: a Kafka ``server.properties`` file plus ``--override`` pairs, with
 Kafka's configuration names and defaults. With no configuration at all it starts a single-node
 broker + controller on 127.0.0.1:9092 with its data in ``./kcompat-data``. An unknown key or an
-invalid value prints an error naming the key and exits with status 2. SIGTERM and SIGINT shut the
-broker down cleanly (in-flight requests answered, logs flushed and closed).
+invalid value prints an error naming the key and exits with status 2. A log directory that cannot
+be used (what Kafka fails a log dir for: a malformed checkpoint file, a damaged metadata snapshot or
+quorum state, another cluster's meta.properties) is logged naming the file, with exit status 1.
+SIGTERM and SIGINT shut the broker down cleanly (in-flight requests answered, logs flushed and
+closed).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import time
 
 EXIT_CONFIG_ERROR = 2
+EXIT_STORAGE_ERROR = 1   # a log dir that cannot be used; also the status of a halt (Kafka Exit.halt(1))
 
 
 class _Formatter(logging.Formatter):
@@ -57,12 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _serve(config, cluster_id: str | None = None) -> int:
     from kcompat.broker.broker import Broker
+    from kcompat.log import LogError
 
     broker = Broker(config, cluster_id=cluster_id)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
-    await broker.start()
+    try:
+        await broker.start()
+    except LogError as e:   # a log dir Kafka would fail (malformed checkpoint, damaged snapshot...)
+        logging.getLogger("kcompat").critical("cannot start: %s", e)
+        return EXIT_STORAGE_ERROR
     await broker.stopped.wait()
     return 0
 

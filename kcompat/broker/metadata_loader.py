@@ -25,6 +25,7 @@ from kcompat.protocol.primitives import DecodeError
 log = logging.getLogger("kcompat.kraft.loader")
 
 SNAPSHOT_BATCH_RECORDS = 1000
+SNAPSHOT_RETRY_MS = 10_000   # after a snapshot write failed (disk full)
 
 
 def snapshot_bytes(records: list, now_ms: int) -> bytes:
@@ -61,6 +62,7 @@ class MetadataLoader:
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = broker.now_ms()
         self.snapshots_loaded = 0
+        self._retry_snapshot_ms = 0     # after a failed snapshot write
 
     def on_event(self, event) -> None:
         broker = self.broker
@@ -107,7 +109,7 @@ class MetadataLoader:
         """Write a snapshot of the image when enough has been committed since the last one."""
         cfg = self.broker.config
         image = self.broker.image
-        if self.bytes_since_snapshot <= 0 or image.offset < 0:
+        if self.bytes_since_snapshot <= 0 or image.offset < 0 or now_ms < self._retry_snapshot_ms:
             return
         interval = cfg.get("metadata.log.max.snapshot.interval.ms")
         due = self.bytes_since_snapshot >= cfg.get("metadata.log.max.record.bytes.between.snapshots") or \
@@ -121,6 +123,10 @@ class MetadataLoader:
             sid = quorum.raft.create_snapshot(end, snapshot_bytes(image.to_records(), now_ms), now_ms)
         except ValueError as e:
             log.debug("no metadata snapshot now: %s", e)
+            return
+        except OSError as e:   # disk full: the log still holds everything; try again later
+            log.error("could not write a metadata snapshot (retried in %d s): %s", SNAPSHOT_RETRY_MS // 1000, e)
+            self._retry_snapshot_ms = now_ms + SNAPSHOT_RETRY_MS
             return
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms

@@ -14,12 +14,20 @@ runtime
 
 A single voter with no controller listener needs no network: it elects itself and commits at
 once, so one node and many nodes share this code path.
+
+An I/O error writing ``__cluster_metadata-0`` or ``quorum-state`` (a full disk, EIO) halts the
+process with a log line saying why, as Kafka halts a node whose metadata log dir fails
+(``ReplicaManager.handleLogDirFailure`` -> ``Exit.halt``): the Raft core has acted on each write
+when it returns, so it cannot go on after one failed. The next start recovers from what is on disk
+(everything the core acted on was flushed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -58,7 +66,7 @@ class QuorumRuntime:
         self._on_event = on_event
         self._on_delivered = on_delivered
         part_dir = Path(directory) / f"{METADATA_TOPIC}-0"
-        self.log = DiskRaftLog(part_dir, now_ms(), segment_bytes=segment_bytes)
+        self.log = DiskRaftLog(part_dir, now_ms(), segment_bytes=segment_bytes, check_snapshots=True)
         self.store = FileQuorumStateStore(part_dir / FileQuorumStateStore.FILE_NAME)
         self.config = RaftConfig(node_id=node_id, voters=frozenset(voters), cluster_id=cluster_id,
                                  election_timeout_ms=election_timeout_ms, fetch_timeout_ms=fetch_timeout_ms,
@@ -72,6 +80,8 @@ class QuorumRuntime:
         self._applied = -1          # last offset delivered to on_event
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self.stopped = False
+        # called with the OSError when the metadata log cannot be written; None: halt the process
+        self.on_fatal: Callable[[OSError], None] | None = None
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -85,6 +95,9 @@ class QuorumRuntime:
         while not self.stopped:
             try:
                 deadline = self._poll()
+            except OSError as e:
+                self._fatal(e)
+                deadline = self._now() + 100
             except Exception:
                 log.exception("metadata quorum poll failed")
                 deadline = self._now() + 100
@@ -128,7 +141,10 @@ class QuorumRuntime:
             log.debug("raft request to %d failed: %s", send.destination, e)
             response = None
         if not self.stopped:
-            self.raft.handle_response(send.request_id, response, self._now())
+            try:
+                self.raft.handle_response(send.request_id, response, self._now())
+            except OSError as e:   # a follower's append or a snapshot download could not be written
+                self._fatal(e)
             self.wake()
 
     # -- inbound requests ------------------------------------------------------------------------
@@ -138,9 +154,30 @@ class QuorumRuntime:
         fut = asyncio.get_running_loop().create_future()
         token = object()
         self._replies[token] = fut
-        self.raft.handle_request(request, token, self._now())
+        try:
+            self.raft.handle_request(request, token, self._now())
+        except OSError as e:   # a vote or an epoch change could not be written to quorum-state
+            self._fatal(e)
         self.wake()
         return fut
+
+    def _fatal(self, e: OSError) -> None:
+        """The metadata log dir failed: halt (Kafka ``Exit.halt(1)``), or hand the error to
+        :attr:`on_fatal`."""
+        self.stopped = True
+        if self.on_fatal is not None:
+            self.on_fatal(e)
+            return
+        log.critical("the metadata log dir %s failed: %s. Halting, as Kafka does when its metadata log "
+                     "dir fails; start the node again once the disk is writable (it recovers from what "
+                     "is on disk)", self.log.directory.parent, e)
+        for handler in logging.getLogger().handlers:
+            try:
+                handler.flush()
+            except Exception:
+                pass
+        sys.stderr.flush()
+        os._exit(1)
 
     # -- appends ---------------------------------------------------------------------------------
 
@@ -212,5 +249,8 @@ class QuorumRuntime:
             if not fut.done():
                 fut.set_exception(KafkaError(ErrorCode.NOT_CONTROLLER, "shutting down"))
         self.clients.close()
-        self.log.flush()
-        self.log.close()
+        try:
+            self.log.flush()
+            self.log.close()
+        except OSError as e:   # everything the core acted on is durable already
+            log.error("closing the metadata log failed: %s", e)

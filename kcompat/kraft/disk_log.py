@@ -7,20 +7,28 @@
   metadata log is small because snapshots truncate it.
 - Snapshots are files ``<20-digit end offset>-<10-digit epoch>.checkpoint`` in the partition
   directory (Kafka's names), written atomically; the core treats their contents as opaque.
-- The log is recovered fully at open (a torn tail is truncated), so what survives is exactly what
-  was flushed.
+- The log is recovered fully at open (every batch's CRC is checked, a torn or damaged tail is
+  truncated: Kafka's ``KafkaMetadataLog`` opens its log with recovery point 0 too), so what
+  survives is exactly what was flushed and intact.
+- Start-up refuses (LogDirError naming the file) a snapshot whose batches are cut short or fail
+  their CRC, and a malformed ``leader-epoch-checkpoint``: Kafka stops a node that cannot load its
+  metadata (``ProcessTerminatingFaultHandler``) or whose metadata log dir failed.
+- A failed write (ENOSPC, EIO) raises OSError and leaves the log and the epoch cache as they were;
+  the node then halts (:class:`kcompat.broker.quorum.QuorumRuntime`), as Kafka does when its
+  metadata log dir fails, and recovers from what is on disk when it is started again.
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import re
 from pathlib import Path
 
 from kcompat.kraft.raft.log import LeaderEpochCache
 from kcompat.kraft.raft.types import OffsetAndEpoch, RaftInvariantError, SnapshotId
-from kcompat.log import Log, LogConfig
+from kcompat.log import Log, LogConfig, LogDirError
+from kcompat.log.fileio import atomic_write
+from kcompat.log.leader_epoch import check_leader_epoch_checkpoint
 from kcompat.protocol import records as rb
 
 _CHECKPOINT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -30,16 +38,50 @@ def _checkpoint_name(sid: SnapshotId) -> str:
     return f"{sid.offset:020d}-{sid.epoch:010d}.checkpoint"
 
 
-class DiskRaftLog:
-    """``__cluster_metadata-0`` in ``directory`` (created if missing)."""
+def check_snapshot(path: Path) -> None:
+    """Raise LogDirError if the metadata snapshot at ``path`` is not whole record batches with
+    valid CRCs (Kafka reads snapshots with CRC validation and stops the node if one cannot be
+    loaded; a torn file cannot come from kcompat's atomic writes, so this is damage on disk)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise LogDirError(f"cannot read {path}: {e}") from None
+    pos, problem = 0, None
+    try:
+        while pos < len(data):
+            h = rb.parse_header(data, pos)
+            if pos + h.size > len(data):
+                problem = f"the batch at position {pos} is cut short"
+            elif not rb.crc_valid(data, pos, h):
+                problem = f"CRC mismatch in the batch at position {pos}"
+            if problem:
+                break
+            pos += h.size
+    except rb.CorruptRecordError as e:
+        problem = f"invalid batch at position {pos}: {e}"
+    if problem:
+        raise LogDirError(f"{path}: metadata snapshot is damaged: {problem} (Kafka stops a node that "
+                          f"cannot load its metadata snapshot; restore the file, or on a node of a "
+                          f"multi-node quorum remove it together with the rest of __cluster_metadata-0 "
+                          f"so that the node fetches the metadata from the leader)")
 
-    def __init__(self, directory: Path, now_ms: int, *, segment_bytes: int = 1 << 30) -> None:
+
+class DiskRaftLog:
+    """``__cluster_metadata-0`` in ``directory`` (created if missing). ``check_snapshots``: the
+    snapshots hold record batches (the metadata quorum's do; the Raft core treats them as opaque)
+    and start-up checks them with :func:`check_snapshot`."""
+
+    def __init__(self, directory: Path, now_ms: int, *, segment_bytes: int = 1 << 30,
+                 check_snapshots: bool = False) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        for p in self.directory.glob("*.checkpoint.tmp"):
-            p.unlink()
         self._snapshots = sorted(SnapshotId(int(m.group(1)), int(m.group(2)))
                                  for m in (_CHECKPOINT.match(p.name) for p in self.directory.iterdir()) if m)
+        for sid in self._snapshots if check_snapshots else ():   # checks before any change on disk
+            check_snapshot(self.directory / _checkpoint_name(sid))
+        check_leader_epoch_checkpoint(self.directory)
+        for p in self.directory.glob("*.checkpoint.tmp"):
+            p.unlink()
         start = self._snapshots[-1].offset if self._snapshots else 0
         self._log = Log.open(self.directory, LogConfig(segment_bytes=segment_bytes), recovery_point=0,
                              log_start_offset=start, clean_shutdown=False, now_ms=now_ms)
@@ -94,9 +136,9 @@ class DiskRaftLog:
             raise ValueError("records must be one or more complete record batches")
         if epoch < self.last_fetched_epoch:
             raise RaftInvariantError(f"batch epoch {epoch} below last epoch {self.last_fetched_epoch}")
-        self._cache.assign(epoch, first)
         self._log.append(buf, last_offset=offset - 1, max_timestamp=max_ts, offset_of_max_timestamp=-1,
                          now_ms=self._now)
+        self._cache.assign(epoch, first)   # after the append: a failed one changes nothing
         return first, offset - 1
 
     def append_as_follower(self, records: bytes) -> tuple[int, int] | None:
@@ -105,12 +147,15 @@ class DiskRaftLog:
         end = first
         count = 0
         max_ts = -1
+        epochs = []
+        last_epoch = self._cache.latest_epoch or self._start_epoch
         for _pos, h in rb.iter_batches(view):
             if h.base_offset != end:
                 raise RaftInvariantError(f"follower append at {h.base_offset}, log end is {end}")
-            if h.partition_leader_epoch < (self._cache.latest_epoch or self._start_epoch):
+            if h.partition_leader_epoch < last_epoch:
                 raise RaftInvariantError(f"batch epoch {h.partition_leader_epoch} below the last epoch")
-            self._cache.assign(h.partition_leader_epoch, h.base_offset)
+            last_epoch = h.partition_leader_epoch
+            epochs.append((h.partition_leader_epoch, h.base_offset))
             end = h.next_offset
             count += h.size
             max_ts = max(max_ts, h.max_timestamp)
@@ -118,6 +163,8 @@ class DiskRaftLog:
             return None
         self._log.append(view[:count], last_offset=end - 1, max_timestamp=max_ts, offset_of_max_timestamp=-1,
                          now_ms=self._now)
+        for epoch, base in epochs:   # after the append: a failed one changes nothing
+            self._cache.assign(epoch, base)
         return first, end - 1
 
     # -- reads -------------------------------------------------------------------------------------
@@ -181,18 +228,7 @@ class DiskRaftLog:
 
     def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         sid = SnapshotId(*snapshot_id)
-        path = self.directory / _checkpoint_name(sid)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic_write(self.directory / _checkpoint_name(sid), data)   # no .tmp left if it fails
         if sid not in self._snapshots:
             bisect.insort(self._snapshots, sid)
 

@@ -13,7 +13,8 @@ from kcompat.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanOutcome, LogClea
 from kcompat.log.compaction import CleanResult, CleanStats, CleanTask, run_clean_task
 from kcompat.log.config import KAFKA_NAMES, LogConfig
 from kcompat.log.errors import (
-    CheckpointError, CorruptLogError, LogClosedError, LogDirError, LogError, OffsetOutOfRangeError,
+    CheckpointError, CorruptLogError, LogClosedError, LogDirError, LogError, LogStorageError,
+    OffsetOutOfRangeError,
 )
 from kcompat.log.index import OffsetIndex, TimeIndex
 from kcompat.log.leader_epoch import (
@@ -29,7 +30,7 @@ __all__ = [
     "LogCleaner", "LogToClean", "run_clean_task",
     "EpochEntry", "LEADER_EPOCH_CHECKPOINT", "LeaderEpochFileCache", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
     "CheckpointError", "CorruptLogError", "FlushPlan", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
-    "LogDirError", "LogError", "LogManager", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
+    "LogDirError", "LogError", "LogManager", "LogStorageError", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
     "TimeIndex", "parse_topic_partition", "remove_tree", "read_meta_properties", "read_offset_checkpoint",
     "read_partition_metadata", "topic_id_from_str", "topic_id_to_str", "write_meta_properties",
     "write_offset_checkpoint", "write_partition_metadata",

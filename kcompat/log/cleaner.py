@@ -86,6 +86,7 @@ class CleanOutcome(NamedTuple):
     end_offset: int
     stats: CleanStats | None
     error: str | None
+    storage_error: bool = False   # an OSError (disk full...): retried after the backoff
 
 
 class _Job:
@@ -144,6 +145,7 @@ class LogCleaner:
         self._dirty_checkpoints: set[Path] = set()
         self._dir_of: dict[TopicPartition, Path] = {}
         self._uncleanable: dict[TopicPartition, str] = {}
+        self._retry_after: dict[TopicPartition, int] = {}   # after a storage error
         self._next_check_ms = 0
         self._look_again = False   # a cleaning finished: look for the next log before the backoff ends
         self.on_step_done: Callable[[], None] | None = None
@@ -243,9 +245,11 @@ class LogCleaner:
         cleaned, not uncleanable, ratio > ``min.cleanable.dirty.ratio`` or
         ``max.compaction.lag.ms`` exceeded with something to clean); None if there is none."""
         best: LogToClean | None = None
+        mono = self._monotonic_ms()
         for tp, log in logs.items():
             if (log.closed or not log.config.compact_enabled or tp in self._jobs
-                    or log.cleaning is not None or tp in self._uncleanable):
+                    or log.cleaning is not None or tp in self._uncleanable
+                    or self._retry_after.get(tp, 0) > mono):
                 continue
             stable = stable_offset_of(tp) if stable_offset_of else None
             ltc = self.log_to_clean(tp, log, now_ms, stable_offset=stable)
@@ -361,11 +365,16 @@ class LogCleaner:
         """Move ``job`` past its finished step. An error in a step on this thread (an OSError
         renaming files) ends the cleaning and marks the partition uncleanable."""
         try:
-            return self._advance_step(job, now_ms)
+            out = self._advance_step(job, now_ms)
         except Exception as e:
             if self._jobs.get(job.tp) is not job:
                 raise
-            return self._fail(job, e, uncleanable=True)
+            out = self._fail(job, e, uncleanable=not isinstance(e, OSError))
+        if out is not None and not out.installed and out.storage_error:
+            # a full disk (or another I/O error) is no reason to give up on the partition (Kafka
+            # marks the log dir offline instead): clean it again after log.cleaner.backoff.ms
+            self._retry_after[job.tp] = self._monotonic_ms() + self.backoff_ms
+        return out
 
     def _advance_step(self, job: _Job, now_ms: int) -> CleanOutcome | None:
         fut, job.future = job.future, None
@@ -378,7 +387,7 @@ class LogCleaner:
         if job.stage == "clean":
             if err is not None:
                 return self._fail(job, err, uncleanable=not isinstance(
-                    err, (CleaningAbandoned, BrokenProcessPool)))
+                    err, (CleaningAbandoned, BrokenProcessPool, OSError)))
             result: CleanResult = fut.result()
             job.result = result
             if not result.groups:
@@ -393,7 +402,7 @@ class LogCleaner:
         if job.stage == "swap":
             result = job.result  # type: ignore[assignment]
             if err is not None:
-                return self._fail(job, err, uncleanable=True)
+                return self._fail(job, err, uncleanable=not isinstance(err, OSError))
             deleted = log.complete_swap(lease, result.groups, now_ms=now_ms)
             if deleted is None:
                 return self._fail(job, None, uncleanable=False)
@@ -443,9 +452,12 @@ class LogCleaner:
             self._uncleanable[tp] = error
             logger.error("%s-%d: cleaning failed, the partition is marked uncleanable: %s",
                          tp[0], tp[1], error, exc_info=err if isinstance(err, BaseException) else None)
+        elif isinstance(err, OSError):
+            logger.error("%s-%d: cleaning failed, retried after log.cleaner.backoff.ms (%d ms): %s",
+                         tp[0], tp[1], self.backoff_ms, error)
         else:
             logger.warning("%s-%d: cleaning failed: %s", tp[0], tp[1], error)
-        return CleanOutcome(tp, False, task.first_dirty, stats, error)
+        return CleanOutcome(tp, False, task.first_dirty, stats, error, isinstance(err, OSError))
 
     def _release(self, job: _Job, now_ms: int, *, installed: bool) -> None:
         log = job.log
@@ -492,6 +504,8 @@ class LogCleaner:
                 del ckpts[tp]
         for tp in [tp for tp in self._uncleanable if tp not in logs]:
             del self._uncleanable[tp]
+        for tp in [tp for tp in self._retry_after if tp not in logs]:
+            del self._retry_after[tp]
 
     # -- worker processes ---------------------------------------------------------------------------
     def _pool(self) -> ProcessPoolExecutor:

@@ -27,6 +27,7 @@ import sys
 from array import array
 from pathlib import Path
 
+from kcompat.log.config import LogConfig
 from kcompat.log.fileio import fsync_path, open_ro, open_rw, pread_full, pwrite_all
 
 _I32 = struct.Struct(">i")
@@ -361,3 +362,42 @@ class TimeIndex(_Index):
         if not all(map(operator.le, rels, rels[1:])):
             return "offsets decrease"
         return None
+
+
+class IndexBuilder:
+    """Index entries for batches laid out back to back from position 0, by Kafka's rule (the
+    same as :meth:`LogSegment.append` and ``recover``): a batch gets an offset-index entry (its
+    last offset -> its position) when more than ``index.interval.bytes`` were written since the
+    previous entry, and with it a time-index entry (max timestamp so far, last offset of the batch
+    holding it) if the timestamp grew; :meth:`finish` adds the final time-index entry a closed
+    segment always has. Used by index rebuilds and by the log cleaner."""
+
+    __slots__ = ("base", "interval", "max_entries", "off_entries", "time_entries", "max_ts",
+                 "max_ts_offset", "last_time_ts", "last_index_pos")
+
+    def __init__(self, base_offset: int, config: LogConfig) -> None:
+        self.base = base_offset
+        self.interval = config.index_interval_bytes
+        self.max_entries = config.segment_index_bytes // 8
+        self.off_entries = bytearray()
+        self.time_entries = bytearray()
+        self.max_ts = self.max_ts_offset = self.last_time_ts = -1
+        self.last_index_pos = 0
+
+    def add(self, pos: int, last_offset: int, max_timestamp: int) -> None:
+        """Account for the batch at ``pos``."""
+        if max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
+        if pos - self.last_index_pos > self.interval and len(self.off_entries) // 8 < self.max_entries:
+            self.off_entries += OffsetIndex._ENTRY.pack(last_offset - self.base, pos)
+            if self.max_ts > self.last_time_ts:
+                self.time_entries += TimeIndex._ENTRY.pack(self.max_ts, self.max_ts_offset - self.base)
+                self.last_time_ts = self.max_ts
+            self.last_index_pos = pos
+
+    def finish(self) -> tuple[bytearray, bytearray]:
+        """``(offset index bytes, time index bytes)`` including the final time-index entry."""
+        if self.max_ts > self.last_time_ts:
+            self.time_entries += TimeIndex._ENTRY.pack(self.max_ts, self.max_ts_offset - self.base)
+            self.last_time_ts = self.max_ts
+        return self.off_entries, self.time_entries

@@ -29,6 +29,7 @@ class LoadResult:
     next_offset: int
     recovery_point: int
     log_start_offset: int
+    txn_index_lost_from: int | None = None   # a damaged .txnindex was removed from this segment on
 
 
 def _base_of(name: str) -> int | None:
@@ -132,6 +133,7 @@ def load_segments(directory: Path, config: LogConfig, *, recovery_point: int,
                                    index_size=kinds.get("index"),
                                    timeindex_size=kinds.get("timeindex")))
 
+    txn_lost = _check_txn_indexes(directory, segments, files)
     truncated: dict[int, int] = {}
     for seg in segments:
         kinds = files[seg.base_offset]
@@ -182,4 +184,26 @@ def load_segments(directory: Path, config: LogConfig, *, recovery_point: int,
         next_offset=next_offset,
         recovery_point=next_offset if clean_shutdown else min(recovery_point, next_offset),
         log_start_offset=max(log_start_offset, segments[0].base_offset),
+        txn_index_lost_from=txn_lost,
     )
+
+
+def _check_txn_indexes(directory: Path, segments: list[LogSegment],
+                       files: dict[int, dict[str, int]]) -> int | None:
+    """Sanity-check every ``.txnindex`` (Kafka runs ``TransactionIndex.sanityCheck`` for each
+    segment at load and recovers the segment if it fails); a damaged one is removed. Returns the
+    base offset of the first segment that lost its index, None if none did: the caller makes the
+    producer-state replay start at or below it, which writes the entries again (Kafka rebuilds
+    them the same way, by replaying producer state through the segment)."""
+    lost = None
+    for i, seg in enumerate(segments):
+        if not files[seg.base_offset].get("txnindex"):
+            continue
+        end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        problem = seg.txn_index.sanity_check(seg.base_offset, end)
+        if problem is not None:
+            logger.warning("%s: %s is damaged (%s); removing it, the producer-state replay rebuilds it",
+                           directory, seg.txn_index.path.name, problem)
+            seg.txn_index.delete()
+            lost = seg.base_offset if lost is None else lost
+    return lost

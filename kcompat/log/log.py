@@ -58,6 +58,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         self._open_inactive: OrderedDict[int, LogSegment] = OrderedDict()
         self._read_cache: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
         self._max_ts_cache: tuple[int, int] | None = None
+        self._corrupt_seen: set[tuple[int, str]] = set()
         self._dir_dirty = False
         self._closed = False
         self.on_roll: Callable[[int], None] | None = None
@@ -87,6 +88,11 @@ class Log(LogReads, LogCleaning, LogFlush):
                                    scan_from=None if clean_shutdown else r.recovery_point)
         if log._snapshots.delete_after(log._leo):
             logger.info("%s: deleted producer snapshots beyond the log end %d", directory, log._leo)
+        if r.txn_index_lost_from is not None and log._snapshots.delete_after(r.txn_index_lost_from):
+            # the producer-state replay then starts at or below the segment whose aborted-transaction
+            # index was damaged, and writes its entries again
+            logger.info("%s: deleted producer snapshots beyond offset %d to rebuild the aborted-"
+                        "transaction index", directory, r.txn_index_lost_from)
         logger.info("%s: loaded %d segment(s), log start %d, log end %d, recovery point %d",
                     directory, len(r.segments), log._log_start_offset, log._leo, log._recovery_point)
         return log
@@ -440,7 +446,8 @@ class Log(LogReads, LogCleaning, LogFlush):
             n += self._delete_old_segments(by_size, high_watermark, now_ms, "retention.bytes")
         if cfg.retention_ms >= 0:
             n += self._delete_old_segments(
-                lambda s, _nxt: now_ms - s.largest_timestamp() > cfg.retention_ms,
+                lambda s, _nxt: (now_ms - s.largest_timestamp() > cfg.retention_ms
+                                 and now_ms - s.verified_largest_timestamp() > cfg.retention_ms),
                 high_watermark, now_ms, "retention.ms")
         return n
 

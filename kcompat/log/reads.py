@@ -30,6 +30,7 @@ class LogReads:
     _open_inactive: OrderedDict[int, LogSegment]
     _read_cache: OrderedDict[int, tuple[LogSegment, int]]
     _max_ts_cache: tuple[int, int] | None
+    _corrupt_seen: set[tuple[int, str]]
 
     def _check_open(self) -> None:  # pragma: no cover - overridden by Log
         raise NotImplementedError
@@ -44,8 +45,12 @@ class LogReads:
         ``b""`` at the LEO. If ``offset`` falls in a gap at a segment's end, reading continues
         in the next segment (Kafka ``LocalLog.read`` / ``LogSegment.read``).
 
+        Every batch returned has a valid CRC: bytes not yet checked by this process are checked
+        first (:mod:`kcompat.log.verify`); the read stops before a damaged batch.
+
         Raises OffsetOutOfRangeError if ``offset`` is outside [log_start_offset, LEO],
-        ValueError if ``max_bytes`` < 0, CorruptLogError if stored data cannot be framed.
+        ValueError if ``max_bytes`` < 0, CorruptLogError if stored data cannot be framed or the
+        batch at ``offset`` is damaged.
         """
         self._check_open()
         if offset < self._log_start_offset or offset > self._leo:
@@ -83,12 +88,27 @@ class LogReads:
                 return b""
             cut, key = pos + h.size, None
         data = seg.read(pos, cut - pos)
+        if seg.verifier.needs_check(pos, cut):
+            good, problem = seg.verifier.check(data, pos)
+            if problem is not None:     # never serve a batch whose bytes are damaged on disk
+                self._report_corrupt(seg, problem)
+                if good == 0:
+                    raise CorruptRecordError(f"{seg.log_path}: {problem}")
+                data, key = data[:good], None
         if key is not None:
             self._read_cache[key] = (seg, cut)
             self._read_cache.move_to_end(key)
             if len(self._read_cache) > READ_CACHE_SIZE:
                 self._read_cache.popitem(last=False)
         return data
+
+    def _report_corrupt(self, seg: LogSegment, problem: str) -> None:
+        """Log a damaged batch once (every later read stops before it again)."""
+        key = (seg.base_offset, problem)
+        if key not in self._corrupt_seen:
+            self._corrupt_seen.add(key)
+            logger.error("%s: %s; it is not served (reads stop before it; restore the partition "
+                         "from a replica or a backup)", seg.log_path, problem)
 
     def _locate(self, offset: int) -> tuple[int, LogSegment, int, BatchHeader] | None:
         """Segment index, segment, position and header of the batch containing ``offset`` (or
@@ -117,7 +137,8 @@ class LogReads:
 
     def _retrying(self, seg: LogSegment, fn):
         """Run a lookup; if an old segment's index led to unframeable bytes, rebuild that index
-        from the ``.log`` once and retry."""
+        from the ``.log`` once and retry (an index entry that does not match its batch is
+        rebuilt by the segment itself)."""
         try:
             return fn()
         except CorruptRecordError as e:

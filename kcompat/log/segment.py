@@ -7,8 +7,8 @@ read (the owning :class:`~kcompat.log.log.Log` closes idle ones again).
 
 from __future__ import annotations
 
+import functools
 import os
-import struct
 from pathlib import Path
 from typing import Iterable
 
@@ -17,14 +17,12 @@ from kcompat.log.fileio import (
     HEADER_CHUNK, MAX_RELATIVE_OFFSET, ValidScan, logger, open_rw, pread_full, pwrite_all,
     scan_headers, unlink_quiet,
 )
-from kcompat.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kcompat.log.index import CorruptIndexError, IndexBuilder, OffsetIndex, TimeIndex
 from kcompat.log.txn_index import TransactionIndex
+from kcompat.log.verify import ReadVerifier
 from kcompat.protocol.records import (
     HEADER_SIZE, BatchHeader, CorruptRecordError, iter_records, parse_header,
 )
-
-_OFF_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 
 #: (relative position, size, last offset, max timestamp) of each batch of a multi-batch append
 BatchInfo = tuple[int, int, int, int]
@@ -35,43 +33,18 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-class IndexBuilder:
-    """Index entries for batches laid out back to back from position 0, by Kafka's rule (the
-    same as :meth:`LogSegment.append` and ``recover``): a batch gets an offset-index entry (its
-    last offset -> its position) when more than ``index.interval.bytes`` were written since the
-    previous entry, and with it a time-index entry (max timestamp so far, last offset of the batch
-    holding it) if the timestamp grew; :meth:`finish` adds the final time-index entry a closed
-    segment always has. Used by index rebuilds and by the log cleaner."""
-
-    __slots__ = ("base", "interval", "max_entries", "off_entries", "time_entries", "max_ts",
-                 "max_ts_offset", "last_time_ts", "last_index_pos")
-
-    def __init__(self, base_offset: int, config: LogConfig) -> None:
-        self.base = base_offset
-        self.interval = config.index_interval_bytes
-        self.max_entries = config.segment_index_bytes // 8
-        self.off_entries = bytearray()
-        self.time_entries = bytearray()
-        self.max_ts = self.max_ts_offset = self.last_time_ts = -1
-        self.last_index_pos = 0
-
-    def add(self, pos: int, last_offset: int, max_timestamp: int) -> None:
-        """Account for the batch at ``pos``."""
-        if max_timestamp > self.max_ts:
-            self.max_ts, self.max_ts_offset = max_timestamp, last_offset
-        if pos - self.last_index_pos > self.interval and len(self.off_entries) // 8 < self.max_entries:
-            self.off_entries += _OFF_ENTRY.pack(last_offset - self.base, pos)
-            if self.max_ts > self.last_time_ts:
-                self.time_entries += _TIME_ENTRY.pack(self.max_ts, self.max_ts_offset - self.base)
-                self.last_time_ts = self.max_ts
-            self.last_index_pos = pos
-
-    def finish(self) -> tuple[bytearray, bytearray]:
-        """``(offset index bytes, time index bytes)`` including the final time-index entry."""
-        if self.max_ts > self.last_time_ts:
-            self.time_entries += _TIME_ENTRY.pack(self.max_ts, self.max_ts_offset - self.base)
-            self.last_time_ts = self.max_ts
-        return self.off_entries, self.time_entries
+def _rebuilds_bad_index(method):
+    """Run a lookup method; if it finds the segment's index wrong (CorruptIndexError: an entry
+    that does not match its batch), rebuild both indexes from the ``.log`` and run it again."""
+    @functools.wraps(method)
+    def lookup(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except CorruptIndexError as e:
+            logger.warning("segment %s: %s; rebuilding its indexes", self.log_path, e)
+            self.rebuild(truncate=False)
+            return method(self, *args, **kwargs)
+    return lookup
 
 
 class LogSegment:
@@ -109,6 +82,8 @@ class LogSegment:
         self._max_ts_exact: int | None = None  # offset of the record holding _max_ts, if known
         self._rolling_ts: int | None = None    # first batch's max timestamp (rollingBasedTimestamp)
         self._bytes_since_index = 0
+        # bytes read from disk that no check has covered yet are CRC-checked before reads serve them
+        self.verifier = ReadVerifier(size)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, active={self.active})"
@@ -128,6 +103,7 @@ class LogSegment:
         except OSError:   # e.g. no inode or directory block left: leave no half-made segment
             seg.delete()
             raise
+        seg.verifier.reset(0)
         seg._max_ts, seg._max_ts_offset = -1, -1
         seg.next_offset = base_offset
         seg.make_active()
@@ -193,6 +169,7 @@ class LogSegment:
         self.next_offset = next_offset
         self._max_ts, self._max_ts_offset, self._max_ts_exact = max_ts, max_off, None
         self._bytes_since_index = self.size - start
+        self.verifier.reset(start)        # the tail was checked just now; the rest was not
         self.active = True
         return True
 
@@ -223,6 +200,10 @@ class LogSegment:
                 os.ftruncate(self.fd, scan.valid_end)
                 self.size = scan.valid_end
                 self.dirty = True
+        if invalid and not truncate:   # the damaged tail stays: reads must still refuse it
+            self.verifier.reset(self.size, (0, scan.valid_end))
+        else:
+            self.verifier.reset(0)
         self.offset_index.replace(off_entries)
         self.time_index.replace(time_entries)
         self.next_offset = next_offset
@@ -364,26 +345,42 @@ class LogSegment:
             raise CorruptRecordError(f"batch at {position} runs past the segment end {self.size}")
         return h
 
+    @_rebuilds_bad_index
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """``(position, header)`` of the first batch whose last offset is >= ``offset``, None if
         the segment ends before it (Kafka ``translateOffset``: index lookup, then header scan)."""
         self.ensure_indexes()
-        _, start = self.offset_index.lookup(offset)
-        for pos, h in scan_headers(self.fd, start, self.size):
+        for pos, h in self._scan_from(*self.offset_index.lookup(offset)):
             if h.last_offset >= offset:
                 return pos, h
         return None
 
+    def _scan_from(self, entry_offset: int, start: int, chunk: int = HEADER_CHUNK):
+        """Batch headers from ``start``, the position of the offset-index entry for
+        ``entry_offset`` (0: no entry). The first must be the batch that entry names, else
+        CorruptIndexError: a damaged index that passed the sanity check would otherwise skip
+        records (Kafka trusts such an index)."""
+        it = scan_headers(self.fd, start, self.size, chunk)
+        if start > 0:
+            first = next(it, None)
+            if first is None or first[1].last_offset != entry_offset:
+                raise CorruptIndexError(
+                    f"{self.offset_index.path.name}: entry ({entry_offset}, {start}) does not point at "
+                    f"the batch ending at offset {entry_offset}")
+            yield first
+        yield from it
+
+    @_rebuilds_bad_index
     def find_base_at_least(self, offset: int) -> tuple[int, int | None]:
         """``(position, base offset)`` of the first batch whose base offset is >= ``offset``;
         ``(size, None)`` if there is none."""
         self.ensure_indexes()
-        _, start = self.offset_index.lookup(offset)
-        for pos, h in scan_headers(self.fd, start, self.size):
+        for pos, h in self._scan_from(*self.offset_index.lookup(offset)):
             if h.base_offset >= offset:
                 return pos, h.base_offset
         return self.size, None
 
+    @_rebuilds_bad_index
     def boundary_before(self, start: int, limit: int) -> tuple[int, int | None]:
         """The last batch boundary ``b`` with ``start <= b <= limit`` (``start`` must be a
         boundary), and the base offset of the batch starting at ``b`` if it was read. Starts
@@ -391,8 +388,10 @@ class LogSegment:
         ``index.interval.bytes`` of headers."""
         self.ensure_indexes()
         entry = self.offset_index.lookup_by_position(limit)
+        headers = (self._scan_from(*entry) if entry and entry[1] > start
+                   else scan_headers(self.fd, start, self.size))
         cut = max(start, entry[1]) if entry else start
-        for pos, h in scan_headers(self.fd, cut, self.size):
+        for pos, h in headers:
             if pos + h.size > limit:
                 return cut, h.base_offset
             cut = pos + h.size
@@ -425,6 +424,28 @@ class LogSegment:
         except FileNotFoundError:
             return -1
 
+    def verified_largest_timestamp(self) -> int:
+        """:meth:`largest_timestamp`, checked against the batches (retention calls it before it
+        deletes a segment by time): the time index's last entry must name a batch with that max
+        timestamp and no later batch may have a larger one, else both indexes are rebuilt from
+        the ``.log`` first - a ``.timeindex`` damaged or cut short on disk must not make
+        retention delete a segment early. Reads the batch headers after that entry."""
+        ts, off = self.max_timestamp_and_offset()
+        try:
+            found = self.find_position(off) if ts >= 0 else None
+            ok = ts < 0 or (found is not None and found[1].last_offset == off and found[1].max_timestamp == ts)
+            if ok:
+                ok = all(h.max_timestamp <= ts for _pos, h in
+                         scan_headers(self.fd, found[0] if found else 0, self.size))
+        except CorruptRecordError:
+            ok = False
+        if not ok:
+            logger.warning("segment %s: its time index does not match the batches; rebuilding it "
+                           "before retention decides", self.log_path)
+            self.rebuild(truncate=False)
+        return self.largest_timestamp()
+
+    @_rebuilds_bad_index
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int
                                  ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and
@@ -432,15 +453,30 @@ class LogSegment:
         ``FileRecords.searchForTimestamp``): time index -> offset index -> header scan, decoding
         only batches whose max timestamp reaches the target."""
         self.ensure_indexes()
-        _, ts_offset = self.time_index.lookup(timestamp)
-        _, start = self.offset_index.lookup(max(ts_offset, starting_offset))
-        for pos, h in scan_headers(self.fd, start, self.size):
+        entry_ts, ts_offset = self.time_index.lookup(timestamp)
+        # a time-index entry (T, O) names the batch ending at O, whose max timestamp is T: check
+        # it, or a damaged entry would make the search start too late
+        expect = entry_ts >= 0 and ts_offset >= starting_offset
+        for pos, h in self._scan_from(*self.offset_index.lookup(max(ts_offset, starting_offset))):
+            if expect and h.last_offset >= ts_offset:
+                if h.last_offset != ts_offset or h.max_timestamp != entry_ts:
+                    raise CorruptIndexError(f"{self.time_index.path.name}: entry ({entry_ts}, {ts_offset}) "
+                                            f"does not match the batch ending at {h.last_offset}")
+                expect = False
             if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
-                for rec in iter_records(self.read(pos, h.size)):
+                for rec in iter_records(self._checked_batch(pos, h)):
                     if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                         return rec.offset, rec.timestamp
         return None
 
+    def _checked_batch(self, pos: int, h: BatchHeader) -> bytes:
+        """The batch at ``pos`` for decoding; CorruptRecordError if its CRC does not match."""
+        data = self.read(pos, h.size)
+        if self.verifier.needs_check(pos, pos + h.size) and self.verifier.check(data, pos)[1] is not None:
+            raise CorruptRecordError(f"{self.log_path}: CRC mismatch in the batch at position {pos}")
+        return data
+
+    @_rebuilds_bad_index
     def exact_max_timestamp_and_offset(self) -> tuple[int, int]:
         """``(max timestamp, offset of the first record carrying it)`` (KIP-734): decodes only
         the batch holding it, unless the append path already told us."""
@@ -450,10 +486,9 @@ class LogSegment:
         if self._max_ts_exact is None:
             self._max_ts_exact = shallow
             self.ensure_indexes()
-            _, start = self.offset_index.lookup(shallow)
-            for pos, h in scan_headers(self.fd, start, self.size, HEADER_CHUNK):
+            for pos, h in self._scan_from(*self.offset_index.lookup(shallow)):
                 if h.max_timestamp == ts:
-                    for rec in iter_records(self.read(pos, h.size)):
+                    for rec in iter_records(self._checked_batch(pos, h)):
                         if rec.timestamp == ts:
                             self._max_ts_exact = rec.offset
                             break
@@ -474,6 +509,7 @@ class LogSegment:
             new_next = min(offset, h.base_offset)
             os.ftruncate(self.fd, pos)
             self.size = pos
+            self.verifier.truncate(pos)
             self.offset_index.truncate_to_position(pos)
             self.time_index.truncate_to_offset(new_next)
         te = self.time_index.last_entry()

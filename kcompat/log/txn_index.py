@@ -61,6 +61,29 @@ class TransactionIndex:
             self._entries = entries
         return self._entries
 
+    def sanity_check(self, base_offset: int, end_offset: int | None) -> str | None:
+        """What is wrong with the file, None if nothing (Kafka ``TransactionIndex.sanityCheck``,
+        run at start-up for every segment, plus kcompat's checks): whole 34-byte entries of
+        version 0, a producer id >= 0, firstOffset <= lastOffset, every ABORT marker
+        (lastOffset) inside the segment ``[base_offset, end_offset)`` (``end_offset`` None: no
+        upper bound) and in non-decreasing order. A damaged file cannot say which records a
+        read_committed consumer must drop, so the log rebuilds it (see ``load_segments``)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % ENTRY_SIZE:
+            return f"size {len(data)} is not a multiple of {ENTRY_SIZE}"
+        prev = base_offset
+        for off in range(0, len(data), ENTRY_SIZE):
+            version, pid, first, last, _lso = _ENTRY.unpack_from(data, off)
+            if version != VERSION:
+                return f"entry {off // ENTRY_SIZE} has version {version}"
+            if pid < 0 or first < 0 or first > last or last < prev or (end_offset is not None and last >= end_offset):
+                return f"entry {off // ENTRY_SIZE} (producer {pid}, offsets {first}-{last}) is not possible here"
+            prev = last
+        return None
+
     def append(self, entry: AbortedTxn) -> None:
         """Add an entry (its lastOffset must not be below the last entry's, as Kafka requires)."""
         entries = self.entries()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kcompat.log.errors import LogDirError
 from kcompat.protocol.primitives import ZERO_UUID
 from kcompat.protocol.raft_records.quorum_state_data import QuorumStateData
 
@@ -133,25 +134,47 @@ class FileQuorumStateStore:
         self.version = version
 
     def read(self) -> ElectionState | None:
+        """The stored election state, None if there is no file. Raises LogDirError naming the
+        file if it is empty or not the JSON Kafka writes (Kafka's ``FileQuorumStateStore``
+        fails the start-up too: the votes it recorded cannot be guessed)."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+        except (OSError, UnicodeDecodeError) as e:
+            raise LogDirError(f"cannot read {self.path}: {e}") from None
         line = text.splitlines()[0] if text else ""
-        if not line:
-            raise ValueError(f"{self.path} is empty")
-        return decode_json(line)
+        try:
+            if not line:
+                raise ValueError("the file is empty")
+            return decode_json(line)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise LogDirError(f"{self.path}: not a valid quorum state ({e}); Kafka refuses to start "
+                              f"with it too: restore it, or remove it on a node whose votes do not "
+                              f"matter (a single-node quorum; a node of a larger quorum may then vote "
+                              f"twice in an epoch)") from None
 
     def write(self, state: ElectionState) -> None:
+        """Write ``state`` durably (tmp file, fsync, rename, fsync of the directory). On an
+        OSError the previous file stays whole and no temporary file is left."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         data = encode_json(state, self.version).encode("utf-8")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
         dfd = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
