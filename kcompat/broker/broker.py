@@ -485,7 +485,7 @@ class Broker:
 
     def _expire_producers(self, now: int) -> None:
         cfg = self.config
-        if now - self._last_producer_expiry < cfg.get("producer.id.expiration.check.interval.ms"):
+        if 0 <= now - self._last_producer_expiry < cfg.get("producer.id.expiration.check.interval.ms"):
             return
         self._last_producer_expiry = now
         expiration = cfg.get("producer.id.expiration.ms")
@@ -497,10 +497,11 @@ class Broker:
         """ISR shrink checks every ``replica.lag.time.max.ms`` / 2 (Kafka's isr-expiration task)
         and the HW checkpoint every ``replica.high.watermark.checkpoint.interval.ms``."""
         cfg = self.config
-        if now - self._last_isr_check >= cfg.get("replica.lag.time.max.ms") // 2:
+        # "not 0 <= elapsed < interval": a wall clock stepped back must not stop these checks
+        if not 0 <= now - self._last_isr_check < cfg.get("replica.lag.time.max.ms") // 2:
             self._last_isr_check = now
             self.replica_manager.maybe_shrink_isr(now)
-        if now - self._last_hw_checkpoint >= cfg.get("replica.high.watermark.checkpoint.interval.ms"):
+        if not 0 <= now - self._last_hw_checkpoint < cfg.get("replica.high.watermark.checkpoint.interval.ms"):
             self._last_hw_checkpoint = now
             self.replica_manager.checkpoint_high_watermarks()
 

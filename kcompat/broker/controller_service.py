@@ -200,7 +200,7 @@ class ControllerService:
                 return
             if self._next_rebalance_ms is None:
                 self._next_rebalance_ms = now + interval_ms
-            if now < self._next_rebalance_ms:
+            if 0 < self._next_rebalance_ms - now <= interval_ms:   # due (or the clock stepped back)
                 return
             moved, more = await self.run(lambda: cc.balance_leaders(self.broker.now_ms()))
             self._next_rebalance_ms = now if more else now + interval_ms

@@ -109,8 +109,8 @@ class LogFlush:
         """:meth:`maybe_flush` as a plan: rolled segments, or everything if ``flush.ms`` elapsed."""
         self._check_open()
         self._clock_ms = now_ms
-        if self._leo > self._recovery_point and now_ms - self._last_flush_ms >= self._config.flush_ms:
-            self._last_flush_ms = now_ms
+        if self._leo > self._recovery_point and not 0 <= now_ms - self._last_flush_ms < self._config.flush_ms:
+            self._last_flush_ms = now_ms   # (a clock that stepped back counts as elapsed)
             return self.flush_plan()
         if self._pending_roll_flush:
             self._pending_roll_flush = False
@@ -134,7 +134,7 @@ class LogFlush:
         self._check_open()
         self._clock_ms = now_ms
         self.flush_rolled()
-        if self._leo > self._recovery_point and now_ms - self._last_flush_ms >= self._config.flush_ms:
+        if self._leo > self._recovery_point and not 0 <= now_ms - self._last_flush_ms < self._config.flush_ms:
             self.flush()
             self._last_flush_ms = now_ms
 

@@ -320,7 +320,7 @@ class LogManager:
         :class:`kcompat.log.log.FlushPlan` objects: run ``plan.sync()`` on any thread, then
         ``plan.log.complete_flush(plan)`` on this one."""
         rolled, self._rolled = self._rolled, set()
-        check_all = now_ms - self._last_flush >= flush_check_ms
+        check_all = not 0 <= now_ms - self._last_flush < flush_check_ms   # also after the clock stepped back
         if check_all:
             self._last_flush = now_ms
         plans = []
@@ -338,7 +338,7 @@ class LogManager:
         """Retention and checkpoints when due; returns (segments deleted by retention, ``-delete``
         dirs now due for removal — remove them with :func:`remove_tree`, on any thread)."""
         deleted = 0
-        if now_ms - self._last_retention >= retention_check_interval_ms:
+        if not 0 <= now_ms - self._last_retention < retention_check_interval_ms:   # or the clock stepped back
             self._last_retention = now_ms
             for (topic, partition), log in list(self.logs.items()):
                 hw = self.high_watermark_of(topic, partition) if self.high_watermark_of else None
@@ -346,7 +346,7 @@ class LogManager:
                     deleted += log.apply_retention(now_ms, high_watermark=hw)
                 except OSError as e:   # a roll before deleting every segment, on a full disk
                     logger.error("%s: retention failed (retried at the next check): %s", log.directory, e)
-        if now_ms - self._last_checkpoint >= checkpoint_interval_ms:
+        if not 0 <= now_ms - self._last_checkpoint < checkpoint_interval_ms:
             self._last_checkpoint = now_ms
             self.checkpoint(force=False)
         removals = []

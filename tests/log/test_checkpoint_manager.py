@@ -291,3 +291,23 @@ def test_high_watermark_checkpoint(tmp_path):
     m2 = LogManager([d], cfg_for)
     m2.startup(NOW, "c", 1)
     assert m2.high_watermarks == {("t", 0): 7}
+
+
+def test_periodic_duties_go_on_after_the_wall_clock_steps_back(tmp_path):
+    """Intervals between retention checks, checkpoints and flush checks are measured on the wall
+    clock (record time); one stepped back (NTP, a resumed VM) must not stop them until it catches
+    up: a negative elapsed time counts as elapsed."""
+    dirs = [tmp_path / "d"]
+    m = LogManager(dirs, lambda t: LogConfig(segment_bytes=300, retention_bytes=600))
+    m.startup(NOW, "c", 1)
+    log = m.create("t", 0, m.config_for("t"), uuid.uuid4(), NOW)
+    hour = 3_600_000
+    kw = dict(retention_check_interval_ms=300_000, flush_check_ms=300_000, checkpoint_interval_ms=60_000)
+    m.run_periodic(NOW, **kw)                         # the last checks happened at NOW
+    for _ in range(30):
+        append(log, 1, value_size=100)
+    assert len(log.segments) > 3
+    assert m.run_periodic(NOW - hour, **kw) > 0       # the clock stepped back an hour: retention ran
+    assert log.size_in_bytes <= 600 + 300
+    assert read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")[("t", 0)] > 0
+    m.shutdown()
