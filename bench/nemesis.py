@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import shutil
 import sys
@@ -245,7 +246,7 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
     root.mkdir(parents=True, exist_ok=True)
     cluster = ProxiedCluster(root, overrides=OVERRIDES)
     nemesis = Nemesis(cluster, log)
-    writer = reader = copy_monitor = copy_thread = app = None
+    writer = reader = copy_monitor = copy_thread = app = handler = None
     copy_stats = new_stats()
     copy_errors: list[str] = []
     ends: dict[int, int] = {}
@@ -258,7 +259,15 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
         writer = SequentialProducer(bs, SRC, PARTS, interval=0.01).start()
         reader = GroupReader(bs, SRC, GROUP, PARTS, members=members).start()
         copy_monitor = OffsetMonitor(bs, COPY_GROUP, SRC, PARTS).start()
-        app = ConfluentCopyApp(bs, SRC, COPY_GROUP, TID, consumer_conf=QUIET, producer_conf=QUIET)
+        client_log = logging.getLogger(f"nemesis-copy-{seed}")
+        client_log.propagate = False
+        client_log.setLevel(logging.DEBUG)
+        handler = logging.FileHandler(root / "copy-clients.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        client_log.addHandler(handler)
+        # librdkafka's transaction and consumer-group debug lines of the copy go to the run directory
+        app = ConfluentCopyApp(bs, SRC, COPY_GROUP, TID, consumer_conf={"debug": "cgrp", "log_level": 7, "logger": client_log},
+                               producer_conf={"debug": "eos", "log_level": 7, "logger": client_log})
 
         def copy_main():
             try:
@@ -313,11 +322,15 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
             lambda: all(reader.committed_now().get(p, -1) >= end[p] for p in PARTS), RECOVERY_S,
             f"group committed {end}"))
         log(f"  group caught up after {time.monotonic() - t0:.1f}s")
-        copy_thread.join(3 * RECOVERY_S)
+        copy_thread.join(2 * RECOVERY_S)
         log(f"  copy caught up after {time.monotonic() - t0:.1f}s")
         if copy_thread.is_alive():
-            violations["stuck"].append(f"the transactional copy did not reach {end}: {copy_stats['committed']} "
-                                       f"records committed, last errors {copy_stats['errors'][-5:]}")
+            call = copy_stats["in_call"]
+            violations["stuck"].append(
+                f"the transactional copy did not reach {end}: {copy_stats['committed']} records committed, last "
+                f"errors {copy_stats['errors'][-5:]}, retried {copy_stats['retried']} times (last: "
+                f"{copy_stats['last_retry_error']}), in {call[0] if call else None} for "
+                f"{time.monotonic() - call[1] if call else 0:.0f}s")
         violations["stuck"] += copy_errors
         reader.stop()
         copy_monitor.stop()
@@ -333,16 +346,18 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
         violations["group_missed"] += [f"partition {p} seq {s}" for p in PARTS for s, _o in writer.acked[p]
                                        if (p, s) not in seen]
 
-        out = read_partitions(bs, DST, PARTS, timeout=RECOVERY_S, conf={"isolation.level": "read_committed", **QUIET})
-        got = Counter(v for recs in out.values() for _o, v in recs)
-        want = Counter(PREFIX + v for recs in the_log.values() for _o, v in recs)
-        records["copied"] = sum(got.values())
+        if not copy_thread.is_alive() and not copy_errors:  # an unfinished copy is "stuck", not compared
+            out = read_partitions(bs, DST, PARTS, timeout=RECOVERY_S,
+                                  conf={"isolation.level": "read_committed", **QUIET})
+            got = Counter(v for recs in out.values() for _o, v in recs)
+            want = Counter(PREFIX + v for recs in the_log.values() for _o, v in recs)
+            records["copied"] = sum(got.values())
+            violations["copy_missing"] += [f"{v!r}: {got[v]} of {n}" for v, n in want.items() if got[v] < n]
+            violations["copy_duplicated"] += [f"{v!r}: {n} for {want[v]}" for v, n in got.items()
+                                              if v in want and n > want[v]]
+            violations["copy_extra"] += [f"{v!r} x{n}" for v, n in got.items() if v not in want]
         records["copy_txns"] = copy_stats["transactions"]
         records["copy_failed_txns"] = copy_stats["abort"] + copy_stats["fatal"]
-        violations["copy_missing"] += [f"{v!r}: {got[v]} of {n}" for v, n in want.items() if got[v] < n]
-        violations["copy_duplicated"] += [f"{v!r}: {n} for {want[v]}" for v, n in got.items()
-                                          if v in want and n > want[v]]
-        violations["copy_extra"] += [f"{v!r} x{n}" for v, n in got.items() if v not in want]
     except Exception:  # noqa: BLE001 - the run could not go on: a liveness failure
         violations["stuck"].append(traceback.format_exc()[-3000:])
     finally:
@@ -360,6 +375,8 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
         except Exception:  # noqa: BLE001
             pass
         cluster.close()
+        if handler is not None:
+            handler.close()
         if app is not None and (copy_thread is None or not copy_thread.is_alive()):
             try:
                 app.close()

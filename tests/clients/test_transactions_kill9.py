@@ -27,7 +27,7 @@ from tests.clients.common import wait_until
 from tests.clients.test_transactions import _read
 from tests.clients.test_transactions_offsets import _committed, _create, _end_offsets, _fill, _read_all, _uid
 from tests.support import txn_copy
-from tests.support.txn_copy import ConfluentCopyApp, copy_loop, new_stats
+from tests.support.txn_copy import ConfluentCopyApp, bounded, copy_loop, new_stats
 
 N, IN_PARTS, OUT_PARTS, SEQ_PARTS = 2000, 3, 2, 2
 TIMEOUT = txn_copy.TIMEOUT  # seconds per blocking client call (a retriable failure is retried)
@@ -122,24 +122,13 @@ class _KafkaPython(_Confluent):
 
 
 def _bounded(fn, *args) -> None:
-    """fn(*args), given TIMEOUT seconds. kafka-python's send_offsets_to_transaction, commit_transaction and
-    abort_transaction take no timeout, and kafka-python 3.0.12 drops a transactional request it dequeues while
-    the coordinator is down (kafka/producer/sender.py: await_ready raises with target_node set, so the handler
-    is neither sent nor retried): the call then waits forever. As an application must, give up on that
-    producer (TimeoutError is fatal) and fence it with a new one."""
-    done, failure = threading.Event(), []
-
-    def run():
-        try:
-            fn(*args)
-        except Exception as e:  # noqa: BLE001 - handed to the caller
-            failure.append(e)
-        done.set()
-    threading.Thread(target=run, daemon=True).start()
-    if not done.wait(TIMEOUT):
-        raise TimeoutError(f"{fn.__name__} blocked for {TIMEOUT} s")
-    if failure:
-        raise failure[0]
+    """fn(*args), given TIMEOUT seconds (:func:`tests.support.txn_copy.bounded`). kafka-python's
+    send_offsets_to_transaction, commit_transaction and abort_transaction take no timeout, and kafka-python
+    3.0.12 drops a transactional request it dequeues while the coordinator is down (kafka/producer/sender.py:
+    await_ready raises with target_node set, so the handler is neither sent nor retried): the call then waits
+    forever. As an application must, give up on that producer (TimeoutError is fatal) and fence it with a new
+    one."""
+    bounded(fn, *args, timeout=TIMEOUT)
 
 
 def _loop(app, dst: str, ends: dict[int, int], stats: dict, deadline: float) -> None:

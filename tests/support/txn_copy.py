@@ -14,6 +14,7 @@ the old epoch).
 from __future__ import annotations
 
 import random
+import threading
 import time
 import traceback
 from collections import Counter
@@ -68,17 +69,34 @@ class ConfluentCopyApp:
             self.producer.produce(dst, key=k, value=PREFIX + v)
 
     def send_offsets(self, offsets: dict[int, int]) -> None:
-        self.producer.send_offsets_to_transaction([TopicPartition(self.src, p, o) for p, o in offsets.items()],
-                                                  self.consumer.consumer_group_metadata(), TIMEOUT)
+        self._bounded(self.producer.send_offsets_to_transaction,
+                      [TopicPartition(self.src, p, o) for p, o in offsets.items()],
+                      self.consumer.consumer_group_metadata(), TIMEOUT)
 
     def flush(self) -> None:
         assert self.producer.flush(TIMEOUT) == 0, "records not delivered"
 
     def end(self, commit: bool) -> None:
-        self.producer.commit_transaction(TIMEOUT) if commit else self.producer.abort_transaction(TIMEOUT)
+        self._bounded(self.producer.commit_transaction if commit else self.producer.abort_transaction, TIMEOUT)
+
+    def _bounded(self, fn, *args) -> None:
+        """A transactional call that librdkafka bounds by ``TIMEOUT`` itself, watched for 3 x
+        ``TIMEOUT``: librdkafka 2.16 can block in send_offsets_to_transaction far past its timeout
+        (a TxnOffsetCommit to a group coordinator whose broker handle it decommissioned when the
+        broker left the Metadata, e.g. fenced: "Broker handle destroyed", then nothing until the
+        producer is fenced). Then the producer is abandoned (TimeoutError is fatal: the next
+        ``init_transactions`` with the same transactional.id fences it); it is not closed, as a
+        thread is still inside it."""
+        try:
+            bounded(fn, *args, timeout=3 * TIMEOUT)
+        except TimeoutError:
+            self.producer = None
+            raise
 
     @staticmethod
     def kind(e: Exception) -> str:
+        if isinstance(e, TimeoutError):
+            return "fatal"
         err = e.args[0] if isinstance(e, KafkaException) and e.args else None
         if not isinstance(err, KafkaError):
             return "abort"
@@ -89,7 +107,27 @@ class ConfluentCopyApp:
         self.close_producer()
 
     def close_producer(self) -> None:
-        close_ck_producer(self.producer)
+        if self.producer is not None:
+            close_ck_producer(self.producer)
+
+
+def bounded(fn, *args, timeout: float) -> None:
+    """fn(*args) in a thread of its own, waited for ``timeout`` seconds: TimeoutError if it has not
+    returned by then (the thread goes on; a client call that ignores its own timeout cannot be
+    interrupted), else its exception, if any."""
+    done, failure = threading.Event(), []
+
+    def run():
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            failure.append(e)
+        done.set()
+    threading.Thread(target=run, daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"{getattr(fn, '__name__', fn)} blocked for {timeout} s")
+    if failure:
+        raise failure[0]
 
 
 class Failed(Exception):
@@ -98,31 +136,48 @@ class Failed(Exception):
 
 def new_stats() -> dict:
     """The counters :func:`copy_loop` fills: records ``committed``, ``aborted`` output values (a
-    Counter), transactions failed into an ``abort`` / a ``fatal`` error, client ``errors`` (text)."""
-    return {"committed": 0, "aborted": Counter(), "abort": 0, "fatal": 0, "errors": [], "transactions": 0}
+    Counter), transactions failed into an ``abort`` / a ``fatal`` error, client ``errors`` (text),
+    ``transactions`` ended, the client call under way (``in_call``) and silent retries (``retried``,
+    ``last_retry_error``) of :func:`until_done`."""
+    return {"committed": 0, "aborted": Counter(), "abort": 0, "fatal": 0, "errors": [], "transactions": 0,
+            "in_call": None, "retried": 0, "last_retry_error": None}
 
 
 def call(app, stats: dict, fn, *args, tries: int = 3):
-    """fn(*args), again while it fails with a retriable error; else raise Failed("abort" or "fatal")."""
+    """fn(*args), again while it fails with a retriable error; else raise Failed("abort" or "fatal").
+    ``stats["in_call"]``: (name, monotonic start) of the call under way, None between calls."""
     for attempt in range(tries):
         try:
+            stats["in_call"] = (fn.__name__, time.monotonic())
             return fn(*args)
         except Exception as e:  # noqa: BLE001 - classified as the client documents its errors
             stats["errors"].append(f"{fn.__name__}: {e!r}")
             kind = app.kind(e)
             if kind != "retry" or attempt == tries - 1:
                 raise Failed("abort" if kind == "retry" else kind) from e
+        finally:
+            stats["in_call"] = None
 
 
-def until_done(fn, deadline: float) -> None:
+def until_done(fn, deadline: float, stats: dict | None = None) -> None:
     """fn() until it returns without raising; AssertionError (with the last traceback) at ``deadline``
-    (monotonic seconds)."""
+    (monotonic seconds). With ``stats``: ``stats["in_call"]`` as in :func:`call`, and each failure
+    counted in ``stats["retried"]`` with the last in ``stats["last_retry_error"]``."""
+    start = time.monotonic()
     while True:
         try:
+            if stats is not None:
+                stats["in_call"] = (fn.__name__, start)
             return fn()
-        except Exception:  # noqa: BLE001 - e.g. the broker is not back yet
+        except Exception as e:  # noqa: BLE001 - e.g. the broker is not back yet
+            if stats is not None:
+                stats["retried"] = stats.get("retried", 0) + 1
+                stats["last_retry_error"] = f"{fn.__name__}: {e!r}"
             assert time.monotonic() < deadline, traceback.format_exc()
             time.sleep(0.5)
+        finally:
+            if stats is not None:
+                stats["in_call"] = None
 
 
 def copy_loop(app, dst: str, done: Callable[[], bool], stats: dict, deadline: float, rng: random.Random,
@@ -133,7 +188,7 @@ def copy_loop(app, dst: str, done: Callable[[], bool], stats: dict, deadline: fl
     ``rng.randint(*batch)`` records of one poll) is one transaction, aborted on purpose with
     probability ``abort_ratio`` (``rng``); ``on_commit(offsets)``
     after each committed transaction ({partition: next offset}). AssertionError at ``deadline``."""
-    until_done(app.new_producer, deadline)
+    until_done(app.new_producer, deadline, stats)
     while time.monotonic() < deadline:
         try:
             msgs = app.poll(rng.randint(*batch))
@@ -169,7 +224,7 @@ def copy_loop(app, dst: str, done: Callable[[], bool], stats: dict, deadline: fl
             except Failed:
                 kind = "fatal"
             if kind == "fatal":  # a new producer: its init_transactions fences the old one's epoch
-                until_done(app.new_producer, deadline)
+                until_done(app.new_producer, deadline, stats)
         if not commit:
-            until_done(app.rewind, deadline)
+            until_done(app.rewind, deadline, stats)
     raise AssertionError(f"loop timed out: {stats['committed']} records committed")
