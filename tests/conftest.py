@@ -7,6 +7,16 @@ import pytest
 from tests.support.broker_process import BrokerProcess
 
 
+def pytest_collection_modifyitems(config, items):
+    """pytest-xdist (``-n 2 --dist loadgroup``, pyproject.toml) keeps each test file on one worker,
+    so module-scoped brokers start once, and every Spark test on one worker: they share one
+    session-scoped SparkSession and broker, and two JVMs resolving the connector into one Ivy cache
+    at once would race."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("spark" if path.startswith("tests/spark/") else path))
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One broker for the whole test module (tests use distinct topic names)."""
