@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kcompat.isr.partition_replication import ReplicationMixin
+from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.isr.record_validation import validate_records
 from kcompat.log import Log, OffsetOutOfRangeError
 from kcompat.protocol import records as rb
@@ -205,8 +206,11 @@ class Partition(ReplicationMixin):
         # or LogAppendTime (every record has it: the first). Otherwise -1: the log finds it by
         # decoding that one batch if ListOffsets MAX_TIMESTAMP asks (KIP-734, KAFKA-16310).
         exact = base if h.records_count == 1 or self.policy.log_append_time else -1
-        self.log.append(records, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=exact,
-                        now_ms=now_ms)
+        try:
+            self.log.append(records, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=exact,
+                            now_ms=now_ms)
+        except STORAGE_ERRORS as e:   # disk full...: nothing appended, KAFKA_STORAGE_ERROR (retriable)
+            raise storage_kafka_error(e) from e
         if h.producer_id >= 0:
             self.producer_state.update(h, base, max_ts)
         if not self._solo:
@@ -294,8 +298,11 @@ class Partition(ReplicationMixin):
         rb.set_base_offset(buf, 0, base)
         rb.set_partition_leader_epoch(buf, 0, self.leader_epoch)
         last = base + h.last_offset_delta
-        self.log.append(buf, last_offset=last, max_timestamp=h.max_timestamp,
-                        offset_of_max_timestamp=base if h.records_count == 1 else -1, now_ms=now_ms)
+        try:
+            self.log.append(buf, last_offset=last, max_timestamp=h.max_timestamp,
+                            offset_of_max_timestamp=base if h.records_count == 1 else -1, now_ms=now_ms)
+        except STORAGE_ERRORS as e:
+            raise storage_kafka_error(e) from e
         if h.producer_id >= 0:
             self.producer_state.update(h, base, h.max_timestamp)
         if not self._solo:
@@ -351,6 +358,8 @@ class Partition(ReplicationMixin):
             return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
         except OffsetOutOfRangeError as e:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
+        except STORAGE_ERRORS as e:   # a damaged batch on disk (CORRUPT_MESSAGE) or an I/O error
+            raise storage_kafka_error(e) from e
 
     # -- fetch waiters (delayed fetch, DESIGN.md section 8) --------------------------------------
 

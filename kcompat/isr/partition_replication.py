@@ -24,6 +24,7 @@ import logging
 from typing import Callable, Iterable
 
 from kcompat.isr.replica_state import PendingIsrChange, ReplicaState
+from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.log import OffsetOutOfRangeError
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
@@ -186,6 +187,8 @@ class ReplicationMixin:
                 if fetch_offset < leo else b""
         except OffsetOutOfRangeError as e:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
+        except STORAGE_ERRORS as e:
+            raise storage_kafka_error(e) from e
         rs = self.replica_state
         if rs is not None:
             if rs.update_follower_fetch(replica_id, fetch_offset=fetch_offset, log_start_offset=log_start_offset,
