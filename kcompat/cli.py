@@ -69,7 +69,8 @@ async def _serve(config, cluster_id: str | None = None) -> int:
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(broker.stop()))
     try:
         await broker.start()
-    except LogError as e:   # a log dir Kafka would fail (malformed checkpoint, damaged snapshot...)
+    except (LogError, OSError) as e:   # a log dir Kafka would fail (malformed checkpoint, damaged
+        # snapshot...), or one that cannot be written (a full disk), or a port already in use
         logging.getLogger("kcompat").critical("cannot start: %s", e)
         return EXIT_STORAGE_ERROR
     await broker.stopped.wait()

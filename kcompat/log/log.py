@@ -541,7 +541,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         attempt("the final time-index entry", self._segments[-1].on_become_inactive)
         for seg in self._segments:
             attempt(f"fsync of segment {seg.base_offset}", seg.flush)
-            attempt(f"closing segment {seg.base_offset}", seg.close)
+            attempt(f"closing segment {seg.base_offset}", lambda seg=seg: seg.close(final_entry=False))
         if self._dir_dirty:
             attempt("fsync of the directory", lambda: fsync_dir(self._directory))
         ok = self._epochs.flush_if_dirty() and ok
@@ -560,7 +560,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         if self._cleaning is not None:
             self._cleaning.abort("log closed")
         for seg in self._segments:
-            seg.close()
+            seg.close(final_entry=False)   # writes nothing: works on a full disk too
         self._closed = True
 
     def delete(self) -> None:

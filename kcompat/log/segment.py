@@ -559,15 +559,20 @@ class LogSegment:
         self.offset_index.release()
         self.time_index.release()
 
-    def close(self) -> None:
-        """Close every fd (Kafka ``LogSegment.close`` also writes the final time-index entry)."""
-        if self.active:
-            self.on_become_inactive()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self.offset_index.close()
-        self.time_index.close()
+    def close(self, *, final_entry: bool = True) -> None:
+        """Close every fd (Kafka ``LogSegment.close`` also writes the final time-index entry of
+        an active segment; ``final_entry=False`` skips that write, for a segment about to be
+        deleted). The fds are closed even if that write fails (the OSError is re-raised)."""
+        try:
+            if self.active and final_entry:
+                self.on_become_inactive()
+        finally:
+            self.active = False
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self.offset_index.close()
+            self.time_index.close()
 
     def delete(self) -> None:
         """Close and unlink the segment's files (``.log``, ``.index``, ``.timeindex``,
