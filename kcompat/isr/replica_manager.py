@@ -127,8 +127,14 @@ class ReplicaManager:
         """Write producer-state snapshots at the LEO of every partition and the HW checkpoint
         (clean shutdown)."""
         self.checkpoint_high_watermarks()
+        failed: list[str] = []
+        error = None
         for p in self.partitions.values():
             try:
                 p.write_snapshot()
-            except OSError as e:
-                log.warning("could not write the producer snapshot of %s: %s", p, e)
+            except OSError as e:   # disk full: the next start rebuilds producer state from the log
+                failed.append(f"{p.topic}-{p.partition_id}")
+                error = e
+        if failed:
+            log.warning("could not write the producer snapshot of %d partition(s) (%s%s): %s", len(failed),
+                        ", ".join(failed[:5]), ", ..." if len(failed) > 5 else "", error)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 import uuid
 
 import pytest
@@ -252,3 +253,32 @@ def test_metadata_log_and_quorum_state_on_a_full_disk(disk):
     raft.close()
     raft = DiskRaftLog(d, NOW)
     assert raft.end_offset == 4 and raft.epoch_for_offset(1) == 1 and raft.epoch_for_offset(2) == 2
+
+
+def test_cleaning_in_a_worker_process_on_a_full_disk_is_retried(disk):
+    """The same through the worker pool the broker uses: the worker's OSError comes back pickled."""
+    d = disk.path / "t-0"
+    log = Log.open(d, compact_config(segment_bytes=3000), clean_shutdown=True, now_ms=NOW)
+    expected = append_random(log, 60, keys=20, seed=5)
+    clock = [0]
+    cleaner = LogCleaner(threads=1, backoff_ms=15000, monotonic_ms=lambda: clock[0])
+    logs = {("t", 0): log}
+    try:
+        disk.fill()
+        outcomes = []
+        deadline = time.monotonic() + 60
+        while not outcomes and time.monotonic() < deadline:
+            outcomes = cleaner.tick(logs, NOW)
+            time.sleep(0.02)
+        assert len(outcomes) == 1 and outcomes[0].storage_error and not outcomes[0].installed, outcomes
+        assert ("t", 0) not in cleaner.uncleanable and not cleaner.in_progress
+        disk.free()
+        clock[0] += 15000
+        installed = []
+        deadline = time.monotonic() + 60
+        while not installed and time.monotonic() < deadline:
+            installed = [o for o in cleaner.tick(logs, NOW) if o.installed]
+            time.sleep(0.02)
+        assert installed and latest(log) == expected
+    finally:
+        cleaner.shutdown()

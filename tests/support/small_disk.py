@@ -24,7 +24,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import ROOT, BrokerProcess
 
 FILLER = ".filler"
 
@@ -148,6 +148,17 @@ class SmallDiskBroker(BrokerProcess):
 
     def args(self) -> list[str]:
         return self.disk.command_prefix + super().args()
+
+    def run_to_exit(self, timeout: float = 60.0) -> tuple[int, str]:
+        """Start the broker when it is expected not to come up; returns its exit status and
+        everything it logged."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.run(self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=str(ROOT), timeout=timeout)
+        with open(self.log_path, "a") as f:
+            f.write(proc.stderr)
+        return proc.returncode, proc.stderr
 
     def wait_exit(self, timeout: float = 30.0) -> int:
         """Wait for the process to exit by itself (a halt); returns its exit status."""

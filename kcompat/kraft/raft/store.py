@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kcompat.log.errors import LogDirError
+from kcompat.log.errors import LogDirError, LogStorageError
 from kcompat.protocol.primitives import ZERO_UUID
 from kcompat.protocol.raft_records.quorum_state_data import QuorumStateData
 
@@ -155,8 +155,9 @@ class FileQuorumStateStore:
                               f"twice in an epoch)") from None
 
     def write(self, state: ElectionState) -> None:
-        """Write ``state`` durably (tmp file, fsync, rename, fsync of the directory). On an
-        OSError the previous file stays whole and no temporary file is left."""
+        """Write ``state`` durably (tmp file, fsync, rename, fsync of the directory). Raises
+        LogStorageError (an OSError naming the file) if that fails; the previous file then stays
+        whole and no temporary file is left."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         data = encode_json(state, self.version).encode("utf-8")
         try:
@@ -169,12 +170,12 @@ class FileQuorumStateStore:
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-        except OSError:
+        except OSError as e:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
-            raise
+            raise LogStorageError(f"writing {self.path}", e) from e
         dfd = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
