@@ -37,8 +37,10 @@ _I32 = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
 
-# Exceptions that mean "the peer sent bytes that do not decode": close the connection.
-MALFORMED = (DecodeError, struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError)
+# The decoders raise DecodeError and nothing else for bytes that do not decode (tools/gen_protocol.py;
+# tools/fuzz_protocol.py checks it over every API and version): close the connection. Anything else
+# is a decoder bug: still closed, with the traceback logged.
+MALFORMED = DecodeError
 
 
 class _Slot:
@@ -162,6 +164,10 @@ class KafkaConnection(asyncio.Protocol):
         except MALFORMED as e:
             self.close(f"malformed request header: {e}")
             return
+        except Exception:
+            log.exception("decoder bug: a request header from %s", self.peer)
+            self.close("request header decoding failed")
+            return
         if api is None:
             self.close(f"{req_cls.NAME} (API key {api_key}) is not supported by kcompat")
             return
@@ -169,6 +175,10 @@ class KafkaConnection(asyncio.Protocol):
             request, _end = req_cls.read(view, off, version)
         except MALFORMED as e:
             self.close(f"malformed {req_cls.NAME} v{version} (correlation id {correlation_id}): {e}")
+            return
+        except Exception:
+            log.exception("decoder bug: %s v%d from %s", req_cls.NAME, version, self.peer)
+            self.close(f"{req_cls.NAME} v{version} decoding failed")
             return
         slot = _Slot(correlation_id, api_key, version, flexible and api_key != API_VERSIONS_KEY)
         self._pending.append(slot)

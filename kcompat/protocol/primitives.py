@@ -17,7 +17,7 @@ import struct
 import uuid as _uuid
 
 __all__ = [
-    "DecodeError",
+    "DecodeError", "TRUNCATED",
     "ZERO_UUID",
     "I8", "I16", "U16", "I32", "U32", "I64", "F64",
 ]
@@ -25,6 +25,11 @@ __all__ = [
 
 class DecodeError(ValueError):
     """Raised when bytes on the wire do not form a valid message of the expected version."""
+
+
+# What reading a fixed-width value past the end of the buffer raises (``struct.unpack_from``, a
+# ``memoryview`` index); the generated readers turn these into DecodeError.
+TRUNCATED = (struct.error, IndexError)
 
 
 ZERO_UUID = _uuid.UUID(int=0)
@@ -132,7 +137,10 @@ def _check(buf, off: int, length: int, what: str) -> None:
 def r_count(buf, off: int) -> tuple[int, int]:
     """ARRAY count (int32). Returns -1 for null: like Kafka's generated readers, any negative count
     means null (the caller refuses it where the field is not nullable). Checks count <= bytes remaining."""
-    n = I32.unpack_from(buf, off)[0]
+    try:
+        n = I32.unpack_from(buf, off)[0]
+    except struct.error:
+        raise DecodeError("truncated array count") from None
     off += 4
     if n < 0:
         return -1, off
@@ -162,7 +170,10 @@ def w_ccount(out: bytearray, n: int) -> None:
 
 def r_nstr(buf, off: int):
     """NULLABLE_STRING: int16 length; any negative length is null, as in Kafka's readers."""
-    n = I16.unpack_from(buf, off)[0]
+    try:
+        n = I16.unpack_from(buf, off)[0]
+    except struct.error:
+        raise DecodeError("truncated string length") from None
     off += 2
     if n < 0:
         return None, off
@@ -229,7 +240,10 @@ w_cstr = w_ncstr
 
 def r_nbytes(buf, off: int):
     """NULLABLE_BYTES: int32 length, negative = null (as Kafka's readers). Returns a ``bytes`` copy."""
-    n = I32.unpack_from(buf, off)[0]
+    try:
+        n = I32.unpack_from(buf, off)[0]
+    except struct.error:
+        raise DecodeError("truncated bytes length") from None
     off += 4
     if n < 0:
         return None, off
@@ -265,7 +279,10 @@ def r_cbytes(buf, off: int):
 
 def r_nrecords(buf, off: int):
     """RECORDS (nullable, int32 length, negative = null): a zero-copy ``memoryview`` slice of ``buf``."""
-    n = I32.unpack_from(buf, off)[0]
+    try:
+        n = I32.unpack_from(buf, off)[0]
+    except struct.error:
+        raise DecodeError("truncated records length") from None
     off += 4
     if n < 0:
         return None, off

@@ -4,7 +4,7 @@
 """Kafka ConsumerGroupMemberMetadataValue (data message, kafka-specs/group-coordinator)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,17 +47,20 @@ class ConsumerGroupMemberMetadataValue(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.metadata, off = r_cbytes(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.metadata, off = r_cbytes(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ClassicProtocol: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -91,26 +94,29 @@ class ConsumerGroupMemberMetadataValue(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.session_timeout_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array supported_protocols was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ConsumerGroupMemberMetadataValue.ClassicProtocol.read(buf, off, version)
-                    items.append(item)
-                self.supported_protocols = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.session_timeout_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array supported_protocols was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ConsumerGroupMemberMetadataValue.ClassicProtocol.read(buf, off, version)
+                        items.append(item)
+                    self.supported_protocols = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ClassicMemberMetadata: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -154,46 +160,49 @@ class ConsumerGroupMemberMetadataValue(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.instance_id, off = r_ncstr(buf, off)
-        self.rack_id, off = r_ncstr(buf, off)
-        self.client_id, off = r_cstr(buf, off)
-        self.client_host, off = r_cstr(buf, off)
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array subscribed_topic_names was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_cstr(buf, off)
-                items.append(item)
-            self.subscribed_topic_names = items
-        self.subscribed_topic_regex, off = r_ncstr(buf, off)
-        self.rebalance_timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.server_assignor, off = r_ncstr(buf, off)
-        self.classic_member_metadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata()
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    present = I8.unpack_from(buf, off)[0]
-                    off += 1
-                    if present < 0:
-                        self.classic_member_metadata = None
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.instance_id, off = r_ncstr(buf, off)
+            self.rack_id, off = r_ncstr(buf, off)
+            self.client_id, off = r_cstr(buf, off)
+            self.client_host, off = r_cstr(buf, off)
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array subscribed_topic_names was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = r_cstr(buf, off)
+                    items.append(item)
+                self.subscribed_topic_names = items
+            self.subscribed_topic_regex, off = r_ncstr(buf, off)
+            self.rebalance_timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.server_assignor, off = r_ncstr(buf, off)
+            self.classic_member_metadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata()
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        present = I8.unpack_from(buf, off)[0]
+                        off += 1
+                        if present < 0:
+                            self.classic_member_metadata = None
+                        else:
+                            self.classic_member_metadata, off = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata.read(buf, off, version)
+                        if off != end:
+                            raise DecodeError('tagged field classic_member_metadata size mismatch')
                     else:
-                        self.classic_member_metadata, off = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata.read(buf, off, version)
-                    if off != end:
-                        raise DecodeError('tagged field classic_member_metadata size mismatch')
-                else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerGroupMemberMetadataValue: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

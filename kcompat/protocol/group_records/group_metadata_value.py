@@ -4,7 +4,7 @@
 """Kafka GroupMetadataValue (data message, kafka-specs/group-coordinator)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -59,48 +59,51 @@ class GroupMetadataValue(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 3:
-                self.member_id, off = r_str(buf, off)
-            elif version >= 4:
-                self.member_id, off = r_cstr(buf, off)
-            if version == 3:
-                self.group_instance_id, off = r_nstr(buf, off)
-            elif version >= 4:
-                self.group_instance_id, off = r_ncstr(buf, off)
-            else:
-                self.group_instance_id = None
-            if version <= 3:
-                self.client_id, off = r_str(buf, off)
-            elif version >= 4:
-                self.client_id, off = r_cstr(buf, off)
-            if version <= 3:
-                self.client_host, off = r_str(buf, off)
-            elif version >= 4:
-                self.client_host, off = r_cstr(buf, off)
-            if version >= 1:
-                self.rebalance_timeout = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 3:
+                    self.member_id, off = r_str(buf, off)
+                elif version >= 4:
+                    self.member_id, off = r_cstr(buf, off)
+                if version == 3:
+                    self.group_instance_id, off = r_nstr(buf, off)
+                elif version >= 4:
+                    self.group_instance_id, off = r_ncstr(buf, off)
+                else:
+                    self.group_instance_id = None
+                if version <= 3:
+                    self.client_id, off = r_str(buf, off)
+                elif version >= 4:
+                    self.client_id, off = r_cstr(buf, off)
+                if version <= 3:
+                    self.client_host, off = r_str(buf, off)
+                elif version >= 4:
+                    self.client_host, off = r_cstr(buf, off)
+                if version >= 1:
+                    self.rebalance_timeout = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.rebalance_timeout = -1
+                self.session_timeout = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.rebalance_timeout = -1
-            self.session_timeout = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 3:
-                self.subscription, off = r_bytes(buf, off)
-            elif version >= 4:
-                self.subscription, off = r_cbytes(buf, off)
-            if version <= 3:
-                self.assignment, off = r_bytes(buf, off)
-            elif version >= 4:
-                self.assignment, off = r_cbytes(buf, off)
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if version <= 3:
+                    self.subscription, off = r_bytes(buf, off)
+                elif version >= 4:
+                    self.subscription, off = r_cbytes(buf, off)
+                if version <= 3:
+                    self.assignment, off = r_bytes(buf, off)
+                elif version >= 4:
+                    self.assignment, off = r_cbytes(buf, off)
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated MemberMetadata: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -178,54 +181,57 @@ class GroupMetadataValue(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 3:
-            self.protocol_type, off = r_str(buf, off)
-        elif version >= 4:
-            self.protocol_type, off = r_cstr(buf, off)
-        self.generation = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 3:
-            self.protocol, off = r_nstr(buf, off)
-        elif version >= 4:
-            self.protocol, off = r_ncstr(buf, off)
-        if version <= 3:
-            self.leader, off = r_nstr(buf, off)
-        elif version >= 4:
-            self.leader, off = r_ncstr(buf, off)
-        if version >= 2:
-            self.current_state_timestamp = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.current_state_timestamp = -1
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array members was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 3:
+                self.protocol_type, off = r_str(buf, off)
+            elif version >= 4:
+                self.protocol_type, off = r_cstr(buf, off)
+            self.generation = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 3:
+                self.protocol, off = r_nstr(buf, off)
+            elif version >= 4:
+                self.protocol, off = r_ncstr(buf, off)
+            if version <= 3:
+                self.leader, off = r_nstr(buf, off)
+            elif version >= 4:
+                self.leader, off = r_ncstr(buf, off)
+            if version >= 2:
+                self.current_state_timestamp = I64.unpack_from(buf, off)[0]
+                off += 8
             else:
-                items = []
-                for _ in range(n):
-                    item, off = GroupMetadataValue.MemberMetadata.read(buf, off, version)
-                    items.append(item)
-                self.members = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array members was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = GroupMetadataValue.MemberMetadata.read(buf, off, version)
-                    items.append(item)
-                self.members = items
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.current_state_timestamp = -1
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array members was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = GroupMetadataValue.MemberMetadata.read(buf, off, version)
+                        items.append(item)
+                    self.members = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array members was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = GroupMetadataValue.MemberMetadata.read(buf, off, version)
+                        items.append(item)
+                    self.members = items
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated GroupMetadataValue: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka AddPartitionsToTxn API (key 24): AddPartitionsToTxnRequest and AddPartitionsToTxnResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,31 +47,34 @@ class AddPartitionsToTxnRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 2:
-                self.name, off = r_str(buf, off)
-            elif version >= 3:
-                self.name, off = r_cstr(buf, off)
-            if version <= 2:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 3:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 2:
+                    self.name, off = r_str(buf, off)
+                elif version >= 3:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 2:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 3:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AddPartitionsToTxnTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -125,46 +128,49 @@ class AddPartitionsToTxnRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 4:
-                self.transactional_id, off = r_cstr(buf, off)
-            else:
-                self.transactional_id = ''
-            if version >= 4:
-                self.producer_id = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.producer_id = 0
-            if version >= 4:
-                self.producer_epoch = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.producer_epoch = 0
-            if version >= 4:
-                self.verify_only = buf[off] != 0
-                off += 1
-            else:
-                self.verify_only = False
-            if version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 4:
+                    self.transactional_id, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            else:
-                self.topics = []
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.transactional_id = ''
+                if version >= 4:
+                    self.producer_id = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.producer_id = 0
+                if version >= 4:
+                    self.producer_epoch = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.producer_epoch = 0
+                if version >= 4:
+                    self.verify_only = buf[off] != 0
+                    off += 1
+                else:
+                    self.verify_only = False
+                if version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                else:
+                    self.topics = []
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AddPartitionsToTxnTransaction: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -210,65 +216,68 @@ class AddPartitionsToTxnRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array transactions was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array transactions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.read(buf, off, version)
+                        items.append(item)
+                    self.transactions = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.read(buf, off, version)
-                    items.append(item)
-                self.transactions = items
-        else:
-            self.transactions = []
-        if version <= 2:
-            self.v3_and_below_transactional_id, off = r_str(buf, off)
-        elif version == 3:
-            self.v3_and_below_transactional_id, off = r_cstr(buf, off)
-        else:
-            self.v3_and_below_transactional_id = ''
-        if version <= 3:
-            self.v3_and_below_producer_id = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.v3_and_below_producer_id = 0
-        if version <= 3:
-            self.v3_and_below_producer_epoch = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.v3_and_below_producer_epoch = 0
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array v3_and_below_topics was null')
+                self.transactions = []
+            if version <= 2:
+                self.v3_and_below_transactional_id, off = r_str(buf, off)
+            elif version == 3:
+                self.v3_and_below_transactional_id, off = r_cstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic.read(buf, off, version)
-                    items.append(item)
-                self.v3_and_below_topics = items
-        elif version == 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array v3_and_below_topics was null')
+                self.v3_and_below_transactional_id = ''
+            if version <= 3:
+                self.v3_and_below_producer_id = I64.unpack_from(buf, off)[0]
+                off += 8
             else:
-                items = []
-                for _ in range(n):
-                    item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic.read(buf, off, version)
-                    items.append(item)
-                self.v3_and_below_topics = items
-        else:
-            self.v3_and_below_topics = []
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.v3_and_below_producer_id = 0
+            if version <= 3:
+                self.v3_and_below_producer_epoch = I16.unpack_from(buf, off)[0]
+                off += 2
+            else:
+                self.v3_and_below_producer_epoch = 0
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array v3_and_below_topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic.read(buf, off, version)
+                        items.append(item)
+                    self.v3_and_below_topics = items
+            elif version == 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array v3_and_below_topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic.read(buf, off, version)
+                        items.append(item)
+                    self.v3_and_below_topics = items
+            else:
+                self.v3_and_below_topics = []
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AddPartitionsToTxnRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -344,19 +353,22 @@ class AddPartitionsToTxnResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.partition_error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.partition_error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AddPartitionsToTxnPartitionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -386,39 +398,42 @@ class AddPartitionsToTxnResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 2:
-                self.name, off = r_str(buf, off)
-            elif version >= 3:
-                self.name, off = r_cstr(buf, off)
-            if version <= 2:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array results_by_partition was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.results_by_partition = items
-            elif version >= 3:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array results_by_partition was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.results_by_partition = items
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 2:
+                    self.name, off = r_str(buf, off)
+                elif version >= 3:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 2:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array results_by_partition was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.results_by_partition = items
+                elif version >= 3:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array results_by_partition was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.results_by_partition = items
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AddPartitionsToTxnTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -468,31 +483,34 @@ class AddPartitionsToTxnResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 4:
-                self.transactional_id, off = r_cstr(buf, off)
-            else:
-                self.transactional_id = ''
-            if version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topic_results was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 4:
+                    self.transactional_id, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.read(buf, off, version)
-                        items.append(item)
-                    self.topic_results = items
-            else:
-                self.topic_results = []
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.transactional_id = ''
+                if version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topic_results was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.read(buf, off, version)
+                            items.append(item)
+                        self.topic_results = items
+                else:
+                    self.topic_results = []
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AddPartitionsToTxnResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -530,56 +548,59 @@ class AddPartitionsToTxnResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 4:
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.error_code = 0
-        if version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results_by_transaction was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 4:
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
             else:
-                items = []
-                for _ in range(n):
-                    item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnResult.read(buf, off, version)
-                    items.append(item)
-                self.results_by_transaction = items
-        else:
-            self.results_by_transaction = []
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results_by_topic_v3_and_below was null')
+                self.error_code = 0
+            if version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results_by_transaction was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnResult.read(buf, off, version)
+                        items.append(item)
+                    self.results_by_transaction = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.results_by_topic_v3_and_below = items
-        elif version == 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results_by_topic_v3_and_below was null')
+                self.results_by_transaction = []
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results_by_topic_v3_and_below was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.results_by_topic_v3_and_below = items
+            elif version == 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results_by_topic_v3_and_below was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.results_by_topic_v3_and_below = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.results_by_topic_v3_and_below = items
-        else:
-            self.results_by_topic_v3_and_below = []
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.results_by_topic_v3_and_below = []
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AddPartitionsToTxnResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka AlterClientQuotas API (key 49): AlterClientQuotasRequest and AlterClientQuotasResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,23 +47,26 @@ class AlterClientQuotasRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.entity_type, off = r_str(buf, off)
-            elif version >= 1:
-                self.entity_type, off = r_cstr(buf, off)
-            if version <= 0:
-                self.entity_name, off = r_nstr(buf, off)
-            elif version >= 1:
-                self.entity_name, off = r_ncstr(buf, off)
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.entity_type, off = r_str(buf, off)
+                elif version >= 1:
+                    self.entity_type, off = r_cstr(buf, off)
+                if version <= 0:
+                    self.entity_name, off = r_nstr(buf, off)
+                elif version >= 1:
+                    self.entity_name, off = r_ncstr(buf, off)
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated EntityData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -105,23 +108,26 @@ class AlterClientQuotasRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.key, off = r_str(buf, off)
-            elif version >= 1:
-                self.key, off = r_cstr(buf, off)
-            self.value = F64.unpack_from(buf, off)[0]
-            off += 8
-            self.remove = buf[off] != 0
-            off += 1
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.key, off = r_str(buf, off)
+                elif version >= 1:
+                    self.key, off = r_cstr(buf, off)
+                self.value = F64.unpack_from(buf, off)[0]
+                off += 8
+                self.remove = buf[off] != 0
+                off += 1
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OpData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -159,55 +165,58 @@ class AlterClientQuotasRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array entity was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterClientQuotasRequest.EntityData.read(buf, off, version)
-                        items.append(item)
-                    self.entity = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array entity was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterClientQuotasRequest.EntityData.read(buf, off, version)
-                        items.append(item)
-                    self.entity = items
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array ops was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterClientQuotasRequest.OpData.read(buf, off, version)
-                        items.append(item)
-                    self.ops = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array ops was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterClientQuotasRequest.OpData.read(buf, off, version)
-                        items.append(item)
-                    self.ops = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array entity was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterClientQuotasRequest.EntityData.read(buf, off, version)
+                            items.append(item)
+                        self.entity = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array entity was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterClientQuotasRequest.EntityData.read(buf, off, version)
+                            items.append(item)
+                        self.entity = items
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array ops was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterClientQuotasRequest.OpData.read(buf, off, version)
+                            items.append(item)
+                        self.ops = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array ops was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterClientQuotasRequest.OpData.read(buf, off, version)
+                            items.append(item)
+                        self.ops = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated EntryData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -258,37 +267,40 @@ class AlterClientQuotasRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array entries was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterClientQuotasRequest.EntryData.read(buf, off, version)
-                    items.append(item)
-                self.entries = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array entries was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterClientQuotasRequest.EntryData.read(buf, off, version)
-                    items.append(item)
-                self.entries = items
-        self.validate_only = buf[off] != 0
-        off += 1
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array entries was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterClientQuotasRequest.EntryData.read(buf, off, version)
+                        items.append(item)
+                    self.entries = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array entries was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterClientQuotasRequest.EntryData.read(buf, off, version)
+                        items.append(item)
+                    self.entries = items
+            self.validate_only = buf[off] != 0
+            off += 1
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterClientQuotasRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -346,23 +358,26 @@ class AlterClientQuotasResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.entity_type, off = r_str(buf, off)
-            elif version >= 1:
-                self.entity_type, off = r_cstr(buf, off)
-            if version <= 0:
-                self.entity_name, off = r_nstr(buf, off)
-            elif version >= 1:
-                self.entity_name, off = r_ncstr(buf, off)
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.entity_type, off = r_str(buf, off)
+                elif version >= 1:
+                    self.entity_type, off = r_cstr(buf, off)
+                if version <= 0:
+                    self.entity_name, off = r_nstr(buf, off)
+                elif version >= 1:
+                    self.entity_name, off = r_ncstr(buf, off)
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated EntityData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -404,41 +419,44 @@ class AlterClientQuotasResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 0:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 1:
-                self.error_message, off = r_ncstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array entity was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterClientQuotasResponse.EntityData.read(buf, off, version)
-                        items.append(item)
-                    self.entity = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array entity was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterClientQuotasResponse.EntityData.read(buf, off, version)
-                        items.append(item)
-                    self.entity = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 0:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 1:
+                    self.error_message, off = r_ncstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array entity was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterClientQuotasResponse.EntityData.read(buf, off, version)
+                            items.append(item)
+                        self.entity = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array entity was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterClientQuotasResponse.EntityData.read(buf, off, version)
+                            items.append(item)
+                        self.entity = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated EntryData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -480,37 +498,40 @@ class AlterClientQuotasResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array entries was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterClientQuotasResponse.EntryData.read(buf, off, version)
-                    items.append(item)
-                self.entries = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array entries was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterClientQuotasResponse.EntryData.read(buf, off, version)
-                    items.append(item)
-                self.entries = items
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array entries was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterClientQuotasResponse.EntryData.read(buf, off, version)
+                        items.append(item)
+                    self.entries = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array entries was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterClientQuotasResponse.EntryData.read(buf, off, version)
+                        items.append(item)
+                    self.entries = items
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterClientQuotasResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

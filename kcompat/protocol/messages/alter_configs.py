@@ -4,7 +4,7 @@
 """Kafka AlterConfigs API (key 33): AlterConfigsRequest and AlterConfigsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,23 +47,26 @@ class AlterConfigsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            if version <= 1:
-                self.value, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.value, off = r_ncstr(buf, off)
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 1:
+                    self.value, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.value, off = r_ncstr(buf, off)
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterableConfig: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -105,41 +108,44 @@ class AlterConfigsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 1:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.resource_name, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterConfigsRequest.AlterableConfig.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterConfigsRequest.AlterableConfig.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.resource_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 1:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterConfigsRequest.AlterableConfig.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterConfigsRequest.AlterableConfig.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterConfigsResource: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -185,37 +191,40 @@ class AlterConfigsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array resources was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
-                    items.append(item)
-                self.resources = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array resources was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
-                    items.append(item)
-                self.resources = items
-        self.validate_only = buf[off] != 0
-        off += 1
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array resources was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
+                        items.append(item)
+                    self.resources = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array resources was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
+                        items.append(item)
+                    self.resources = items
+            self.validate_only = buf[off] != 0
+            off += 1
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterConfigsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -277,27 +286,30 @@ class AlterConfigsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 1:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.error_message, off = r_ncstr(buf, off)
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 1:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.resource_name, off = r_cstr(buf, off)
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 1:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.error_message, off = r_ncstr(buf, off)
+                self.resource_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 1:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterConfigsResourceResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -334,37 +346,40 @@ class AlterConfigsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterConfigsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

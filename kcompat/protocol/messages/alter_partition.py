@@ -4,7 +4,7 @@
 """Kafka AlterPartition API (key 56): AlterPartitionRequest and AlterPartitionResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,25 +47,28 @@ class AlterPartitionRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 3:
-                self.broker_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.broker_id = 0
-            if version >= 3:
-                self.broker_epoch = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.broker_epoch = -1
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 3:
+                    self.broker_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.broker_id = 0
+                if version >= 3:
+                    self.broker_epoch = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.broker_epoch = -1
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated BrokerState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -105,46 +108,49 @@ class AlterPartitionRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array new_isr was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array new_isr was null')
+                    else:
+                        self.new_isr, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.new_isr, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.new_isr = []
-            if version >= 3:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array new_isr_with_epochs was null')
+                    self.new_isr = []
+                if version >= 3:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array new_isr_with_epochs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterPartitionRequest.BrokerState.read(buf, off, version)
+                            items.append(item)
+                        self.new_isr_with_epochs = items
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterPartitionRequest.BrokerState.read(buf, off, version)
-                        items.append(item)
-                    self.new_isr_with_epochs = items
-            else:
-                self.new_isr_with_epochs = []
-            if version >= 1:
-                self.leader_recovery_state = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.leader_recovery_state = 0
-            self.partition_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.new_isr_with_epochs = []
+                if version >= 1:
+                    self.leader_recovery_state = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.leader_recovery_state = 0
+                self.partition_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -192,32 +198,35 @@ class AlterPartitionRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic_name, off = r_cstr(buf, off)
-            else:
-                self.topic_name = ''
-            if version >= 2:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterPartitionRequest.PartitionData.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic_name, off = r_cstr(buf, off)
+                else:
+                    self.topic_name = ''
+                if version >= 2:
+                    self.topic_id, off = r_uuid(buf, off)
+                else:
+                    self.topic_id = ZERO_UUID
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterPartitionRequest.PartitionData.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -256,28 +265,31 @@ class AlterPartitionRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.broker_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.broker_epoch = I64.unpack_from(buf, off)[0]
-        off += 8
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterPartitionRequest.TopicData.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.broker_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.broker_epoch = I64.unpack_from(buf, off)[0]
+            off += 8
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterPartitionRequest.TopicData.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterPartitionRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -338,35 +350,38 @@ class AlterPartitionResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.leader_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array isr was null')
-            else:
-                self.isr, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 1:
-                self.leader_recovery_state = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.leader_recovery_state = 0
-            self.partition_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.leader_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array isr was null')
+                else:
+                    self.isr, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 1:
+                    self.leader_recovery_state = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.leader_recovery_state = 0
+                self.partition_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -408,32 +423,35 @@ class AlterPartitionResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic_name, off = r_cstr(buf, off)
-            else:
-                self.topic_name = ''
-            if version >= 2:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterPartitionResponse.PartitionData.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic_name, off = r_cstr(buf, off)
+                else:
+                    self.topic_name = ''
+                if version >= 2:
+                    self.topic_id, off = r_uuid(buf, off)
+                else:
+                    self.topic_id = ZERO_UUID
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterPartitionResponse.PartitionData.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -472,28 +490,31 @@ class AlterPartitionResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterPartitionResponse.TopicData.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterPartitionResponse.TopicData.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterPartitionResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

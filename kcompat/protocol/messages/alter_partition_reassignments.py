@@ -4,7 +4,7 @@
 """Kafka AlterPartitionReassignments API (key 45): AlterPartitionReassignmentsRequest and AlterPartitionReassignmentsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,22 +47,25 @@ class AlterPartitionReassignmentsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.replicas = None
-            else:
-                self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.replicas = None
+                else:
+                    self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ReassignablePartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -96,25 +99,28 @@ class AlterPartitionReassignmentsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterPartitionReassignmentsRequest.ReassignablePartition.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterPartitionReassignmentsRequest.ReassignablePartition.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ReassignableTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -146,26 +152,29 @@ class AlterPartitionReassignmentsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterPartitionReassignmentsRequest.ReassignableTopic.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterPartitionReassignmentsRequest.ReassignableTopic.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterPartitionReassignmentsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -217,20 +226,23 @@ class AlterPartitionReassignmentsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.error_message, off = r_ncstr(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.error_message, off = r_ncstr(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ReassignablePartitionResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -261,25 +273,28 @@ class AlterPartitionReassignmentsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ReassignableTopicResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -315,29 +330,32 @@ class AlterPartitionReassignmentsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.error_message, off = r_ncstr(buf, off)
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array responses was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterPartitionReassignmentsResponse.ReassignableTopicResponse.read(buf, off, version)
-                items.append(item)
-            self.responses = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.error_message, off = r_ncstr(buf, off)
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array responses was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterPartitionReassignmentsResponse.ReassignableTopicResponse.read(buf, off, version)
+                    items.append(item)
+                self.responses = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterPartitionReassignmentsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

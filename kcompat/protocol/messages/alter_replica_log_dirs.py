@@ -4,7 +4,7 @@
 """Kafka AlterReplicaLogDirs API (key 34): AlterReplicaLogDirsRequest and AlterReplicaLogDirsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,31 +47,34 @@ class AlterReplicaLogDirsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterReplicaLogDirTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -119,39 +122,42 @@ class AlterReplicaLogDirsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.path, off = r_str(buf, off)
-            elif version >= 2:
-                self.path, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.path, off = r_str(buf, off)
+                elif version >= 2:
+                    self.path, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterReplicaLogDir: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -194,35 +200,38 @@ class AlterReplicaLogDirsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array dirs was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDir.read(buf, off, version)
-                    items.append(item)
-                self.dirs = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array dirs was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDir.read(buf, off, version)
-                    items.append(item)
-                self.dirs = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array dirs was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDir.read(buf, off, version)
+                        items.append(item)
+                    self.dirs = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array dirs was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterReplicaLogDirsRequest.AlterReplicaLogDir.read(buf, off, version)
+                        items.append(item)
+                    self.dirs = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterReplicaLogDirsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -279,19 +288,22 @@ class AlterReplicaLogDirsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterReplicaLogDirPartitionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -321,39 +333,42 @@ class AlterReplicaLogDirsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.topic_name, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.topic_name, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterReplicaLogDirTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -398,37 +413,40 @@ class AlterReplicaLogDirsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterReplicaLogDirsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka AlterUserScramCredentials API (key 51): AlterUserScramCredentialsRequest and AlterUserScramCredentialsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,18 +47,21 @@ class AlterUserScramCredentialsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.mechanism = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.mechanism = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ScramCredentialDeletion: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -96,22 +99,25 @@ class AlterUserScramCredentialsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.mechanism = I8.unpack_from(buf, off)[0]
-            off += 1
-            self.iterations = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.salt, off = r_cbytes(buf, off)
-            self.salted_password, off = r_cbytes(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.mechanism = I8.unpack_from(buf, off)[0]
+                off += 1
+                self.iterations = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.salt, off = r_cbytes(buf, off)
+                self.salted_password, off = r_cbytes(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ScramCredentialUpsertion: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -145,33 +151,36 @@ class AlterUserScramCredentialsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array deletions was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterUserScramCredentialsRequest.ScramCredentialDeletion.read(buf, off, version)
-                items.append(item)
-            self.deletions = items
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array upsertions was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterUserScramCredentialsRequest.ScramCredentialUpsertion.read(buf, off, version)
-                items.append(item)
-            self.upsertions = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array deletions was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterUserScramCredentialsRequest.ScramCredentialDeletion.read(buf, off, version)
+                    items.append(item)
+                self.deletions = items
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array upsertions was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterUserScramCredentialsRequest.ScramCredentialUpsertion.read(buf, off, version)
+                    items.append(item)
+                self.upsertions = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterUserScramCredentialsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -228,19 +237,22 @@ class AlterUserScramCredentialsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.user, off = r_cstr(buf, off)
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.error_message, off = r_ncstr(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.user, off = r_cstr(buf, off)
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.error_message, off = r_ncstr(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterUserScramCredentialsResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -268,26 +280,29 @@ class AlterUserScramCredentialsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array results was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.read(buf, off, version)
-                items.append(item)
-            self.results = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array results was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.read(buf, off, version)
+                    items.append(item)
+                self.results = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated AlterUserScramCredentialsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ApiVersions API (key 18): ApiVersionsRequest and ApiVersionsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -42,23 +42,26 @@ class ApiVersionsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 3:
-            self.client_software_name, off = r_cstr(buf, off)
-        else:
-            self.client_software_name = ''
-        if version >= 3:
-            self.client_software_version, off = r_cstr(buf, off)
-        else:
-            self.client_software_version = ''
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 3:
+                self.client_software_name, off = r_cstr(buf, off)
+            else:
+                self.client_software_name = ''
+            if version >= 3:
+                self.client_software_version, off = r_cstr(buf, off)
+            else:
+                self.client_software_version = ''
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ApiVersionsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -111,21 +114,24 @@ class ApiVersionsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.api_key = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.min_version = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.max_version = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.api_key = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.min_version = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.max_version = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ApiVersion: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -158,29 +164,32 @@ class ApiVersionsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 3:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version >= 3:
-                self.min_version = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.min_version = 0
-            if version >= 3:
-                self.max_version = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.max_version = 0
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 3:
+                    self.name, off = r_cstr(buf, off)
+                else:
+                    self.name = ''
+                if version >= 3:
+                    self.min_version = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.min_version = 0
+                if version >= 3:
+                    self.max_version = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.max_version = 0
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated SupportedFeatureKey: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -218,29 +227,32 @@ class ApiVersionsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 3:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version >= 3:
-                self.max_version_level = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.max_version_level = 0
-            if version >= 3:
-                self.min_version_level = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.min_version_level = 0
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 3:
+                    self.name, off = r_cstr(buf, off)
+                else:
+                    self.name = ''
+                if version >= 3:
+                    self.max_version_level = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.max_version_level = 0
+                if version >= 3:
+                    self.min_version_level = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.min_version_level = 0
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated FinalizedFeatureKey: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -281,93 +293,96 @@ class ApiVersionsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array api_keys was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ApiVersionsResponse.ApiVersion.read(buf, off, version)
-                    items.append(item)
-                self.api_keys = items
-        elif version >= 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array api_keys was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ApiVersionsResponse.ApiVersion.read(buf, off, version)
-                    items.append(item)
-                self.api_keys = items
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        self.supported_features = []
-        self.finalized_features_epoch = -1
-        self.finalized_features = []
-        self.zk_migration_ready = False
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 3:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array supported_features was null')
-                    else:
-                        items = []
-                        for _ in range(n):
-                            item, off = ApiVersionsResponse.SupportedFeatureKey.read(buf, off, version)
-                            items.append(item)
-                        self.supported_features = items
-                    if off != end:
-                        raise DecodeError('tagged field supported_features size mismatch')
-                elif tag == 1 and version >= 3:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.finalized_features_epoch = I64.unpack_from(buf, off)[0]
-                    off += 8
-                    if off != end:
-                        raise DecodeError('tagged field finalized_features_epoch size mismatch')
-                elif tag == 2 and version >= 3:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array finalized_features was null')
-                    else:
-                        items = []
-                        for _ in range(n):
-                            item, off = ApiVersionsResponse.FinalizedFeatureKey.read(buf, off, version)
-                            items.append(item)
-                        self.finalized_features = items
-                    if off != end:
-                        raise DecodeError('tagged field finalized_features size mismatch')
-                elif tag == 3 and version >= 3:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.zk_migration_ready = buf[off] != 0
-                    off += 1
-                    if off != end:
-                        raise DecodeError('tagged field zk_migration_ready size mismatch')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array api_keys was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = ApiVersionsResponse.ApiVersion.read(buf, off, version)
+                        items.append(item)
+                    self.api_keys = items
+            elif version >= 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array api_keys was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ApiVersionsResponse.ApiVersion.read(buf, off, version)
+                        items.append(item)
+                    self.api_keys = items
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.throttle_time_ms = 0
+            self.supported_features = []
+            self.finalized_features_epoch = -1
+            self.finalized_features = []
+            self.zk_migration_ready = False
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 3:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array supported_features was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = ApiVersionsResponse.SupportedFeatureKey.read(buf, off, version)
+                                items.append(item)
+                            self.supported_features = items
+                        if off != end:
+                            raise DecodeError('tagged field supported_features size mismatch')
+                    elif tag == 1 and version >= 3:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.finalized_features_epoch = I64.unpack_from(buf, off)[0]
+                        off += 8
+                        if off != end:
+                            raise DecodeError('tagged field finalized_features_epoch size mismatch')
+                    elif tag == 2 and version >= 3:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array finalized_features was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = ApiVersionsResponse.FinalizedFeatureKey.read(buf, off, version)
+                                items.append(item)
+                            self.finalized_features = items
+                        if off != end:
+                            raise DecodeError('tagged field finalized_features size mismatch')
+                    elif tag == 3 and version >= 3:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.zk_migration_ready = buf[off] != 0
+                        off += 1
+                        if off != end:
+                            raise DecodeError('tagged field zk_migration_ready size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ApiVersionsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka BeginQuorumEpoch API (key 53): BeginQuorumEpochRequest and BeginQuorumEpochResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -51,25 +51,28 @@ class BeginQuorumEpochRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 1:
-                self.voter_directory_id, off = r_uuid(buf, off)
-            else:
-                self.voter_directory_id = ZERO_UUID
-            self.leader_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 1:
+                    self.voter_directory_id, off = r_uuid(buf, off)
+                else:
+                    self.voter_directory_id = ZERO_UUID
+                self.leader_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -104,39 +107,42 @@ class BeginQuorumEpochRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 1:
-                self.topic_name, off = r_cstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = BeginQuorumEpochRequest.PartitionData.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = BeginQuorumEpochRequest.PartitionData.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.topic_name, off = r_cstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = BeginQuorumEpochRequest.PartitionData.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = BeginQuorumEpochRequest.PartitionData.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -188,28 +194,31 @@ class BeginQuorumEpochRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 1:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version >= 1:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if version >= 1:
-                self.port = U16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.port = 0
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 1:
+                    self.name, off = r_cstr(buf, off)
+                else:
+                    self.name = ''
+                if version >= 1:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if version >= 1:
+                    self.port = U16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.port = 0
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderEndpoint: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -246,56 +255,59 @@ class BeginQuorumEpochRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 0:
-            self.cluster_id, off = r_nstr(buf, off)
-        elif version >= 1:
-            self.cluster_id, off = r_ncstr(buf, off)
-        if version >= 1:
-            self.voter_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.voter_id = -1
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 0:
+                self.cluster_id, off = r_nstr(buf, off)
+            elif version >= 1:
+                self.cluster_id, off = r_ncstr(buf, off)
+            if version >= 1:
+                self.voter_id = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = BeginQuorumEpochRequest.TopicData.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.voter_id = -1
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = BeginQuorumEpochRequest.TopicData.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = BeginQuorumEpochRequest.TopicData.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array leader_endpoints was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = BeginQuorumEpochRequest.LeaderEndpoint.read(buf, off, version)
+                        items.append(item)
+                    self.leader_endpoints = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = BeginQuorumEpochRequest.TopicData.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array leader_endpoints was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = BeginQuorumEpochRequest.LeaderEndpoint.read(buf, off, version)
-                    items.append(item)
-                self.leader_endpoints = items
-        else:
-            self.leader_endpoints = []
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.leader_endpoints = []
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated BeginQuorumEpochRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -369,23 +381,26 @@ class BeginQuorumEpochResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.leader_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.leader_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -417,39 +432,42 @@ class BeginQuorumEpochResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 1:
-                self.topic_name, off = r_cstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = BeginQuorumEpochResponse.PartitionData.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = BeginQuorumEpochResponse.PartitionData.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.topic_name, off = r_cstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = BeginQuorumEpochResponse.PartitionData.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = BeginQuorumEpochResponse.PartitionData.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -501,29 +519,32 @@ class BeginQuorumEpochResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 1:
-                self.node_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.node_id = 0
-            if version >= 1:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if version >= 1:
-                self.port = U16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.port = 0
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 1:
+                    self.node_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.node_id = 0
+                if version >= 1:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if version >= 1:
+                    self.port = U16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.port = 0
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated NodeEndpoint: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -556,54 +577,57 @@ class BeginQuorumEpochResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = BeginQuorumEpochResponse.TopicData.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = BeginQuorumEpochResponse.TopicData.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        self.node_endpoints = []
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 1:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array node_endpoints was null')
-                    else:
-                        items = []
-                        for _ in range(n):
-                            item, off = BeginQuorumEpochResponse.NodeEndpoint.read(buf, off, version)
-                            items.append(item)
-                        self.node_endpoints = items
-                    if off != end:
-                        raise DecodeError('tagged field node_endpoints size mismatch')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = BeginQuorumEpochResponse.TopicData.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = BeginQuorumEpochResponse.TopicData.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            self.node_endpoints = []
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 1:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array node_endpoints was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = BeginQuorumEpochResponse.NodeEndpoint.read(buf, off, version)
+                                items.append(item)
+                            self.node_endpoints = items
+                        if off != end:
+                            raise DecodeError('tagged field node_endpoints size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated BeginQuorumEpochResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

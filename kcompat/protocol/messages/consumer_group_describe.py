@@ -4,7 +4,7 @@
 """Kafka ConsumerGroupDescribe API (key 69): ConsumerGroupDescribeRequest and ConsumerGroupDescribeResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -42,26 +42,29 @@ class ConsumerGroupDescribeRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array group_ids was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_cstr(buf, off)
-                items.append(item)
-            self.group_ids = items
-        self.include_authorized_operations = buf[off] != 0
-        off += 1
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array group_ids was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = r_cstr(buf, off)
+                    items.append(item)
+                self.group_ids = items
+            self.include_authorized_operations = buf[off] != 0
+            off += 1
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerGroupDescribeRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -113,22 +116,25 @@ class ConsumerGroupDescribeResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic_id, off = r_uuid(buf, off)
-            self.topic_name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic_id, off = r_uuid(buf, off)
+                self.topic_name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicPartitions: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -165,24 +171,27 @@ class ConsumerGroupDescribeResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ConsumerGroupDescribeResponse.TopicPartitions.read(buf, off, version)
-                    items.append(item)
-                self.topic_partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ConsumerGroupDescribeResponse.TopicPartitions.read(buf, off, version)
+                        items.append(item)
+                    self.topic_partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated Assignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -232,34 +241,37 @@ class ConsumerGroupDescribeResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.member_id, off = r_cstr(buf, off)
-            self.instance_id, off = r_ncstr(buf, off)
-            self.rack_id, off = r_ncstr(buf, off)
-            self.member_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.client_id, off = r_cstr(buf, off)
-            self.client_host, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array subscribed_topic_names was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = r_cstr(buf, off)
-                    items.append(item)
-                self.subscribed_topic_names = items
-            self.subscribed_topic_regex, off = r_ncstr(buf, off)
-            self.assignment, off = ConsumerGroupDescribeResponse.Assignment.read(buf, off, version)
-            self.target_assignment, off = ConsumerGroupDescribeResponse.Assignment.read(buf, off, version)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.member_id, off = r_cstr(buf, off)
+                self.instance_id, off = r_ncstr(buf, off)
+                self.rack_id, off = r_ncstr(buf, off)
+                self.member_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.client_id, off = r_cstr(buf, off)
+                self.client_host, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array subscribed_topic_names was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_cstr(buf, off)
+                        items.append(item)
+                    self.subscribed_topic_names = items
+                self.subscribed_topic_regex, off = r_ncstr(buf, off)
+                self.assignment, off = ConsumerGroupDescribeResponse.Assignment.read(buf, off, version)
+                self.target_assignment, off = ConsumerGroupDescribeResponse.Assignment.read(buf, off, version)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated Member: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -322,36 +334,39 @@ class ConsumerGroupDescribeResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.error_message, off = r_ncstr(buf, off)
-            self.group_id, off = r_cstr(buf, off)
-            self.group_state, off = r_cstr(buf, off)
-            self.group_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.assignment_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.assignor_name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array members was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ConsumerGroupDescribeResponse.Member.read(buf, off, version)
-                    items.append(item)
-                self.members = items
-            self.authorized_operations = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.error_message, off = r_ncstr(buf, off)
+                self.group_id, off = r_cstr(buf, off)
+                self.group_state, off = r_cstr(buf, off)
+                self.group_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.assignment_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.assignor_name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array members was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ConsumerGroupDescribeResponse.Member.read(buf, off, version)
+                        items.append(item)
+                    self.members = items
+                self.authorized_operations = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribedGroup: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -394,26 +409,29 @@ class ConsumerGroupDescribeResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array groups was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ConsumerGroupDescribeResponse.DescribedGroup.read(buf, off, version)
-                items.append(item)
-            self.groups = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array groups was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ConsumerGroupDescribeResponse.DescribedGroup.read(buf, off, version)
+                    items.append(item)
+                self.groups = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerGroupDescribeResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ConsumerGroupHeartbeat API (key 68): ConsumerGroupHeartbeatRequest and ConsumerGroupHeartbeatResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,21 +47,24 @@ class ConsumerGroupHeartbeatRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic_id, off = r_uuid(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic_id, off = r_uuid(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicPartitions: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -108,46 +111,49 @@ class ConsumerGroupHeartbeatRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.group_id, off = r_cstr(buf, off)
-        self.member_id, off = r_cstr(buf, off)
-        self.member_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.instance_id, off = r_ncstr(buf, off)
-        self.rack_id, off = r_ncstr(buf, off)
-        self.rebalance_timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            self.subscribed_topic_names = None
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_cstr(buf, off)
-                items.append(item)
-            self.subscribed_topic_names = items
-        if version >= 1:
-            self.subscribed_topic_regex, off = r_ncstr(buf, off)
-        else:
-            self.subscribed_topic_regex = None
-        self.server_assignor, off = r_ncstr(buf, off)
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            self.topic_partitions = None
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ConsumerGroupHeartbeatRequest.TopicPartitions.read(buf, off, version)
-                items.append(item)
-            self.topic_partitions = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.group_id, off = r_cstr(buf, off)
+            self.member_id, off = r_cstr(buf, off)
+            self.member_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.instance_id, off = r_ncstr(buf, off)
+            self.rack_id, off = r_ncstr(buf, off)
+            self.rebalance_timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                self.subscribed_topic_names = None
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = r_cstr(buf, off)
+                    items.append(item)
+                self.subscribed_topic_names = items
+            if version >= 1:
+                self.subscribed_topic_regex, off = r_ncstr(buf, off)
+            else:
+                self.subscribed_topic_regex = None
+            self.server_assignor, off = r_ncstr(buf, off)
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                self.topic_partitions = None
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ConsumerGroupHeartbeatRequest.TopicPartitions.read(buf, off, version)
+                    items.append(item)
+                self.topic_partitions = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerGroupHeartbeatRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -215,21 +221,24 @@ class ConsumerGroupHeartbeatResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic_id, off = r_uuid(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic_id, off = r_uuid(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicPartitions: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -263,24 +272,27 @@ class ConsumerGroupHeartbeatResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ConsumerGroupHeartbeatResponse.TopicPartitions.read(buf, off, version)
-                    items.append(item)
-                self.topic_partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ConsumerGroupHeartbeatResponse.TopicPartitions.read(buf, off, version)
+                        items.append(item)
+                    self.topic_partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated Assignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -319,31 +331,34 @@ class ConsumerGroupHeartbeatResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.error_message, off = r_ncstr(buf, off)
-        self.member_id, off = r_ncstr(buf, off)
-        self.member_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.heartbeat_interval_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        present = I8.unpack_from(buf, off)[0]
-        off += 1
-        if present < 0:
-            self.assignment = None
-        else:
-            self.assignment, off = ConsumerGroupHeartbeatResponse.Assignment.read(buf, off, version)
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.error_message, off = r_ncstr(buf, off)
+            self.member_id, off = r_ncstr(buf, off)
+            self.member_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.heartbeat_interval_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            present = I8.unpack_from(buf, off)[0]
+            off += 1
+            if present < 0:
+                self.assignment = None
+            else:
+                self.assignment, off = ConsumerGroupHeartbeatResponse.Assignment.read(buf, off, version)
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerGroupHeartbeatResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

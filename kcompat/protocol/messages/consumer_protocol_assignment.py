@@ -4,7 +4,7 @@
 """Kafka ConsumerProtocolAssignment (data message, kafka-specs/message)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,15 +47,18 @@ class ConsumerProtocolAssignment(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic, off = r_str(buf, off)
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic, off = r_str(buf, off)
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -81,19 +84,22 @@ class ConsumerProtocolAssignment(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        n, off = r_count(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array assigned_partitions was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ConsumerProtocolAssignment.TopicPartition.read(buf, off, version)
-                items.append(item)
-            self.assigned_partitions = items
-        self.user_data, off = r_nbytes(buf, off)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            n, off = r_count(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array assigned_partitions was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ConsumerProtocolAssignment.TopicPartition.read(buf, off, version)
+                    items.append(item)
+                self.assigned_partitions = items
+            self.user_data, off = r_nbytes(buf, off)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerProtocolAssignment: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ConsumerProtocolSubscription (data message, kafka-specs/message)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,21 +47,24 @@ class ConsumerProtocolSubscription(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 1:
-                self.topic, off = r_str(buf, off)
-            else:
-                self.topic = ''
-            if version >= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 1:
+                    self.topic, off = r_str(buf, off)
                 else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.partitions = []
-            return self, off
+                    self.topic = ''
+                if version >= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                else:
+                    self.partitions = []
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -95,40 +98,43 @@ class ConsumerProtocolSubscription(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        n, off = r_count(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_str(buf, off)
-                items.append(item)
-            self.topics = items
-        self.user_data, off = r_nbytes(buf, off)
-        if version >= 1:
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
             n, off = r_count(buf, off)
             if n < 0:
-                raise DecodeError('non-nullable array owned_partitions was null')
+                raise DecodeError('non-nullable array topics was null')
             else:
                 items = []
                 for _ in range(n):
-                    item, off = ConsumerProtocolSubscription.TopicPartition.read(buf, off, version)
+                    item, off = r_str(buf, off)
                     items.append(item)
-                self.owned_partitions = items
-        else:
-            self.owned_partitions = []
-        if version >= 2:
-            self.generation_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.generation_id = -1
-        if version >= 3:
-            self.rack_id, off = r_nstr(buf, off)
-        else:
-            self.rack_id = None
-        return self, off
+                self.topics = items
+            self.user_data, off = r_nbytes(buf, off)
+            if version >= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array owned_partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ConsumerProtocolSubscription.TopicPartition.read(buf, off, version)
+                        items.append(item)
+                    self.owned_partitions = items
+            else:
+                self.owned_partitions = []
+            if version >= 2:
+                self.generation_id = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.generation_id = -1
+            if version >= 3:
+                self.rack_id, off = r_nstr(buf, off)
+            else:
+                self.rack_id = None
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ConsumerProtocolSubscription: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ControlledShutdown API (key 7): ControlledShutdownRequest and ControlledShutdownResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -42,22 +42,25 @@ class ControlledShutdownRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.broker_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 2:
-            self.broker_epoch = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.broker_epoch = -1
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.broker_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 2:
+                self.broker_epoch = I64.unpack_from(buf, off)[0]
+                off += 8
+            else:
+                self.broker_epoch = -1
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ControlledShutdownRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -103,21 +106,24 @@ class ControlledShutdownResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 2:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 3:
-                self.topic_name, off = r_cstr(buf, off)
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 2:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 3:
+                    self.topic_name, off = r_cstr(buf, off)
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated RemainingPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -149,37 +155,40 @@ class ControlledShutdownResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array remaining_partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ControlledShutdownResponse.RemainingPartition.read(buf, off, version)
-                    items.append(item)
-                self.remaining_partitions = items
-        elif version >= 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array remaining_partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ControlledShutdownResponse.RemainingPartition.read(buf, off, version)
-                    items.append(item)
-                self.remaining_partitions = items
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array remaining_partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ControlledShutdownResponse.RemainingPartition.read(buf, off, version)
+                        items.append(item)
+                    self.remaining_partitions = items
+            elif version >= 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array remaining_partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ControlledShutdownResponse.RemainingPartition.read(buf, off, version)
+                        items.append(item)
+                    self.remaining_partitions = items
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ControlledShutdownResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ControllerRegistration API (key 70): ControllerRegistrationRequest and ControllerRegistrationResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -51,21 +51,24 @@ class ControllerRegistrationRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.host, off = r_cstr(buf, off)
-            self.port = U16.unpack_from(buf, off)[0]
-            off += 2
-            self.security_protocol = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.host, off = r_cstr(buf, off)
+                self.port = U16.unpack_from(buf, off)[0]
+                off += 2
+                self.security_protocol = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated Listener: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -103,20 +106,23 @@ class ControllerRegistrationRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.min_supported_version = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.max_supported_version = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.min_supported_version = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.max_supported_version = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated Feature: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -150,38 +156,41 @@ class ControllerRegistrationRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.controller_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.incarnation_id, off = r_uuid(buf, off)
-        self.zk_migration_ready = buf[off] != 0
-        off += 1
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array listeners was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ControllerRegistrationRequest.Listener.read(buf, off, version)
-                items.append(item)
-            self.listeners = items
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array features was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ControllerRegistrationRequest.Feature.read(buf, off, version)
-                items.append(item)
-            self.features = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.controller_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.incarnation_id, off = r_uuid(buf, off)
+            self.zk_migration_ready = buf[off] != 0
+            off += 1
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array listeners was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ControllerRegistrationRequest.Listener.read(buf, off, version)
+                    items.append(item)
+                self.listeners = items
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array features was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ControllerRegistrationRequest.Feature.read(buf, off, version)
+                    items.append(item)
+                self.features = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ControllerRegistrationRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -238,20 +247,23 @@ class ControllerRegistrationResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.error_message, off = r_ncstr(buf, off)
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.error_message, off = r_ncstr(buf, off)
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ControllerRegistrationResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka CreatePartitions API (key 37): CreatePartitionsRequest and CreatePartitionsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -45,27 +45,30 @@ class CreatePartitionsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array broker_ids was null')
-                else:
-                    self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array broker_ids was null')
-                else:
-                    self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array broker_ids was null')
+                    else:
+                        self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array broker_ids was null')
+                    else:
+                        self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatePartitionsAssignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -107,41 +110,44 @@ class CreatePartitionsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            self.count = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    self.assignments = None
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreatePartitionsRequest.CreatePartitionsAssignment.read(buf, off, version)
-                        items.append(item)
-                    self.assignments = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    self.assignments = None
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreatePartitionsRequest.CreatePartitionsAssignment.read(buf, off, version)
-                        items.append(item)
-                    self.assignments = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                self.count = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        self.assignments = None
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = CreatePartitionsRequest.CreatePartitionsAssignment.read(buf, off, version)
+                            items.append(item)
+                        self.assignments = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        self.assignments = None
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = CreatePartitionsRequest.CreatePartitionsAssignment.read(buf, off, version)
+                            items.append(item)
+                        self.assignments = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatePartitionsTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -189,39 +195,42 @@ class CreatePartitionsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = CreatePartitionsRequest.CreatePartitionsTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = CreatePartitionsRequest.CreatePartitionsTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.validate_only = buf[off] != 0
-        off += 1
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreatePartitionsRequest.CreatePartitionsTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreatePartitionsRequest.CreatePartitionsTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.validate_only = buf[off] != 0
+            off += 1
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated CreatePartitionsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -282,25 +291,28 @@ class CreatePartitionsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 1:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.error_message, off = r_ncstr(buf, off)
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 1:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.error_message, off = r_ncstr(buf, off)
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatePartitionsTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -336,37 +348,40 @@ class CreatePartitionsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = CreatePartitionsResponse.CreatePartitionsTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = CreatePartitionsResponse.CreatePartitionsTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreatePartitionsResponse.CreatePartitionsTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreatePartitionsResponse.CreatePartitionsTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated CreatePartitionsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

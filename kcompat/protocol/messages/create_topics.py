@@ -4,7 +4,7 @@
 """Kafka CreateTopics API (key 19): CreateTopicsRequest and CreateTopicsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,29 +47,32 @@ class CreateTopicsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 4:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array broker_ids was null')
-                else:
-                    self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 5:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array broker_ids was null')
-                else:
-                    self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 4:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array broker_ids was null')
+                    else:
+                        self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 5:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array broker_ids was null')
+                    else:
+                        self.broker_ids, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatableReplicaAssignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -110,23 +113,26 @@ class CreateTopicsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 4:
-                self.name, off = r_str(buf, off)
-            elif version >= 5:
-                self.name, off = r_cstr(buf, off)
-            if version <= 4:
-                self.value, off = r_nstr(buf, off)
-            elif version >= 5:
-                self.value, off = r_ncstr(buf, off)
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 4:
+                    self.name, off = r_str(buf, off)
+                elif version >= 5:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 4:
+                    self.value, off = r_nstr(buf, off)
+                elif version >= 5:
+                    self.value, off = r_ncstr(buf, off)
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatableTopicConfig: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -172,63 +178,66 @@ class CreateTopicsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 4:
-                self.name, off = r_str(buf, off)
-            elif version >= 5:
-                self.name, off = r_cstr(buf, off)
-            self.num_partitions = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.replication_factor = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 4:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array assignments was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreateTopicsRequest.CreatableReplicaAssignment.read(buf, off, version)
-                        items.append(item)
-                    self.assignments = items
-            elif version >= 5:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array assignments was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreateTopicsRequest.CreatableReplicaAssignment.read(buf, off, version)
-                        items.append(item)
-                    self.assignments = items
-            if version <= 4:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreateTopicsRequest.CreatableTopicConfig.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            elif version >= 5:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreateTopicsRequest.CreatableTopicConfig.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 4:
+                    self.name, off = r_str(buf, off)
+                elif version >= 5:
+                    self.name, off = r_cstr(buf, off)
+                self.num_partitions = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.replication_factor = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 4:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array assignments was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = CreateTopicsRequest.CreatableReplicaAssignment.read(buf, off, version)
+                            items.append(item)
+                        self.assignments = items
+                elif version >= 5:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array assignments was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = CreateTopicsRequest.CreatableReplicaAssignment.read(buf, off, version)
+                            items.append(item)
+                        self.assignments = items
+                if version <= 4:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = CreateTopicsRequest.CreatableTopicConfig.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                elif version >= 5:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = CreateTopicsRequest.CreatableTopicConfig.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatableTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -291,42 +300,45 @@ class CreateTopicsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 4:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 4:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreateTopicsRequest.CreatableTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreateTopicsRequest.CreatableTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 1:
+                self.validate_only = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = CreateTopicsRequest.CreatableTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = CreateTopicsRequest.CreatableTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 1:
-            self.validate_only = buf[off] != 0
-            off += 1
-        else:
-            self.validate_only = False
-        if version >= 5:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.validate_only = False
+            if version >= 5:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated CreateTopicsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -392,38 +404,41 @@ class CreateTopicsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 5:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version >= 5:
-                self.value, off = r_ncstr(buf, off)
-            else:
-                self.value = ''
-            if version >= 5:
-                self.read_only = buf[off] != 0
-                off += 1
-            else:
-                self.read_only = False
-            if version >= 5:
-                self.config_source = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.config_source = -1
-            if version >= 5:
-                self.is_sensitive = buf[off] != 0
-                off += 1
-            else:
-                self.is_sensitive = False
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 5:
+                    self.name, off = r_cstr(buf, off)
+                else:
+                    self.name = ''
+                if version >= 5:
+                    self.value, off = r_ncstr(buf, off)
+                else:
+                    self.value = ''
+                if version >= 5:
+                    self.read_only = buf[off] != 0
+                    off += 1
+                else:
+                    self.read_only = False
+                if version >= 5:
+                    self.config_source = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.config_source = -1
+                if version >= 5:
+                    self.is_sensitive = buf[off] != 0
+                    off += 1
+                else:
+                    self.is_sensitive = False
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatableTopicConfigs: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -475,63 +490,66 @@ class CreateTopicsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 4:
-                self.name, off = r_str(buf, off)
-            elif version >= 5:
-                self.name, off = r_cstr(buf, off)
-            if version >= 7:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if 1 <= version <= 4:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 5:
-                self.error_message, off = r_ncstr(buf, off)
-            else:
-                self.error_message = ''
-            self.topic_config_error_code = 0
-            if version >= 5:
-                self.num_partitions = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.num_partitions = -1
-            if version >= 5:
-                self.replication_factor = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.replication_factor = -1
-            if version >= 5:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    self.configs = None
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 4:
+                    self.name, off = r_str(buf, off)
+                elif version >= 5:
+                    self.name, off = r_cstr(buf, off)
+                if version >= 7:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = CreateTopicsResponse.CreatableTopicConfigs.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            else:
-                self.configs = []
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    if tag == 0 and version >= 5:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.topic_config_error_code = I16.unpack_from(buf, off)[0]
-                        off += 2
-                        if off != end:
-                            raise DecodeError('tagged field topic_config_error_code size mismatch')
+                    self.topic_id = ZERO_UUID
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if 1 <= version <= 4:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 5:
+                    self.error_message, off = r_ncstr(buf, off)
+                else:
+                    self.error_message = ''
+                self.topic_config_error_code = 0
+                if version >= 5:
+                    self.num_partitions = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.num_partitions = -1
+                if version >= 5:
+                    self.replication_factor = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.replication_factor = -1
+                if version >= 5:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        self.configs = None
                     else:
-                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                        items = []
+                        for _ in range(n):
+                            item, off = CreateTopicsResponse.CreatableTopicConfigs.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                else:
+                    self.configs = []
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        if tag == 0 and version >= 5:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.topic_config_error_code = I16.unpack_from(buf, off)[0]
+                            off += 2
+                            if off != end:
+                                raise DecodeError('tagged field topic_config_error_code size mismatch')
+                        else:
+                            self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated CreatableTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -585,40 +603,43 @@ class CreateTopicsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 2:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 4:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 2:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = CreateTopicsResponse.CreatableTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = CreateTopicsResponse.CreatableTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 5:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            if version <= 4:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreateTopicsResponse.CreatableTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = CreateTopicsResponse.CreatableTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 5:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated CreateTopicsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka DeleteAcls API (key 31): DeleteAclsRequest and DeleteAclsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -57,38 +57,41 @@ class DeleteAclsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.resource_type_filter = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 1:
-                self.resource_name_filter, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.resource_name_filter, off = r_ncstr(buf, off)
-            if version >= 1:
-                self.pattern_type_filter = I8.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.resource_type_filter = I8.unpack_from(buf, off)[0]
                 off += 1
-            else:
-                self.pattern_type_filter = 3
-            if version <= 1:
-                self.principal_filter, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.principal_filter, off = r_ncstr(buf, off)
-            if version <= 1:
-                self.host_filter, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.host_filter, off = r_ncstr(buf, off)
-            self.operation = I8.unpack_from(buf, off)[0]
-            off += 1
-            self.permission_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if version <= 1:
+                    self.resource_name_filter, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.resource_name_filter, off = r_ncstr(buf, off)
+                if version >= 1:
+                    self.pattern_type_filter = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.pattern_type_filter = 3
+                if version <= 1:
+                    self.principal_filter, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.principal_filter, off = r_ncstr(buf, off)
+                if version <= 1:
+                    self.host_filter, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.host_filter, off = r_ncstr(buf, off)
+                self.operation = I8.unpack_from(buf, off)[0]
+                off += 1
+                self.permission_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteAclsFilter: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -126,35 +129,38 @@ class DeleteAclsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array filters was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteAclsRequest.DeleteAclsFilter.read(buf, off, version)
-                    items.append(item)
-                self.filters = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array filters was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteAclsRequest.DeleteAclsFilter.read(buf, off, version)
-                    items.append(item)
-                self.filters = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array filters was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteAclsRequest.DeleteAclsFilter.read(buf, off, version)
+                        items.append(item)
+                    self.filters = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array filters was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteAclsRequest.DeleteAclsFilter.read(buf, off, version)
+                        items.append(item)
+                    self.filters = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DeleteAclsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -225,44 +231,47 @@ class DeleteAclsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 1:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.error_message, off = r_ncstr(buf, off)
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 1:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.resource_name, off = r_cstr(buf, off)
-            if version >= 1:
-                self.pattern_type = I8.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 1:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.error_message, off = r_ncstr(buf, off)
+                self.resource_type = I8.unpack_from(buf, off)[0]
                 off += 1
-            else:
-                self.pattern_type = 3
-            if version <= 1:
-                self.principal, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal, off = r_cstr(buf, off)
-            if version <= 1:
-                self.host, off = r_str(buf, off)
-            elif version >= 2:
-                self.host, off = r_cstr(buf, off)
-            self.operation = I8.unpack_from(buf, off)[0]
-            off += 1
-            self.permission_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if version <= 1:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version >= 1:
+                    self.pattern_type = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.pattern_type = 3
+                if version <= 1:
+                    self.principal, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal, off = r_cstr(buf, off)
+                if version <= 1:
+                    self.host, off = r_str(buf, off)
+                elif version >= 2:
+                    self.host, off = r_cstr(buf, off)
+                self.operation = I8.unpack_from(buf, off)[0]
+                off += 1
+                self.permission_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteAclsMatchingAcl: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -326,41 +335,44 @@ class DeleteAclsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 1:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.error_message, off = r_ncstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array matching_acls was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DeleteAclsResponse.DeleteAclsMatchingAcl.read(buf, off, version)
-                        items.append(item)
-                    self.matching_acls = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array matching_acls was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DeleteAclsResponse.DeleteAclsMatchingAcl.read(buf, off, version)
-                        items.append(item)
-                    self.matching_acls = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 1:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.error_message, off = r_ncstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array matching_acls was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DeleteAclsResponse.DeleteAclsMatchingAcl.read(buf, off, version)
+                            items.append(item)
+                        self.matching_acls = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array matching_acls was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DeleteAclsResponse.DeleteAclsMatchingAcl.read(buf, off, version)
+                            items.append(item)
+                        self.matching_acls = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteAclsFilterResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -402,37 +414,40 @@ class DeleteAclsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array filter_results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteAclsResponse.DeleteAclsFilterResult.read(buf, off, version)
-                    items.append(item)
-                self.filter_results = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array filter_results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteAclsResponse.DeleteAclsFilterResult.read(buf, off, version)
-                    items.append(item)
-                self.filter_results = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array filter_results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteAclsResponse.DeleteAclsFilterResult.read(buf, off, version)
+                        items.append(item)
+                    self.filter_results = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array filter_results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteAclsResponse.DeleteAclsFilterResult.read(buf, off, version)
+                        items.append(item)
+                    self.filter_results = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DeleteAclsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka DeleteRecords API (key 21): DeleteRecordsRequest and DeleteRecordsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,19 +47,22 @@ class DeleteRecordsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteRecordsPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -89,39 +92,42 @@ class DeleteRecordsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DeleteRecordsRequest.DeleteRecordsPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DeleteRecordsRequest.DeleteRecordsPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DeleteRecordsRequest.DeleteRecordsPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DeleteRecordsRequest.DeleteRecordsPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteRecordsTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -166,37 +172,40 @@ class DeleteRecordsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteRecordsRequest.DeleteRecordsTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteRecordsRequest.DeleteRecordsTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteRecordsRequest.DeleteRecordsTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteRecordsRequest.DeleteRecordsTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DeleteRecordsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -256,21 +265,24 @@ class DeleteRecordsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.low_watermark = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.low_watermark = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteRecordsPartitionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -301,39 +313,42 @@ class DeleteRecordsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DeleteRecordsResponse.DeleteRecordsPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DeleteRecordsResponse.DeleteRecordsPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DeleteRecordsResponse.DeleteRecordsPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DeleteRecordsResponse.DeleteRecordsPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteRecordsTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -378,37 +393,40 @@ class DeleteRecordsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteRecordsResponse.DeleteRecordsTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteRecordsResponse.DeleteRecordsTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteRecordsResponse.DeleteRecordsTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteRecordsResponse.DeleteRecordsTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DeleteRecordsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka DeleteTopics API (key 20): DeleteTopicsRequest and DeleteTopicsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,23 +47,26 @@ class DeleteTopicsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 6:
-                self.name, off = r_ncstr(buf, off)
-            else:
-                self.name = None
-            if version >= 6:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 6:
+                    self.name, off = r_ncstr(buf, off)
+                else:
+                    self.name = None
+                if version >= 6:
+                    self.topic_id, off = r_uuid(buf, off)
+                else:
+                    self.topic_id = ZERO_UUID
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeleteTopicState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -94,51 +97,54 @@ class DeleteTopicsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteTopicsRequest.DeleteTopicState.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteTopicsRequest.DeleteTopicState.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_names was null')
+                self.topics = []
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_names was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_str(buf, off)
+                        items.append(item)
+                    self.topic_names = items
+            elif 4 <= version <= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_names was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_cstr(buf, off)
+                        items.append(item)
+                    self.topic_names = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = r_str(buf, off)
-                    items.append(item)
-                self.topic_names = items
-        elif 4 <= version <= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_names was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = r_cstr(buf, off)
-                    items.append(item)
-                self.topic_names = items
-        else:
-            self.topic_names = []
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.topic_names = []
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DeleteTopicsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -207,31 +213,34 @@ class DeleteTopicsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 3:
-                self.name, off = r_str(buf, off)
-            elif 4 <= version <= 5:
-                self.name, off = r_cstr(buf, off)
-            elif version >= 6:
-                self.name, off = r_ncstr(buf, off)
-            if version >= 6:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 5:
-                self.error_message, off = r_ncstr(buf, off)
-            else:
-                self.error_message = None
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 3:
+                    self.name, off = r_str(buf, off)
+                elif 4 <= version <= 5:
+                    self.name, off = r_cstr(buf, off)
+                elif version >= 6:
+                    self.name, off = r_ncstr(buf, off)
+                if version >= 6:
+                    self.topic_id, off = r_uuid(buf, off)
+                else:
+                    self.topic_id = ZERO_UUID
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 5:
+                    self.error_message, off = r_ncstr(buf, off)
+                else:
+                    self.error_message = None
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DeletableTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -271,40 +280,43 @@ class DeleteTopicsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteTopicsResponse.DeletableTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DeleteTopicsResponse.DeletableTopicResult.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteTopicsResponse.DeletableTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DeleteTopicsResponse.DeletableTopicResult.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DeleteTopicsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka DescribeCluster API (key 60): DescribeClusterRequest and DescribeClusterResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -42,22 +42,25 @@ class DescribeClusterRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.include_cluster_authorized_operations = buf[off] != 0
-        off += 1
-        if version >= 1:
-            self.endpoint_type = I8.unpack_from(buf, off)[0]
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.include_cluster_authorized_operations = buf[off] != 0
             off += 1
-        else:
-            self.endpoint_type = 1
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+            if version >= 1:
+                self.endpoint_type = I8.unpack_from(buf, off)[0]
+                off += 1
+            else:
+                self.endpoint_type = 1
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeClusterRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -107,21 +110,24 @@ class DescribeClusterResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.broker_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.host, off = r_cstr(buf, off)
-            self.port = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.rack, off = r_ncstr(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.broker_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.host, off = r_cstr(buf, off)
+                self.port = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.rack, off = r_ncstr(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeClusterBroker: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -162,39 +168,42 @@ class DescribeClusterResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.error_message, off = r_ncstr(buf, off)
-        if version >= 1:
-            self.endpoint_type = I8.unpack_from(buf, off)[0]
-            off += 1
-        else:
-            self.endpoint_type = 1
-        self.cluster_id, off = r_cstr(buf, off)
-        self.controller_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array brokers was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = DescribeClusterResponse.DescribeClusterBroker.read(buf, off, version)
-                items.append(item)
-            self.brokers = items
-        self.cluster_authorized_operations = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.error_message, off = r_ncstr(buf, off)
+            if version >= 1:
+                self.endpoint_type = I8.unpack_from(buf, off)[0]
+                off += 1
+            else:
+                self.endpoint_type = 1
+            self.cluster_id, off = r_cstr(buf, off)
+            self.controller_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array brokers was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = DescribeClusterResponse.DescribeClusterBroker.read(buf, off, version)
+                    items.append(item)
+                self.brokers = items
+            self.cluster_authorized_operations = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeClusterResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka DescribeConfigs API (key 32): DescribeConfigsRequest and DescribeConfigsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -49,41 +49,44 @@ class DescribeConfigsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 3:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 4:
-                self.resource_name, off = r_cstr(buf, off)
-            if version <= 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    self.configuration_keys = None
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = r_str(buf, off)
-                        items.append(item)
-                    self.configuration_keys = items
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    self.configuration_keys = None
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = r_cstr(buf, off)
-                        items.append(item)
-                    self.configuration_keys = items
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.resource_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 3:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 4:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version <= 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        self.configuration_keys = None
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = r_str(buf, off)
+                            items.append(item)
+                        self.configuration_keys = items
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        self.configuration_keys = None
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = r_cstr(buf, off)
+                            items.append(item)
+                        self.configuration_keys = items
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeConfigsResource: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -131,45 +134,48 @@ class DescribeConfigsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array resources was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array resources was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeConfigsRequest.DescribeConfigsResource.read(buf, off, version)
+                        items.append(item)
+                    self.resources = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array resources was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeConfigsRequest.DescribeConfigsResource.read(buf, off, version)
+                        items.append(item)
+                    self.resources = items
+            if version >= 1:
+                self.include_synonyms = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeConfigsRequest.DescribeConfigsResource.read(buf, off, version)
-                    items.append(item)
-                self.resources = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array resources was null')
+                self.include_synonyms = False
+            if version >= 3:
+                self.include_documentation = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeConfigsRequest.DescribeConfigsResource.read(buf, off, version)
-                    items.append(item)
-                self.resources = items
-        if version >= 1:
-            self.include_synonyms = buf[off] != 0
-            off += 1
-        else:
-            self.include_synonyms = False
-        if version >= 3:
-            self.include_documentation = buf[off] != 0
-            off += 1
-        else:
-            self.include_documentation = False
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.include_documentation = False
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeConfigsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -232,32 +238,35 @@ class DescribeConfigsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if 1 <= version <= 3:
-                self.name, off = r_str(buf, off)
-            elif version >= 4:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if 1 <= version <= 3:
-                self.value, off = r_nstr(buf, off)
-            elif version >= 4:
-                self.value, off = r_ncstr(buf, off)
-            else:
-                self.value = ''
-            if version >= 1:
-                self.source = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.source = 0
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if 1 <= version <= 3:
+                    self.name, off = r_str(buf, off)
+                elif version >= 4:
+                    self.name, off = r_cstr(buf, off)
+                else:
+                    self.name = ''
+                if 1 <= version <= 3:
+                    self.value, off = r_nstr(buf, off)
+                elif version >= 4:
+                    self.value, off = r_ncstr(buf, off)
+                else:
+                    self.value = ''
+                if version >= 1:
+                    self.source = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.source = 0
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeConfigsSynonym: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -313,70 +322,73 @@ class DescribeConfigsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 3:
-                self.name, off = r_str(buf, off)
-            elif version >= 4:
-                self.name, off = r_cstr(buf, off)
-            if version <= 3:
-                self.value, off = r_nstr(buf, off)
-            elif version >= 4:
-                self.value, off = r_ncstr(buf, off)
-            self.read_only = buf[off] != 0
-            off += 1
-            if version <= 0:
-                self.is_default = buf[off] != 0
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 3:
+                    self.name, off = r_str(buf, off)
+                elif version >= 4:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 3:
+                    self.value, off = r_nstr(buf, off)
+                elif version >= 4:
+                    self.value, off = r_ncstr(buf, off)
+                self.read_only = buf[off] != 0
                 off += 1
-            else:
-                self.is_default = False
-            if version >= 1:
-                self.config_source = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.config_source = -1
-            self.is_sensitive = buf[off] != 0
-            off += 1
-            if 1 <= version <= 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array synonyms was null')
+                if version <= 0:
+                    self.is_default = buf[off] != 0
+                    off += 1
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeConfigsResponse.DescribeConfigsSynonym.read(buf, off, version)
-                        items.append(item)
-                    self.synonyms = items
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array synonyms was null')
+                    self.is_default = False
+                if version >= 1:
+                    self.config_source = I8.unpack_from(buf, off)[0]
+                    off += 1
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeConfigsResponse.DescribeConfigsSynonym.read(buf, off, version)
-                        items.append(item)
-                    self.synonyms = items
-            else:
-                self.synonyms = []
-            if version >= 3:
-                self.config_type = I8.unpack_from(buf, off)[0]
+                    self.config_source = -1
+                self.is_sensitive = buf[off] != 0
                 off += 1
-            else:
-                self.config_type = 0
-            if version == 3:
-                self.documentation, off = r_nstr(buf, off)
-            elif version >= 4:
-                self.documentation, off = r_ncstr(buf, off)
-            else:
-                self.documentation = ''
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if 1 <= version <= 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array synonyms was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeConfigsResponse.DescribeConfigsSynonym.read(buf, off, version)
+                            items.append(item)
+                        self.synonyms = items
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array synonyms was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeConfigsResponse.DescribeConfigsSynonym.read(buf, off, version)
+                            items.append(item)
+                        self.synonyms = items
+                else:
+                    self.synonyms = []
+                if version >= 3:
+                    self.config_type = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.config_type = 0
+                if version == 3:
+                    self.documentation, off = r_nstr(buf, off)
+                elif version >= 4:
+                    self.documentation, off = r_ncstr(buf, off)
+                else:
+                    self.documentation = ''
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeConfigsResourceResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -448,47 +460,50 @@ class DescribeConfigsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 3:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 4:
-                self.error_message, off = r_ncstr(buf, off)
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 3:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 4:
-                self.resource_name, off = r_cstr(buf, off)
-            if version <= 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeConfigsResponse.DescribeConfigsResourceResult.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeConfigsResponse.DescribeConfigsResourceResult.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 3:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 4:
+                    self.error_message, off = r_ncstr(buf, off)
+                self.resource_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 3:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 4:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version <= 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeConfigsResponse.DescribeConfigsResourceResult.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeConfigsResponse.DescribeConfigsResourceResult.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeConfigsResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -539,37 +554,40 @@ class DescribeConfigsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeConfigsResponse.DescribeConfigsResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeConfigsResponse.DescribeConfigsResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeConfigsResponse.DescribeConfigsResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeConfigsResponse.DescribeConfigsResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeConfigsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

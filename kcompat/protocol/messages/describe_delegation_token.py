@@ -4,7 +4,7 @@
 """Kafka DescribeDelegationToken API (key 41): DescribeDelegationTokenRequest and DescribeDelegationTokenResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,23 +47,26 @@ class DescribeDelegationTokenRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.principal_type, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal_type, off = r_cstr(buf, off)
-            if version <= 1:
-                self.principal_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal_name, off = r_cstr(buf, off)
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.principal_type, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal_type, off = r_cstr(buf, off)
+                if version <= 1:
+                    self.principal_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal_name, off = r_cstr(buf, off)
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeDelegationTokenOwner: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -100,35 +103,38 @@ class DescribeDelegationTokenRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                self.owners = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.read(buf, off, version)
-                    items.append(item)
-                self.owners = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.owners = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.read(buf, off, version)
-                    items.append(item)
-                self.owners = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    self.owners = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.read(buf, off, version)
+                        items.append(item)
+                    self.owners = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.owners = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.read(buf, off, version)
+                        items.append(item)
+                    self.owners = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeDelegationTokenRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -185,23 +191,26 @@ class DescribeDelegationTokenResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.principal_type, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal_type, off = r_cstr(buf, off)
-            if version <= 1:
-                self.principal_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal_name, off = r_cstr(buf, off)
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.principal_type, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal_type, off = r_cstr(buf, off)
+                if version <= 1:
+                    self.principal_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal_name, off = r_cstr(buf, off)
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribedDelegationTokenRenewer: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -261,65 +270,68 @@ class DescribeDelegationTokenResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.principal_type, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal_type, off = r_cstr(buf, off)
-            if version <= 1:
-                self.principal_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.principal_name, off = r_cstr(buf, off)
-            if version >= 3:
-                self.token_requester_principal_type, off = r_cstr(buf, off)
-            else:
-                self.token_requester_principal_type = ''
-            if version >= 3:
-                self.token_requester_principal_name, off = r_cstr(buf, off)
-            else:
-                self.token_requester_principal_name = ''
-            self.issue_timestamp = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.expiry_timestamp = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.max_timestamp = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version <= 1:
-                self.token_id, off = r_str(buf, off)
-            elif version >= 2:
-                self.token_id, off = r_cstr(buf, off)
-            if version <= 1:
-                self.hmac, off = r_bytes(buf, off)
-            elif version >= 2:
-                self.hmac, off = r_cbytes(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array renewers was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.principal_type, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal_type, off = r_cstr(buf, off)
+                if version <= 1:
+                    self.principal_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.principal_name, off = r_cstr(buf, off)
+                if version >= 3:
+                    self.token_requester_principal_type, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.read(buf, off, version)
-                        items.append(item)
-                    self.renewers = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array renewers was null')
+                    self.token_requester_principal_type = ''
+                if version >= 3:
+                    self.token_requester_principal_name, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.read(buf, off, version)
-                        items.append(item)
-                    self.renewers = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.token_requester_principal_name = ''
+                self.issue_timestamp = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.expiry_timestamp = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.max_timestamp = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version <= 1:
+                    self.token_id, off = r_str(buf, off)
+                elif version >= 2:
+                    self.token_id, off = r_cstr(buf, off)
+                if version <= 1:
+                    self.hmac, off = r_bytes(buf, off)
+                elif version >= 2:
+                    self.hmac, off = r_cbytes(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array renewers was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.read(buf, off, version)
+                            items.append(item)
+                        self.renewers = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array renewers was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer.read(buf, off, version)
+                            items.append(item)
+                        self.renewers = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribedDelegationToken: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -401,39 +413,42 @@ class DescribeDelegationTokenResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array tokens was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeDelegationTokenResponse.DescribedDelegationToken.read(buf, off, version)
-                    items.append(item)
-                self.tokens = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array tokens was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeDelegationTokenResponse.DescribedDelegationToken.read(buf, off, version)
-                    items.append(item)
-                self.tokens = items
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array tokens was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeDelegationTokenResponse.DescribedDelegationToken.read(buf, off, version)
+                        items.append(item)
+                    self.tokens = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array tokens was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeDelegationTokenResponse.DescribedDelegationToken.read(buf, off, version)
+                        items.append(item)
+                    self.tokens = items
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeDelegationTokenResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

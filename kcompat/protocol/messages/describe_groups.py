@@ -4,7 +4,7 @@
 """Kafka DescribeGroups API (key 15): DescribeGroupsRequest and DescribeGroupsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -42,40 +42,43 @@ class DescribeGroupsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 4:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 4:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_str(buf, off)
+                        items.append(item)
+                    self.groups = items
+            elif version >= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_cstr(buf, off)
+                        items.append(item)
+                    self.groups = items
+            if version >= 3:
+                self.include_authorized_operations = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = r_str(buf, off)
-                    items.append(item)
-                self.groups = items
-        elif version >= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = r_cstr(buf, off)
-                    items.append(item)
-                self.groups = items
-        if version >= 3:
-            self.include_authorized_operations = buf[off] != 0
-            off += 1
-        else:
-            self.include_authorized_operations = False
-        if version >= 5:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.include_authorized_operations = False
+            if version >= 5:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeGroupsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -142,41 +145,44 @@ class DescribeGroupsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 4:
-                self.member_id, off = r_str(buf, off)
-            elif version >= 5:
-                self.member_id, off = r_cstr(buf, off)
-            if version == 4:
-                self.group_instance_id, off = r_nstr(buf, off)
-            elif version >= 5:
-                self.group_instance_id, off = r_ncstr(buf, off)
-            else:
-                self.group_instance_id = None
-            if version <= 4:
-                self.client_id, off = r_str(buf, off)
-            elif version >= 5:
-                self.client_id, off = r_cstr(buf, off)
-            if version <= 4:
-                self.client_host, off = r_str(buf, off)
-            elif version >= 5:
-                self.client_host, off = r_cstr(buf, off)
-            if version <= 4:
-                self.member_metadata, off = r_bytes(buf, off)
-            elif version >= 5:
-                self.member_metadata, off = r_cbytes(buf, off)
-            if version <= 4:
-                self.member_assignment, off = r_bytes(buf, off)
-            elif version >= 5:
-                self.member_assignment, off = r_cbytes(buf, off)
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 4:
+                    self.member_id, off = r_str(buf, off)
+                elif version >= 5:
+                    self.member_id, off = r_cstr(buf, off)
+                if version == 4:
+                    self.group_instance_id, off = r_nstr(buf, off)
+                elif version >= 5:
+                    self.group_instance_id, off = r_ncstr(buf, off)
+                else:
+                    self.group_instance_id = None
+                if version <= 4:
+                    self.client_id, off = r_str(buf, off)
+                elif version >= 5:
+                    self.client_id, off = r_cstr(buf, off)
+                if version <= 4:
+                    self.client_host, off = r_str(buf, off)
+                elif version >= 5:
+                    self.client_host, off = r_cstr(buf, off)
+                if version <= 4:
+                    self.member_metadata, off = r_bytes(buf, off)
+                elif version >= 5:
+                    self.member_metadata, off = r_cbytes(buf, off)
+                if version <= 4:
+                    self.member_assignment, off = r_bytes(buf, off)
+                elif version >= 5:
+                    self.member_assignment, off = r_cbytes(buf, off)
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribedGroupMember: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -258,58 +264,61 @@ class DescribeGroupsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 4:
-                self.group_id, off = r_str(buf, off)
-            elif version >= 5:
-                self.group_id, off = r_cstr(buf, off)
-            if version <= 4:
-                self.group_state, off = r_str(buf, off)
-            elif version >= 5:
-                self.group_state, off = r_cstr(buf, off)
-            if version <= 4:
-                self.protocol_type, off = r_str(buf, off)
-            elif version >= 5:
-                self.protocol_type, off = r_cstr(buf, off)
-            if version <= 4:
-                self.protocol_data, off = r_str(buf, off)
-            elif version >= 5:
-                self.protocol_data, off = r_cstr(buf, off)
-            if version <= 4:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array members was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 4:
+                    self.group_id, off = r_str(buf, off)
+                elif version >= 5:
+                    self.group_id, off = r_cstr(buf, off)
+                if version <= 4:
+                    self.group_state, off = r_str(buf, off)
+                elif version >= 5:
+                    self.group_state, off = r_cstr(buf, off)
+                if version <= 4:
+                    self.protocol_type, off = r_str(buf, off)
+                elif version >= 5:
+                    self.protocol_type, off = r_cstr(buf, off)
+                if version <= 4:
+                    self.protocol_data, off = r_str(buf, off)
+                elif version >= 5:
+                    self.protocol_data, off = r_cstr(buf, off)
+                if version <= 4:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array members was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeGroupsResponse.DescribedGroupMember.read(buf, off, version)
+                            items.append(item)
+                        self.members = items
+                elif version >= 5:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array members was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeGroupsResponse.DescribedGroupMember.read(buf, off, version)
+                            items.append(item)
+                        self.members = items
+                if version >= 3:
+                    self.authorized_operations = I32.unpack_from(buf, off)[0]
+                    off += 4
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeGroupsResponse.DescribedGroupMember.read(buf, off, version)
-                        items.append(item)
-                    self.members = items
-            elif version >= 5:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array members was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeGroupsResponse.DescribedGroupMember.read(buf, off, version)
-                        items.append(item)
-                    self.members = items
-            if version >= 3:
-                self.authorized_operations = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.authorized_operations = -2147483648
-            if version >= 5:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.authorized_operations = -2147483648
+                if version >= 5:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribedGroup: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -381,40 +390,43 @@ class DescribeGroupsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 4:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeGroupsResponse.DescribedGroup.read(buf, off, version)
-                    items.append(item)
-                self.groups = items
-        elif version >= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeGroupsResponse.DescribedGroup.read(buf, off, version)
-                    items.append(item)
-                self.groups = items
-        if version >= 5:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            if version <= 4:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeGroupsResponse.DescribedGroup.read(buf, off, version)
+                        items.append(item)
+                    self.groups = items
+            elif version >= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeGroupsResponse.DescribedGroup.read(buf, off, version)
+                        items.append(item)
+                    self.groups = items
+            if version >= 5:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeGroupsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

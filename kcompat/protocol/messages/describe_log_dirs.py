@@ -4,7 +4,7 @@
 """Kafka DescribeLogDirs API (key 35): DescribeLogDirsRequest and DescribeLogDirsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,31 +47,34 @@ class DescribeLogDirsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic, off = r_str(buf, off)
-            elif version >= 2:
-                self.topic, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic, off = r_str(buf, off)
+                elif version >= 2:
+                    self.topic, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribableLogDirTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -112,35 +115,38 @@ class DescribeLogDirsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeLogDirsRequest.DescribableLogDirTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeLogDirsRequest.DescribableLogDirTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    self.topics = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeLogDirsRequest.DescribableLogDirTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.topics = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeLogDirsRequest.DescribableLogDirTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeLogDirsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -201,23 +207,26 @@ class DescribeLogDirsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.partition_size = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.offset_lag = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.is_future_key = buf[off] != 0
-            off += 1
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.partition_size = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.offset_lag = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.is_future_key = buf[off] != 0
+                off += 1
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeLogDirsPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -249,39 +258,42 @@ class DescribeLogDirsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.name, off = r_str(buf, off)
-            elif version >= 2:
-                self.name, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeLogDirsResponse.DescribeLogDirsPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeLogDirsResponse.DescribeLogDirsPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeLogDirsResponse.DescribeLogDirsPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeLogDirsResponse.DescribeLogDirsPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeLogDirsTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -337,51 +349,54 @@ class DescribeLogDirsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 1:
-                self.log_dir, off = r_str(buf, off)
-            elif version >= 2:
-                self.log_dir, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 1:
+                    self.log_dir, off = r_str(buf, off)
+                elif version >= 2:
+                    self.log_dir, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeLogDirsResponse.DescribeLogDirsTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = DescribeLogDirsResponse.DescribeLogDirsTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                if version >= 4:
+                    self.total_bytes = I64.unpack_from(buf, off)[0]
+                    off += 8
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeLogDirsResponse.DescribeLogDirsTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
+                    self.total_bytes = -1
+                if version >= 4:
+                    self.usable_bytes = I64.unpack_from(buf, off)[0]
+                    off += 8
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = DescribeLogDirsResponse.DescribeLogDirsTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            if version >= 4:
-                self.total_bytes = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.total_bytes = -1
-            if version >= 4:
-                self.usable_bytes = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.usable_bytes = -1
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.usable_bytes = -1
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated DescribeLogDirsResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -433,42 +448,45 @@ class DescribeLogDirsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 3:
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.error_code = 0
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 3:
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
             else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeLogDirsResponse.DescribeLogDirsResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = DescribeLogDirsResponse.DescribeLogDirsResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.error_code = 0
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeLogDirsResponse.DescribeLogDirsResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = DescribeLogDirsResponse.DescribeLogDirsResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated DescribeLogDirsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

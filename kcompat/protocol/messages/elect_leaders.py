@@ -4,7 +4,7 @@
 """Kafka ElectLeaders API (key 43): ElectLeadersRequest and ElectLeadersResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,31 +47,34 @@ class ElectLeadersRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic, off = r_str(buf, off)
-            elif version >= 2:
-                self.topic, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic, off = r_str(buf, off)
+                elif version >= 2:
+                    self.topic, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicPartitions: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -116,42 +119,45 @@ class ElectLeadersRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.election_type = I8.unpack_from(buf, off)[0]
-            off += 1
-        else:
-            self.election_type = 0
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                self.topic_partitions = None
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.election_type = I8.unpack_from(buf, off)[0]
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = ElectLeadersRequest.TopicPartitions.read(buf, off, version)
-                    items.append(item)
-                self.topic_partitions = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.topic_partitions = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ElectLeadersRequest.TopicPartitions.read(buf, off, version)
-                    items.append(item)
-                self.topic_partitions = items
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.election_type = 0
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    self.topic_partitions = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ElectLeadersRequest.TopicPartitions.read(buf, off, version)
+                        items.append(item)
+                    self.topic_partitions = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.topic_partitions = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ElectLeadersRequest.TopicPartitions.read(buf, off, version)
+                        items.append(item)
+                    self.topic_partitions = items
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ElectLeadersRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -213,23 +219,26 @@ class ElectLeadersResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 1:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 2:
-                self.error_message, off = r_ncstr(buf, off)
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 1:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 2:
+                    self.error_message, off = r_ncstr(buf, off)
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -263,39 +272,42 @@ class ElectLeadersResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic, off = r_str(buf, off)
-            elif version >= 2:
-                self.topic, off = r_cstr(buf, off)
-            if version <= 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_result was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ElectLeadersResponse.PartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partition_result = items
-            elif version >= 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_result was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ElectLeadersResponse.PartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partition_result = items
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic, off = r_str(buf, off)
+                elif version >= 2:
+                    self.topic, off = r_cstr(buf, off)
+                if version <= 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_result was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ElectLeadersResponse.PartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partition_result = items
+                elif version >= 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_result was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ElectLeadersResponse.PartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partition_result = items
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ReplicaElectionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -342,42 +354,45 @@ class ElectLeadersResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 1:
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.error_code = 0
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array replica_election_results was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 1:
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
             else:
-                items = []
-                for _ in range(n):
-                    item, off = ElectLeadersResponse.ReplicaElectionResult.read(buf, off, version)
-                    items.append(item)
-                self.replica_election_results = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array replica_election_results was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ElectLeadersResponse.ReplicaElectionResult.read(buf, off, version)
-                    items.append(item)
-                self.replica_election_results = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.error_code = 0
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array replica_election_results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ElectLeadersResponse.ReplicaElectionResult.read(buf, off, version)
+                        items.append(item)
+                    self.replica_election_results = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array replica_election_results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ElectLeadersResponse.ReplicaElectionResult.read(buf, off, version)
+                        items.append(item)
+                    self.replica_election_results = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ElectLeadersResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

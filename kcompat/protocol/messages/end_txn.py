@@ -4,7 +4,7 @@
 """Kafka EndTxn API (key 26): EndTxnRequest and EndTxnResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -46,25 +46,28 @@ class EndTxnRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 2:
-            self.transactional_id, off = r_str(buf, off)
-        elif version >= 3:
-            self.transactional_id, off = r_cstr(buf, off)
-        self.producer_id = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.producer_epoch = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.committed = buf[off] != 0
-        off += 1
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 2:
+                self.transactional_id, off = r_str(buf, off)
+            elif version >= 3:
+                self.transactional_id, off = r_cstr(buf, off)
+            self.producer_id = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.producer_epoch = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.committed = buf[off] != 0
+            off += 1
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated EndTxnRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -117,29 +120,32 @@ class EndTxnResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version >= 5:
-            self.producer_id = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.producer_id = -1
-        if version >= 5:
-            self.producer_epoch = I16.unpack_from(buf, off)[0]
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
             off += 2
-        else:
-            self.producer_epoch = -1
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+            if version >= 5:
+                self.producer_id = I64.unpack_from(buf, off)[0]
+                off += 8
+            else:
+                self.producer_id = -1
+            if version >= 5:
+                self.producer_epoch = I16.unpack_from(buf, off)[0]
+                off += 2
+            else:
+                self.producer_epoch = -1
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated EndTxnResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

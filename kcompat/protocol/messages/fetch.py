@@ -4,7 +4,7 @@
 """Kafka Fetch API (key 1): FetchRequest and FetchResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,25 +47,28 @@ class FetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 15:
-                self.replica_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.replica_id = -1
-            if version >= 15:
-                self.replica_epoch = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.replica_epoch = -1
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 15:
+                    self.replica_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.replica_id = -1
+                if version >= 15:
+                    self.replica_epoch = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.replica_epoch = -1
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ReplicaState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -107,45 +110,48 @@ class FetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 9:
-                self.current_leader_epoch = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.current_leader_epoch = -1
-            self.fetch_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 12:
-                self.last_fetched_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.last_fetched_epoch = -1
-            if version >= 5:
-                self.log_start_offset = I64.unpack_from(buf, off)[0]
+                if version >= 9:
+                    self.current_leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.current_leader_epoch = -1
+                self.fetch_offset = I64.unpack_from(buf, off)[0]
                 off += 8
-            else:
-                self.log_start_offset = -1
-            self.partition_max_bytes = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.replica_directory_id = ZERO_UUID
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    if tag == 0 and version >= 17:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.replica_directory_id, off = r_uuid(buf, off)
-                        if off != end:
-                            raise DecodeError('tagged field replica_directory_id size mismatch')
-                    else:
-                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if version >= 12:
+                    self.last_fetched_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.last_fetched_epoch = -1
+                if version >= 5:
+                    self.log_start_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.log_start_offset = -1
+                self.partition_max_bytes = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.replica_directory_id = ZERO_UUID
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        if tag == 0 and version >= 17:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.replica_directory_id, off = r_uuid(buf, off)
+                            if off != end:
+                                raise DecodeError('tagged field replica_directory_id size mismatch')
+                        else:
+                            self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated FetchPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -189,45 +195,48 @@ class FetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 11:
-                self.topic, off = r_str(buf, off)
-            elif version == 12:
-                self.topic, off = r_cstr(buf, off)
-            else:
-                self.topic = ''
-            if version >= 13:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version <= 11:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 11:
+                    self.topic, off = r_str(buf, off)
+                elif version == 12:
+                    self.topic, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = FetchRequest.FetchPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 12:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+                    self.topic = ''
+                if version >= 13:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = FetchRequest.FetchPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_id = ZERO_UUID
+                if version <= 11:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = FetchRequest.FetchPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 12:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = FetchRequest.FetchPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated FetchTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -283,39 +292,42 @@ class FetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if 7 <= version <= 11:
-                self.topic, off = r_str(buf, off)
-            elif version == 12:
-                self.topic, off = r_cstr(buf, off)
-            else:
-                self.topic = ''
-            if version >= 13:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if 7 <= version <= 11:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if 7 <= version <= 11:
+                    self.topic, off = r_str(buf, off)
+                elif version == 12:
+                    self.topic, off = r_cstr(buf, off)
                 else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 12:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+                    self.topic = ''
+                if version >= 13:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    self.partitions, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.partitions = []
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_id = ZERO_UUID
+                if 7 <= version <= 11:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 12:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        self.partitions, off = r_fixed_array(buf, off, n, 'int32')
+                else:
+                    self.partitions = []
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ForgottenTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -382,109 +394,112 @@ class FetchRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.cluster_id = None
-        if version <= 14:
-            self.replica_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.replica_id = -1
-        self.replica_state = FetchRequest.ReplicaState()
-        self.max_wait_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.min_bytes = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 3:
-            self.max_bytes = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.max_bytes = 2147483647
-        if version >= 4:
-            self.isolation_level = I8.unpack_from(buf, off)[0]
-            off += 1
-        else:
-            self.isolation_level = 0
-        if version >= 7:
-            self.session_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.session_id = 0
-        if version >= 7:
-            self.session_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.session_epoch = -1
-        if version <= 11:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.cluster_id = None
+            if version <= 14:
+                self.replica_id = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchRequest.FetchTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 12:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.replica_id = -1
+            self.replica_state = FetchRequest.ReplicaState()
+            self.max_wait_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.min_bytes = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 3:
+                self.max_bytes = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchRequest.FetchTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if 7 <= version <= 11:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array forgotten_topics_data was null')
+                self.max_bytes = 2147483647
+            if version >= 4:
+                self.isolation_level = I8.unpack_from(buf, off)[0]
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchRequest.ForgottenTopic.read(buf, off, version)
-                    items.append(item)
-                self.forgotten_topics_data = items
-        elif version >= 12:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array forgotten_topics_data was null')
+                self.isolation_level = 0
+            if version >= 7:
+                self.session_id = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchRequest.ForgottenTopic.read(buf, off, version)
-                    items.append(item)
-                self.forgotten_topics_data = items
-        else:
-            self.forgotten_topics_data = []
-        if version == 11:
-            self.rack_id, off = r_str(buf, off)
-        elif version >= 12:
-            self.rack_id, off = r_cstr(buf, off)
-        else:
-            self.rack_id = ''
-        if version >= 12:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 12:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.cluster_id, off = r_ncstr(buf, off)
-                    if off != end:
-                        raise DecodeError('tagged field cluster_id size mismatch')
-                elif tag == 1 and version >= 15:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.replica_state, off = FetchRequest.ReplicaState.read(buf, off, version)
-                    if off != end:
-                        raise DecodeError('tagged field replica_state size mismatch')
+                self.session_id = 0
+            if version >= 7:
+                self.session_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.session_epoch = -1
+            if version <= 11:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchRequest.FetchTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 12:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchRequest.FetchTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if 7 <= version <= 11:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array forgotten_topics_data was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchRequest.ForgottenTopic.read(buf, off, version)
+                        items.append(item)
+                    self.forgotten_topics_data = items
+            elif version >= 12:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array forgotten_topics_data was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchRequest.ForgottenTopic.read(buf, off, version)
+                        items.append(item)
+                    self.forgotten_topics_data = items
+            else:
+                self.forgotten_topics_data = []
+            if version == 11:
+                self.rack_id, off = r_str(buf, off)
+            elif version >= 12:
+                self.rack_id, off = r_cstr(buf, off)
+            else:
+                self.rack_id = ''
+            if version >= 12:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 12:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.cluster_id, off = r_ncstr(buf, off)
+                        if off != end:
+                            raise DecodeError('tagged field cluster_id size mismatch')
+                    elif tag == 1 and version >= 15:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.replica_state, off = FetchRequest.ReplicaState.read(buf, off, version)
+                        if off != end:
+                            raise DecodeError('tagged field replica_state size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated FetchRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -584,25 +599,28 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 12:
-                self.epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.epoch = -1
-            if version >= 12:
-                self.end_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.end_offset = -1
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 12:
+                    self.epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.epoch = -1
+                if version >= 12:
+                    self.end_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.end_offset = -1
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated EpochEndOffset: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -634,25 +652,28 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 12:
-                self.leader_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.leader_id = -1
-            if version >= 12:
-                self.leader_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.leader_epoch = -1
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 12:
+                    self.leader_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.leader_id = -1
+                if version >= 12:
+                    self.leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.leader_epoch = -1
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderIdAndEpoch: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -684,19 +705,22 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.end_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.end_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated SnapshotId: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -726,25 +750,28 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 4:
-                self.producer_id = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.producer_id = 0
-            if version >= 4:
-                self.first_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.first_offset = 0
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 4:
+                    self.producer_id = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.producer_id = 0
+                if version >= 4:
+                    self.first_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.first_offset = 0
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AbortedTransaction: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -794,87 +821,90 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.high_watermark = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 4:
-                self.last_stable_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.last_stable_offset = -1
-            if version >= 5:
-                self.log_start_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.log_start_offset = -1
-            self.diverging_epoch = FetchResponse.EpochEndOffset()
-            self.current_leader = FetchResponse.LeaderIdAndEpoch()
-            self.snapshot_id = FetchResponse.SnapshotId()
-            if 4 <= version <= 11:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    self.aborted_transactions = None
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = FetchResponse.AbortedTransaction.read(buf, off, version)
-                        items.append(item)
-                    self.aborted_transactions = items
-            elif version >= 12:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    self.aborted_transactions = None
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = FetchResponse.AbortedTransaction.read(buf, off, version)
-                        items.append(item)
-                    self.aborted_transactions = items
-            else:
-                self.aborted_transactions = []
-            if version >= 11:
-                self.preferred_read_replica = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.preferred_read_replica = -1
-            if version <= 11:
-                self.records, off = r_nrecords(buf, off)
-            elif version >= 12:
-                self.records, off = r_ncrecords(buf, off)
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    if tag == 0 and version >= 12:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.diverging_epoch, off = FetchResponse.EpochEndOffset.read(buf, off, version)
-                        if off != end:
-                            raise DecodeError('tagged field diverging_epoch size mismatch')
-                    elif tag == 1 and version >= 12:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.current_leader, off = FetchResponse.LeaderIdAndEpoch.read(buf, off, version)
-                        if off != end:
-                            raise DecodeError('tagged field current_leader size mismatch')
-                    elif tag == 2 and version >= 12:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.snapshot_id, off = FetchResponse.SnapshotId.read(buf, off, version)
-                        if off != end:
-                            raise DecodeError('tagged field snapshot_id size mismatch')
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.high_watermark = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version >= 4:
+                    self.last_stable_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.last_stable_offset = -1
+                if version >= 5:
+                    self.log_start_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.log_start_offset = -1
+                self.diverging_epoch = FetchResponse.EpochEndOffset()
+                self.current_leader = FetchResponse.LeaderIdAndEpoch()
+                self.snapshot_id = FetchResponse.SnapshotId()
+                if 4 <= version <= 11:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        self.aborted_transactions = None
                     else:
-                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                        items = []
+                        for _ in range(n):
+                            item, off = FetchResponse.AbortedTransaction.read(buf, off, version)
+                            items.append(item)
+                        self.aborted_transactions = items
+                elif version >= 12:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        self.aborted_transactions = None
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = FetchResponse.AbortedTransaction.read(buf, off, version)
+                            items.append(item)
+                        self.aborted_transactions = items
+                else:
+                    self.aborted_transactions = []
+                if version >= 11:
+                    self.preferred_read_replica = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.preferred_read_replica = -1
+                if version <= 11:
+                    self.records, off = r_nrecords(buf, off)
+                elif version >= 12:
+                    self.records, off = r_ncrecords(buf, off)
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        if tag == 0 and version >= 12:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.diverging_epoch, off = FetchResponse.EpochEndOffset.read(buf, off, version)
+                            if off != end:
+                                raise DecodeError('tagged field diverging_epoch size mismatch')
+                        elif tag == 1 and version >= 12:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.current_leader, off = FetchResponse.LeaderIdAndEpoch.read(buf, off, version)
+                            if off != end:
+                                raise DecodeError('tagged field current_leader size mismatch')
+                        elif tag == 2 and version >= 12:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.snapshot_id, off = FetchResponse.SnapshotId.read(buf, off, version)
+                            if off != end:
+                                raise DecodeError('tagged field snapshot_id size mismatch')
+                        else:
+                            self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -942,45 +972,48 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 11:
-                self.topic, off = r_str(buf, off)
-            elif version == 12:
-                self.topic, off = r_cstr(buf, off)
-            else:
-                self.topic = ''
-            if version >= 13:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version <= 11:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 11:
+                    self.topic, off = r_str(buf, off)
+                elif version == 12:
+                    self.topic, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = FetchResponse.PartitionData.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 12:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+                    self.topic = ''
+                if version >= 13:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = FetchResponse.PartitionData.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_id = ZERO_UUID
+                if version <= 11:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = FetchResponse.PartitionData.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 12:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = FetchResponse.PartitionData.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated FetchableTopicResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -1038,33 +1071,36 @@ class FetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 16:
-                self.node_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.node_id = 0
-            if version >= 16:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if version >= 16:
-                self.port = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.port = 0
-            if version >= 16:
-                self.rack, off = r_ncstr(buf, off)
-            else:
-                self.rack = None
-            if version >= 12:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 16:
+                    self.node_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.node_id = 0
+                if version >= 16:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if version >= 16:
+                    self.port = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.port = 0
+                if version >= 16:
+                    self.rack, off = r_ncstr(buf, off)
+                else:
+                    self.rack = None
+                if version >= 12:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated NodeEndpoint: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -1103,67 +1139,70 @@ class FetchResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version >= 7:
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.error_code = 0
-        if version >= 7:
-            self.session_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.session_id = 0
-        if version <= 11:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchResponse.FetchableTopicResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        elif version >= 12:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
+                self.throttle_time_ms = 0
+            if version >= 7:
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchResponse.FetchableTopicResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        self.node_endpoints = []
-        if version >= 12:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 16:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array node_endpoints was null')
-                    else:
-                        items = []
-                        for _ in range(n):
-                            item, off = FetchResponse.NodeEndpoint.read(buf, off, version)
-                            items.append(item)
-                        self.node_endpoints = items
-                    if off != end:
-                        raise DecodeError('tagged field node_endpoints size mismatch')
+                self.error_code = 0
+            if version >= 7:
+                self.session_id = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.session_id = 0
+            if version <= 11:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchResponse.FetchableTopicResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            elif version >= 12:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchResponse.FetchableTopicResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            self.node_endpoints = []
+            if version >= 12:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 16:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array node_endpoints was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = FetchResponse.NodeEndpoint.read(buf, off, version)
+                                items.append(item)
+                            self.node_endpoints = items
+                        if off != end:
+                            raise DecodeError('tagged field node_endpoints size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated FetchResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka FetchSnapshot API (key 59): FetchSnapshotRequest and FetchSnapshotResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,19 +47,22 @@ class FetchSnapshotRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.end_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.end_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated SnapshotId: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -95,31 +98,34 @@ class FetchSnapshotRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.current_leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.snapshot_id, off = FetchSnapshotRequest.SnapshotId.read(buf, off, version)
-            self.position = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.replica_directory_id = ZERO_UUID
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    if tag == 0 and version >= 1:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.replica_directory_id, off = r_uuid(buf, off)
-                        if off != end:
-                            raise DecodeError('tagged field replica_directory_id size mismatch')
-                    else:
-                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.current_leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.snapshot_id, off = FetchSnapshotRequest.SnapshotId.read(buf, off, version)
+                self.position = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.replica_directory_id = ZERO_UUID
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        if tag == 0 and version >= 1:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.replica_directory_id, off = r_uuid(buf, off)
+                            if off != end:
+                                raise DecodeError('tagged field replica_directory_id size mismatch')
+                        else:
+                            self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionSnapshot: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -156,25 +162,28 @@ class FetchSnapshotRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchSnapshotRequest.PartitionSnapshot.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchSnapshotRequest.PartitionSnapshot.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicSnapshot: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -210,37 +219,40 @@ class FetchSnapshotRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.cluster_id = None
-        self.replica_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.max_bytes = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = FetchSnapshotRequest.TopicSnapshot.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.cluster_id, off = r_ncstr(buf, off)
-                    if off != end:
-                        raise DecodeError('tagged field cluster_id size mismatch')
-                else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.cluster_id = None
+            self.replica_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.max_bytes = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = FetchSnapshotRequest.TopicSnapshot.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.cluster_id, off = r_ncstr(buf, off)
+                        if off != end:
+                            raise DecodeError('tagged field cluster_id size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated FetchSnapshotRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -294,19 +306,22 @@ class FetchSnapshotResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.end_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.end_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated SnapshotId: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -336,19 +351,22 @@ class FetchSnapshotResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.leader_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.leader_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderIdAndEpoch: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -388,34 +406,37 @@ class FetchSnapshotResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.snapshot_id, off = FetchSnapshotResponse.SnapshotId.read(buf, off, version)
-            self.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch()
-            self.size = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.position = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.unaligned_records, off = r_crecords(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    if tag == 0:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.current_leader, off = FetchSnapshotResponse.LeaderIdAndEpoch.read(buf, off, version)
-                        if off != end:
-                            raise DecodeError('tagged field current_leader size mismatch')
-                    else:
-                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.snapshot_id, off = FetchSnapshotResponse.SnapshotId.read(buf, off, version)
+                self.current_leader = FetchSnapshotResponse.LeaderIdAndEpoch()
+                self.size = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.position = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.unaligned_records, off = r_crecords(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        if tag == 0:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.current_leader, off = FetchSnapshotResponse.LeaderIdAndEpoch.read(buf, off, version)
+                            if off != end:
+                                raise DecodeError('tagged field current_leader size mismatch')
+                        else:
+                            self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionSnapshot: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -454,25 +475,28 @@ class FetchSnapshotResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = FetchSnapshotResponse.PartitionSnapshot.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FetchSnapshotResponse.PartitionSnapshot.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicSnapshot: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -511,29 +535,32 @@ class FetchSnapshotResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 1:
-                self.node_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.node_id = 0
-            if version >= 1:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if version >= 1:
-                self.port = U16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.port = 0
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 1:
+                    self.node_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.node_id = 0
+                if version >= 1:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if version >= 1:
+                    self.port = U16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.port = 0
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated NodeEndpoint: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -568,45 +595,48 @@ class FetchSnapshotResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = FetchSnapshotResponse.TopicSnapshot.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        self.node_endpoints = []
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 1:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array node_endpoints was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = FetchSnapshotResponse.TopicSnapshot.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            self.node_endpoints = []
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 1:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array node_endpoints was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = FetchSnapshotResponse.NodeEndpoint.read(buf, off, version)
+                                items.append(item)
+                            self.node_endpoints = items
+                        if off != end:
+                            raise DecodeError('tagged field node_endpoints size mismatch')
                     else:
-                        items = []
-                        for _ in range(n):
-                            item, off = FetchSnapshotResponse.NodeEndpoint.read(buf, off, version)
-                            items.append(item)
-                        self.node_endpoints = items
-                    if off != end:
-                        raise DecodeError('tagged field node_endpoints size mismatch')
-                else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated FetchSnapshotResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

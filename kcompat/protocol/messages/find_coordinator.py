@@ -4,7 +4,7 @@
 """Kafka FindCoordinator API (key 10): FindCoordinatorRequest and FindCoordinatorResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -44,38 +44,41 @@ class FindCoordinatorRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 2:
-            self.key, off = r_str(buf, off)
-        elif version == 3:
-            self.key, off = r_cstr(buf, off)
-        else:
-            self.key = ''
-        if version >= 1:
-            self.key_type = I8.unpack_from(buf, off)[0]
-            off += 1
-        else:
-            self.key_type = 0
-        if version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array coordinator_keys was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 2:
+                self.key, off = r_str(buf, off)
+            elif version == 3:
+                self.key, off = r_cstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = r_cstr(buf, off)
-                    items.append(item)
-                self.coordinator_keys = items
-        else:
-            self.coordinator_keys = []
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.key = ''
+            if version >= 1:
+                self.key_type = I8.unpack_from(buf, off)[0]
+                off += 1
+            else:
+                self.key_type = 0
+            if version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array coordinator_keys was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_cstr(buf, off)
+                        items.append(item)
+                    self.coordinator_keys = items
+            else:
+                self.coordinator_keys = []
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated FindCoordinatorRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -143,42 +146,45 @@ class FindCoordinatorResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 4:
-                self.key, off = r_cstr(buf, off)
-            else:
-                self.key = ''
-            if version >= 4:
-                self.node_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.node_id = 0
-            if version >= 4:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if version >= 4:
-                self.port = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.port = 0
-            if version >= 4:
-                self.error_code = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.error_code = 0
-            if version >= 4:
-                self.error_message, off = r_ncstr(buf, off)
-            else:
-                self.error_message = ''
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 4:
+                    self.key, off = r_cstr(buf, off)
+                else:
+                    self.key = ''
+                if version >= 4:
+                    self.node_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.node_id = 0
+                if version >= 4:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if version >= 4:
+                    self.port = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.port = 0
+                if version >= 4:
+                    self.error_code = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.error_code = 0
+                if version >= 4:
+                    self.error_message, off = r_ncstr(buf, off)
+                else:
+                    self.error_message = ''
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated Coordinator: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -227,59 +233,62 @@ class FindCoordinatorResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 3:
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.error_code = 0
-        if 1 <= version <= 2:
-            self.error_message, off = r_nstr(buf, off)
-        elif version == 3:
-            self.error_message, off = r_ncstr(buf, off)
-        else:
-            self.error_message = ''
-        if version <= 3:
-            self.node_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.node_id = 0
-        if version <= 2:
-            self.host, off = r_str(buf, off)
-        elif version == 3:
-            self.host, off = r_cstr(buf, off)
-        else:
-            self.host = ''
-        if version <= 3:
-            self.port = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.port = 0
-        if version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array coordinators was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = FindCoordinatorResponse.Coordinator.read(buf, off, version)
-                    items.append(item)
-                self.coordinators = items
-        else:
-            self.coordinators = []
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            if version <= 3:
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+            else:
+                self.error_code = 0
+            if 1 <= version <= 2:
+                self.error_message, off = r_nstr(buf, off)
+            elif version == 3:
+                self.error_message, off = r_ncstr(buf, off)
+            else:
+                self.error_message = ''
+            if version <= 3:
+                self.node_id = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.node_id = 0
+            if version <= 2:
+                self.host, off = r_str(buf, off)
+            elif version == 3:
+                self.host, off = r_cstr(buf, off)
+            else:
+                self.host = ''
+            if version <= 3:
+                self.port = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.port = 0
+            if version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array coordinators was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = FindCoordinatorResponse.Coordinator.read(buf, off, version)
+                        items.append(item)
+                    self.coordinators = items
+            else:
+                self.coordinators = []
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated FindCoordinatorResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

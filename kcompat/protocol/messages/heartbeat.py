@@ -4,7 +4,7 @@
 """Kafka Heartbeat API (key 12): HeartbeatRequest and HeartbeatResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -46,31 +46,34 @@ class HeartbeatRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 3:
-            self.group_id, off = r_str(buf, off)
-        elif version >= 4:
-            self.group_id, off = r_cstr(buf, off)
-        self.generation_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 3:
-            self.member_id, off = r_str(buf, off)
-        elif version >= 4:
-            self.member_id, off = r_cstr(buf, off)
-        if version == 3:
-            self.group_instance_id, off = r_nstr(buf, off)
-        elif version >= 4:
-            self.group_instance_id, off = r_ncstr(buf, off)
-        else:
-            self.group_instance_id = None
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 3:
+                self.group_id, off = r_str(buf, off)
+            elif version >= 4:
+                self.group_id, off = r_cstr(buf, off)
+            self.generation_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 3:
+                self.member_id, off = r_str(buf, off)
+            elif version >= 4:
+                self.member_id, off = r_cstr(buf, off)
+            if version == 3:
+                self.group_instance_id, off = r_nstr(buf, off)
+            elif version >= 4:
+                self.group_instance_id, off = r_ncstr(buf, off)
+            else:
+                self.group_instance_id = None
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated HeartbeatRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -129,22 +132,25 @@ class HeartbeatResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.throttle_time_ms = 0
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated HeartbeatResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

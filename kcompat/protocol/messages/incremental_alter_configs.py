@@ -4,7 +4,7 @@
 """Kafka IncrementalAlterConfigs API (key 44): IncrementalAlterConfigsRequest and IncrementalAlterConfigsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -49,25 +49,28 @@ class IncrementalAlterConfigsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.name, off = r_str(buf, off)
-            elif version >= 1:
-                self.name, off = r_cstr(buf, off)
-            self.config_operation = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 0:
-                self.value, off = r_nstr(buf, off)
-            elif version >= 1:
-                self.value, off = r_ncstr(buf, off)
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.name, off = r_cstr(buf, off)
+                self.config_operation = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 0:
+                    self.value, off = r_nstr(buf, off)
+                elif version >= 1:
+                    self.value, off = r_ncstr(buf, off)
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterableConfig: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -110,41 +113,44 @@ class IncrementalAlterConfigsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 0:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 1:
-                self.resource_name, off = r_cstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = IncrementalAlterConfigsRequest.AlterableConfig.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array configs was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = IncrementalAlterConfigsRequest.AlterableConfig.read(buf, off, version)
-                        items.append(item)
-                    self.configs = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.resource_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 0:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = IncrementalAlterConfigsRequest.AlterableConfig.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array configs was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = IncrementalAlterConfigsRequest.AlterableConfig.read(buf, off, version)
+                            items.append(item)
+                        self.configs = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterConfigsResource: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -190,37 +196,40 @@ class IncrementalAlterConfigsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array resources was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = IncrementalAlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
-                    items.append(item)
-                self.resources = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array resources was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = IncrementalAlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
-                    items.append(item)
-                self.resources = items
-        self.validate_only = buf[off] != 0
-        off += 1
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array resources was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = IncrementalAlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
+                        items.append(item)
+                    self.resources = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array resources was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = IncrementalAlterConfigsRequest.AlterConfigsResource.read(buf, off, version)
+                        items.append(item)
+                    self.resources = items
+            self.validate_only = buf[off] != 0
+            off += 1
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated IncrementalAlterConfigsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -282,27 +291,30 @@ class IncrementalAlterConfigsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 0:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 1:
-                self.error_message, off = r_ncstr(buf, off)
-            self.resource_type = I8.unpack_from(buf, off)[0]
-            off += 1
-            if version <= 0:
-                self.resource_name, off = r_str(buf, off)
-            elif version >= 1:
-                self.resource_name, off = r_cstr(buf, off)
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 0:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 1:
+                    self.error_message, off = r_ncstr(buf, off)
+                self.resource_type = I8.unpack_from(buf, off)[0]
+                off += 1
+                if version <= 0:
+                    self.resource_name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.resource_name, off = r_cstr(buf, off)
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated AlterConfigsResourceResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -339,37 +351,40 @@ class IncrementalAlterConfigsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated IncrementalAlterConfigsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka InitializeShareGroupState API (key 83): InitializeShareGroupStateRequest and InitializeShareGroupStateResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -49,21 +49,24 @@ class InitializeShareGroupStateRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.state_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.start_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.state_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.start_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -94,25 +97,28 @@ class InitializeShareGroupStateRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic_id, off = r_uuid(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = InitializeShareGroupStateRequest.PartitionData.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic_id, off = r_uuid(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = InitializeShareGroupStateRequest.PartitionData.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated InitializeStateData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -144,25 +150,28 @@ class InitializeShareGroupStateRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.group_id, off = r_cstr(buf, off)
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = InitializeShareGroupStateRequest.InitializeStateData.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.group_id, off = r_cstr(buf, off)
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = InitializeShareGroupStateRequest.InitializeStateData.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated InitializeShareGroupStateRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -216,20 +225,23 @@ class InitializeShareGroupStateResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.error_message, off = r_ncstr(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.error_message, off = r_ncstr(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -260,25 +272,28 @@ class InitializeShareGroupStateResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic_id, off = r_uuid(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = InitializeShareGroupStateResponse.PartitionResult.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic_id, off = r_uuid(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = InitializeShareGroupStateResponse.PartitionResult.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated InitializeStateResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -308,24 +323,27 @@ class InitializeShareGroupStateResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array results was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = InitializeShareGroupStateResponse.InitializeStateResult.read(buf, off, version)
-                items.append(item)
-            self.results = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array results was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = InitializeShareGroupStateResponse.InitializeStateResult.read(buf, off, version)
+                    items.append(item)
+                self.results = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated InitializeShareGroupStateResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

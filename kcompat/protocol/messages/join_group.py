@@ -4,7 +4,7 @@
 """Kafka JoinGroup API (key 11): JoinGroupRequest and JoinGroupResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,23 +47,26 @@ class JoinGroupRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 5:
-                self.name, off = r_str(buf, off)
-            elif version >= 6:
-                self.name, off = r_cstr(buf, off)
-            if version <= 5:
-                self.metadata, off = r_bytes(buf, off)
-            elif version >= 6:
-                self.metadata, off = r_cbytes(buf, off)
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 5:
+                    self.name, off = r_str(buf, off)
+                elif version >= 6:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 5:
+                    self.metadata, off = r_bytes(buf, off)
+                elif version >= 6:
+                    self.metadata, off = r_cbytes(buf, off)
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated JoinGroupRequestProtocol: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -114,64 +117,67 @@ class JoinGroupRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 5:
-            self.group_id, off = r_str(buf, off)
-        elif version >= 6:
-            self.group_id, off = r_cstr(buf, off)
-        self.session_timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 1:
-            self.rebalance_timeout_ms = I32.unpack_from(buf, off)[0]
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 5:
+                self.group_id, off = r_str(buf, off)
+            elif version >= 6:
+                self.group_id, off = r_cstr(buf, off)
+            self.session_timeout_ms = I32.unpack_from(buf, off)[0]
             off += 4
-        else:
-            self.rebalance_timeout_ms = -1
-        if version <= 5:
-            self.member_id, off = r_str(buf, off)
-        elif version >= 6:
-            self.member_id, off = r_cstr(buf, off)
-        if version == 5:
-            self.group_instance_id, off = r_nstr(buf, off)
-        elif version >= 6:
-            self.group_instance_id, off = r_ncstr(buf, off)
-        else:
-            self.group_instance_id = None
-        if version <= 5:
-            self.protocol_type, off = r_str(buf, off)
-        elif version >= 6:
-            self.protocol_type, off = r_cstr(buf, off)
-        if version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array protocols was null')
+            if version >= 1:
+                self.rebalance_timeout_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = JoinGroupRequest.JoinGroupRequestProtocol.read(buf, off, version)
-                    items.append(item)
-                self.protocols = items
-        elif version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array protocols was null')
+                self.rebalance_timeout_ms = -1
+            if version <= 5:
+                self.member_id, off = r_str(buf, off)
+            elif version >= 6:
+                self.member_id, off = r_cstr(buf, off)
+            if version == 5:
+                self.group_instance_id, off = r_nstr(buf, off)
+            elif version >= 6:
+                self.group_instance_id, off = r_ncstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = JoinGroupRequest.JoinGroupRequestProtocol.read(buf, off, version)
-                    items.append(item)
-                self.protocols = items
-        if version >= 8:
-            self.reason, off = r_ncstr(buf, off)
-        else:
-            self.reason = None
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.group_instance_id = None
+            if version <= 5:
+                self.protocol_type, off = r_str(buf, off)
+            elif version >= 6:
+                self.protocol_type, off = r_cstr(buf, off)
+            if version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array protocols was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = JoinGroupRequest.JoinGroupRequestProtocol.read(buf, off, version)
+                        items.append(item)
+                    self.protocols = items
+            elif version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array protocols was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = JoinGroupRequest.JoinGroupRequestProtocol.read(buf, off, version)
+                        items.append(item)
+                    self.protocols = items
+            if version >= 8:
+                self.reason, off = r_ncstr(buf, off)
+            else:
+                self.reason = None
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated JoinGroupRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -263,29 +269,32 @@ class JoinGroupResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 5:
-                self.member_id, off = r_str(buf, off)
-            elif version >= 6:
-                self.member_id, off = r_cstr(buf, off)
-            if version == 5:
-                self.group_instance_id, off = r_nstr(buf, off)
-            elif version >= 6:
-                self.group_instance_id, off = r_ncstr(buf, off)
-            else:
-                self.group_instance_id = None
-            if version <= 5:
-                self.metadata, off = r_bytes(buf, off)
-            elif version >= 6:
-                self.metadata, off = r_cbytes(buf, off)
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 5:
+                    self.member_id, off = r_str(buf, off)
+                elif version >= 6:
+                    self.member_id, off = r_cstr(buf, off)
+                if version == 5:
+                    self.group_instance_id, off = r_nstr(buf, off)
+                elif version >= 6:
+                    self.group_instance_id, off = r_ncstr(buf, off)
+                else:
+                    self.group_instance_id = None
+                if version <= 5:
+                    self.metadata, off = r_bytes(buf, off)
+                elif version >= 6:
+                    self.metadata, off = r_cbytes(buf, off)
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated JoinGroupResponseMember: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -342,67 +351,70 @@ class JoinGroupResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 2:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 2:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.throttle_time_ms = 0
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.generation_id = I32.unpack_from(buf, off)[0]
             off += 4
-        else:
-            self.throttle_time_ms = 0
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.generation_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 7:
-            self.protocol_type, off = r_ncstr(buf, off)
-        else:
-            self.protocol_type = None
-        if version <= 5:
-            self.protocol_name, off = r_str(buf, off)
-        elif version == 6:
-            self.protocol_name, off = r_cstr(buf, off)
-        elif version >= 7:
-            self.protocol_name, off = r_ncstr(buf, off)
-        if version <= 5:
-            self.leader, off = r_str(buf, off)
-        elif version >= 6:
-            self.leader, off = r_cstr(buf, off)
-        if version >= 9:
-            self.skip_assignment = buf[off] != 0
-            off += 1
-        else:
-            self.skip_assignment = False
-        if version <= 5:
-            self.member_id, off = r_str(buf, off)
-        elif version >= 6:
-            self.member_id, off = r_cstr(buf, off)
-        if version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array members was null')
+            if version >= 7:
+                self.protocol_type, off = r_ncstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = JoinGroupResponse.JoinGroupResponseMember.read(buf, off, version)
-                    items.append(item)
-                self.members = items
-        elif version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array members was null')
+                self.protocol_type = None
+            if version <= 5:
+                self.protocol_name, off = r_str(buf, off)
+            elif version == 6:
+                self.protocol_name, off = r_cstr(buf, off)
+            elif version >= 7:
+                self.protocol_name, off = r_ncstr(buf, off)
+            if version <= 5:
+                self.leader, off = r_str(buf, off)
+            elif version >= 6:
+                self.leader, off = r_cstr(buf, off)
+            if version >= 9:
+                self.skip_assignment = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = JoinGroupResponse.JoinGroupResponseMember.read(buf, off, version)
-                    items.append(item)
-                self.members = items
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.skip_assignment = False
+            if version <= 5:
+                self.member_id, off = r_str(buf, off)
+            elif version >= 6:
+                self.member_id, off = r_cstr(buf, off)
+            if version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array members was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = JoinGroupResponse.JoinGroupResponseMember.read(buf, off, version)
+                        items.append(item)
+                    self.members = items
+            elif version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array members was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = JoinGroupResponse.JoinGroupResponseMember.read(buf, off, version)
+                        items.append(item)
+                    self.members = items
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated JoinGroupResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka LeaderAndIsr API (key 4): LeaderAndIsrRequest and LeaderAndIsrResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -67,91 +67,94 @@ class LeaderAndIsrRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic_name, off = r_str(buf, off)
-            else:
-                self.topic_name = ''
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.controller_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array isr was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic_name, off = r_str(buf, off)
                 else:
-                    self.isr, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array isr was null')
+                    self.topic_name = ''
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.controller_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array isr was null')
+                    else:
+                        self.isr, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array isr was null')
+                    else:
+                        self.isr, off = r_fixed_array(buf, off, n, 'int32')
+                self.partition_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array replicas was null')
+                    else:
+                        self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array replicas was null')
+                    else:
+                        self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+                if version == 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array adding_replicas was null')
+                    else:
+                        self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array adding_replicas was null')
+                    else:
+                        self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.isr, off = r_fixed_array(buf, off, n, 'int32')
-            self.partition_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array replicas was null')
+                    self.adding_replicas = []
+                if version == 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array removing_replicas was null')
+                    else:
+                        self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array removing_replicas was null')
+                    else:
+                        self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array replicas was null')
+                    self.removing_replicas = []
+                if version >= 1:
+                    self.is_new = buf[off] != 0
+                    off += 1
                 else:
-                    self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-            if version == 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array adding_replicas was null')
+                    self.is_new = False
+                if version >= 6:
+                    self.leader_recovery_state = I8.unpack_from(buf, off)[0]
+                    off += 1
                 else:
-                    self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array adding_replicas was null')
-                else:
-                    self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.adding_replicas = []
-            if version == 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array removing_replicas was null')
-                else:
-                    self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array removing_replicas was null')
-                else:
-                    self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.removing_replicas = []
-            if version >= 1:
-                self.is_new = buf[off] != 0
-                off += 1
-            else:
-                self.is_new = False
-            if version >= 6:
-                self.leader_recovery_state = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.leader_recovery_state = 0
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.leader_recovery_state = 0
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderAndIsrPartitionState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -242,47 +245,50 @@ class LeaderAndIsrRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if 2 <= version <= 3:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 4:
-                self.topic_name, off = r_cstr(buf, off)
-            else:
-                self.topic_name = ''
-            if version >= 5:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if 2 <= version <= 3:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_states was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if 2 <= version <= 3:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 4:
+                    self.topic_name, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = LeaderAndIsrRequest.LeaderAndIsrPartitionState.read(buf, off, version)
-                        items.append(item)
-                    self.partition_states = items
-            elif version >= 4:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_states was null')
+                    self.topic_name = ''
+                if version >= 5:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = LeaderAndIsrRequest.LeaderAndIsrPartitionState.read(buf, off, version)
-                        items.append(item)
-                    self.partition_states = items
-            else:
-                self.partition_states = []
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_id = ZERO_UUID
+                if 2 <= version <= 3:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_states was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = LeaderAndIsrRequest.LeaderAndIsrPartitionState.read(buf, off, version)
+                            items.append(item)
+                        self.partition_states = items
+                elif version >= 4:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_states was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = LeaderAndIsrRequest.LeaderAndIsrPartitionState.read(buf, off, version)
+                            items.append(item)
+                        self.partition_states = items
+                else:
+                    self.partition_states = []
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderAndIsrTopicState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -338,23 +344,26 @@ class LeaderAndIsrRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.broker_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 3:
-                self.host_name, off = r_str(buf, off)
-            elif version >= 4:
-                self.host_name, off = r_cstr(buf, off)
-            self.port = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.broker_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 3:
+                    self.host_name, off = r_str(buf, off)
+                elif version >= 4:
+                    self.host_name, off = r_cstr(buf, off)
+                self.port = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderAndIsrLiveLeader: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -399,88 +408,91 @@ class LeaderAndIsrRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.controller_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 7:
-            self.is_k_raft_controller = buf[off] != 0
-            off += 1
-        else:
-            self.is_k_raft_controller = False
-        self.controller_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 2:
-            self.broker_epoch = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.broker_epoch = -1
-        if version >= 5:
-            self.type = I8.unpack_from(buf, off)[0]
-            off += 1
-        else:
-            self.type = 0
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array ungrouped_partition_states was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.controller_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 7:
+                self.is_k_raft_controller = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrRequest.LeaderAndIsrPartitionState.read(buf, off, version)
-                    items.append(item)
-                self.ungrouped_partition_states = items
-        else:
-            self.ungrouped_partition_states = []
-        if 2 <= version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_states was null')
+                self.is_k_raft_controller = False
+            self.controller_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 2:
+                self.broker_epoch = I64.unpack_from(buf, off)[0]
+                off += 8
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrRequest.LeaderAndIsrTopicState.read(buf, off, version)
-                    items.append(item)
-                self.topic_states = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_states was null')
+                self.broker_epoch = -1
+            if version >= 5:
+                self.type = I8.unpack_from(buf, off)[0]
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrRequest.LeaderAndIsrTopicState.read(buf, off, version)
-                    items.append(item)
-                self.topic_states = items
-        else:
-            self.topic_states = []
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array live_leaders was null')
+                self.type = 0
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array ungrouped_partition_states was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrRequest.LeaderAndIsrPartitionState.read(buf, off, version)
+                        items.append(item)
+                    self.ungrouped_partition_states = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrRequest.LeaderAndIsrLiveLeader.read(buf, off, version)
-                    items.append(item)
-                self.live_leaders = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array live_leaders was null')
+                self.ungrouped_partition_states = []
+            if 2 <= version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_states was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrRequest.LeaderAndIsrTopicState.read(buf, off, version)
+                        items.append(item)
+                    self.topic_states = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_states was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrRequest.LeaderAndIsrTopicState.read(buf, off, version)
+                        items.append(item)
+                    self.topic_states = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrRequest.LeaderAndIsrLiveLeader.read(buf, off, version)
-                    items.append(item)
-                self.live_leaders = items
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.topic_states = []
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array live_leaders was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrRequest.LeaderAndIsrLiveLeader.read(buf, off, version)
+                        items.append(item)
+                    self.live_leaders = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array live_leaders was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrRequest.LeaderAndIsrLiveLeader.read(buf, off, version)
+                        items.append(item)
+                    self.live_leaders = items
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated LeaderAndIsrRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -568,25 +580,28 @@ class LeaderAndIsrResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 3:
-                self.topic_name, off = r_str(buf, off)
-            elif version == 4:
-                self.topic_name, off = r_cstr(buf, off)
-            else:
-                self.topic_name = ''
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 3:
+                    self.topic_name, off = r_str(buf, off)
+                elif version == 4:
+                    self.topic_name, off = r_cstr(buf, off)
+                else:
+                    self.topic_name = ''
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderAndIsrPartitionError: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -624,31 +639,34 @@ class LeaderAndIsrResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 5:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version >= 5:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_errors was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 5:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = LeaderAndIsrResponse.LeaderAndIsrPartitionError.read(buf, off, version)
-                        items.append(item)
-                    self.partition_errors = items
-            else:
-                self.partition_errors = []
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_id = ZERO_UUID
+                if version >= 5:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_errors was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = LeaderAndIsrResponse.LeaderAndIsrPartitionError.read(buf, off, version)
+                            items.append(item)
+                        self.partition_errors = items
+                else:
+                    self.partition_errors = []
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderAndIsrTopicError: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -684,51 +702,54 @@ class LeaderAndIsrResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partition_errors was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partition_errors was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrResponse.LeaderAndIsrPartitionError.read(buf, off, version)
+                        items.append(item)
+                    self.partition_errors = items
+            elif version == 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partition_errors was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrResponse.LeaderAndIsrPartitionError.read(buf, off, version)
+                        items.append(item)
+                    self.partition_errors = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrResponse.LeaderAndIsrPartitionError.read(buf, off, version)
-                    items.append(item)
-                self.partition_errors = items
-        elif version == 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partition_errors was null')
+                self.partition_errors = []
+            if version >= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = LeaderAndIsrResponse.LeaderAndIsrTopicError.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrResponse.LeaderAndIsrPartitionError.read(buf, off, version)
-                    items.append(item)
-                self.partition_errors = items
-        else:
-            self.partition_errors = []
-        if version >= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = LeaderAndIsrResponse.LeaderAndIsrTopicError.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.topics = []
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated LeaderAndIsrResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ListGroups API (key 16): ListGroupsRequest and ListGroupsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -42,39 +42,42 @@ class ListGroupsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array states_filter was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array states_filter was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_cstr(buf, off)
+                        items.append(item)
+                    self.states_filter = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = r_cstr(buf, off)
-                    items.append(item)
-                self.states_filter = items
-        else:
-            self.states_filter = []
-        if version >= 5:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array types_filter was null')
+                self.states_filter = []
+            if version >= 5:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array types_filter was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = r_cstr(buf, off)
+                        items.append(item)
+                    self.types_filter = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = r_cstr(buf, off)
-                    items.append(item)
-                self.types_filter = items
-        else:
-            self.types_filter = []
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.types_filter = []
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListGroupsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -135,31 +138,34 @@ class ListGroupsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 2:
-                self.group_id, off = r_str(buf, off)
-            elif version >= 3:
-                self.group_id, off = r_cstr(buf, off)
-            if version <= 2:
-                self.protocol_type, off = r_str(buf, off)
-            elif version >= 3:
-                self.protocol_type, off = r_cstr(buf, off)
-            if version >= 4:
-                self.group_state, off = r_cstr(buf, off)
-            else:
-                self.group_state = ''
-            if version >= 5:
-                self.group_type, off = r_cstr(buf, off)
-            else:
-                self.group_type = ''
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 2:
+                    self.group_id, off = r_str(buf, off)
+                elif version >= 3:
+                    self.group_id, off = r_cstr(buf, off)
+                if version <= 2:
+                    self.protocol_type, off = r_str(buf, off)
+                elif version >= 3:
+                    self.protocol_type, off = r_cstr(buf, off)
+                if version >= 4:
+                    self.group_state, off = r_cstr(buf, off)
+                else:
+                    self.group_state = ''
+                if version >= 5:
+                    self.group_type, off = r_cstr(buf, off)
+                else:
+                    self.group_type = ''
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ListedGroup: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -208,42 +214,45 @@ class ListGroupsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = ListGroupsResponse.ListedGroup.read(buf, off, version)
-                    items.append(item)
-                self.groups = items
-        elif version >= 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ListGroupsResponse.ListedGroup.read(buf, off, version)
-                    items.append(item)
-                self.groups = items
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListGroupsResponse.ListedGroup.read(buf, off, version)
+                        items.append(item)
+                    self.groups = items
+            elif version >= 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListGroupsResponse.ListedGroup.read(buf, off, version)
+                        items.append(item)
+                    self.groups = items
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListGroupsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ListOffsets API (key 2): ListOffsetsRequest and ListOffsetsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -51,29 +51,32 @@ class ListOffsetsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 4:
-                self.current_leader_epoch = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.current_leader_epoch = -1
-            self.timestamp = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version <= 0:
-                self.max_num_offsets = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.max_num_offsets = 1
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if version >= 4:
+                    self.current_leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.current_leader_epoch = -1
+                self.timestamp = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version <= 0:
+                    self.max_num_offsets = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.max_num_offsets = 1
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ListOffsetsPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -107,39 +110,42 @@ class ListOffsetsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 5:
-                self.name, off = r_str(buf, off)
-            elif version >= 6:
-                self.name, off = r_cstr(buf, off)
-            if version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ListOffsetsRequest.ListOffsetsPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ListOffsetsRequest.ListOffsetsPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 5:
+                    self.name, off = r_str(buf, off)
+                elif version >= 6:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ListOffsetsRequest.ListOffsetsPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ListOffsetsRequest.ListOffsetsPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ListOffsetsTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -188,47 +194,50 @@ class ListOffsetsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.replica_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 2:
-            self.isolation_level = I8.unpack_from(buf, off)[0]
-            off += 1
-        else:
-            self.isolation_level = 0
-        if version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ListOffsetsRequest.ListOffsetsTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ListOffsetsRequest.ListOffsetsTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 10:
-            self.timeout_ms = I32.unpack_from(buf, off)[0]
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.replica_id = I32.unpack_from(buf, off)[0]
             off += 4
-        else:
-            self.timeout_ms = 0
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+            if version >= 2:
+                self.isolation_level = I8.unpack_from(buf, off)[0]
+                off += 1
+            else:
+                self.isolation_level = 0
+            if version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListOffsetsRequest.ListOffsetsTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListOffsetsRequest.ListOffsetsTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 10:
+                self.timeout_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.timeout_ms = 0
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListOffsetsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -298,42 +307,45 @@ class ListOffsetsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array old_style_offsets was null')
-                else:
-                    self.old_style_offsets, off = r_fixed_array(buf, off, n, 'int64')
-            else:
-                self.old_style_offsets = []
-            if version >= 1:
-                self.timestamp = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.timestamp = -1
-            if version >= 1:
-                self.offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.offset = -1
-            if version >= 4:
-                self.leader_epoch = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.leader_epoch = -1
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array old_style_offsets was null')
+                    else:
+                        self.old_style_offsets, off = r_fixed_array(buf, off, n, 'int64')
+                else:
+                    self.old_style_offsets = []
+                if version >= 1:
+                    self.timestamp = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.timestamp = -1
+                if version >= 1:
+                    self.offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.offset = -1
+                if version >= 4:
+                    self.leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.leader_epoch = -1
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ListOffsetsPartitionResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -375,39 +387,42 @@ class ListOffsetsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 5:
-                self.name, off = r_str(buf, off)
-            elif version >= 6:
-                self.name, off = r_cstr(buf, off)
-            if version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ListOffsetsResponse.ListOffsetsPartitionResponse.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ListOffsetsResponse.ListOffsetsPartitionResponse.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 5:
+                    self.name, off = r_str(buf, off)
+                elif version >= 6:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ListOffsetsResponse.ListOffsetsPartitionResponse.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ListOffsetsResponse.ListOffsetsPartitionResponse.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ListOffsetsTopicResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -452,40 +467,43 @@ class ListOffsetsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 2:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 2:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = ListOffsetsResponse.ListOffsetsTopicResponse.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ListOffsetsResponse.ListOffsetsTopicResponse.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            if version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListOffsetsResponse.ListOffsetsTopicResponse.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListOffsetsResponse.ListOffsetsTopicResponse.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListOffsetsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka ListPartitionReassignments API (key 46): ListPartitionReassignmentsRequest and ListPartitionReassignmentsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,21 +47,24 @@ class ListPartitionReassignmentsRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partition_indexes was null')
-            else:
-                self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partition_indexes was null')
+                else:
+                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ListPartitionReassignmentsTopics: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -92,26 +95,29 @@ class ListPartitionReassignmentsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                self.topics = None
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListPartitionReassignmentsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -165,32 +171,35 @@ class ListPartitionReassignmentsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array replicas was null')
-            else:
-                self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array adding_replicas was null')
-            else:
-                self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array removing_replicas was null')
-            else:
-                self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array replicas was null')
+                else:
+                    self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array adding_replicas was null')
+                else:
+                    self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array removing_replicas was null')
+                else:
+                    self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OngoingPartitionReassignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -234,25 +243,28 @@ class ListPartitionReassignmentsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ListPartitionReassignmentsResponse.OngoingPartitionReassignment.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ListPartitionReassignmentsResponse.OngoingPartitionReassignment.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OngoingTopicReassignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -288,29 +300,32 @@ class ListPartitionReassignmentsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.error_message, off = r_ncstr(buf, off)
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ListPartitionReassignmentsResponse.OngoingTopicReassignment.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.error_message, off = r_ncstr(buf, off)
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ListPartitionReassignmentsResponse.OngoingTopicReassignment.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListPartitionReassignmentsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

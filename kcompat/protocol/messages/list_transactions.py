@@ -4,7 +4,7 @@
 """Kafka ListTransactions API (key 66): ListTransactionsRequest and ListTransactionsResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -44,34 +44,37 @@ class ListTransactionsRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array state_filters was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_cstr(buf, off)
-                items.append(item)
-            self.state_filters = items
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array producer_id_filters was null')
-        else:
-            self.producer_id_filters, off = r_fixed_array(buf, off, n, 'int64')
-        if version >= 1:
-            self.duration_filter = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.duration_filter = -1
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array state_filters was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = r_cstr(buf, off)
+                    items.append(item)
+                self.state_filters = items
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array producer_id_filters was null')
+            else:
+                self.producer_id_filters, off = r_fixed_array(buf, off, n, 'int64')
+            if version >= 1:
+                self.duration_filter = I64.unpack_from(buf, off)[0]
+                off += 8
+            else:
+                self.duration_filter = -1
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListTransactionsRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -129,19 +132,22 @@ class ListTransactionsResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.transactional_id, off = r_cstr(buf, off)
-            self.producer_id = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.transaction_state, off = r_cstr(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.transactional_id, off = r_cstr(buf, off)
+                self.producer_id = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.transaction_state, off = r_cstr(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TransactionState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -175,37 +181,40 @@ class ListTransactionsResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array unknown_state_filters was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_cstr(buf, off)
-                items.append(item)
-            self.unknown_state_filters = items
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array transaction_states was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ListTransactionsResponse.TransactionState.read(buf, off, version)
-                items.append(item)
-            self.transaction_states = items
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array unknown_state_filters was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = r_cstr(buf, off)
+                    items.append(item)
+                self.unknown_state_filters = items
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array transaction_states was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ListTransactionsResponse.TransactionState.read(buf, off, version)
+                    items.append(item)
+                self.transaction_states = items
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ListTransactionsResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

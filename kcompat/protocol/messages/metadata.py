@@ -4,7 +4,7 @@
 """Kafka Metadata API (key 3): MetadataRequest and MetadataResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,25 +47,28 @@ class MetadataRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 10:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version <= 8:
-                self.name, off = r_str(buf, off)
-            elif version == 9:
-                self.name, off = r_cstr(buf, off)
-            elif version >= 10:
-                self.name, off = r_ncstr(buf, off)
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 10:
+                    self.topic_id, off = r_uuid(buf, off)
+                else:
+                    self.topic_id = ZERO_UUID
+                if version <= 8:
+                    self.name, off = r_str(buf, off)
+                elif version == 9:
+                    self.name, off = r_cstr(buf, off)
+                elif version >= 10:
+                    self.name, off = r_ncstr(buf, off)
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated MetadataRequestTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -106,60 +109,63 @@ class MetadataRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataRequest.MetadataRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif 1 <= version <= 8:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    self.topics = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataRequest.MetadataRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 9:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.topics = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataRequest.MetadataRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 4:
+                self.allow_auto_topic_creation = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataRequest.MetadataRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif 1 <= version <= 8:
-            n, off = r_count(buf, off)
-            if n < 0:
-                self.topics = None
+                self.allow_auto_topic_creation = True
+            if 8 <= version <= 10:
+                self.include_cluster_authorized_operations = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataRequest.MetadataRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 9:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.topics = None
+                self.include_cluster_authorized_operations = False
+            if version >= 8:
+                self.include_topic_authorized_operations = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataRequest.MetadataRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 4:
-            self.allow_auto_topic_creation = buf[off] != 0
-            off += 1
-        else:
-            self.allow_auto_topic_creation = True
-        if 8 <= version <= 10:
-            self.include_cluster_authorized_operations = buf[off] != 0
-            off += 1
-        else:
-            self.include_cluster_authorized_operations = False
-        if version >= 8:
-            self.include_topic_authorized_operations = buf[off] != 0
-            off += 1
-        else:
-            self.include_topic_authorized_operations = False
-        if version >= 9:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.include_topic_authorized_operations = False
+            if version >= 9:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated MetadataRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -233,29 +239,32 @@ class MetadataResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.node_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 8:
-                self.host, off = r_str(buf, off)
-            elif version >= 9:
-                self.host, off = r_cstr(buf, off)
-            self.port = I32.unpack_from(buf, off)[0]
-            off += 4
-            if 1 <= version <= 8:
-                self.rack, off = r_nstr(buf, off)
-            elif version >= 9:
-                self.rack, off = r_ncstr(buf, off)
-            else:
-                self.rack = None
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.node_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 8:
+                    self.host, off = r_str(buf, off)
+                elif version >= 9:
+                    self.host, off = r_cstr(buf, off)
+                self.port = I32.unpack_from(buf, off)[0]
+                off += 4
+                if 1 <= version <= 8:
+                    self.rack, off = r_nstr(buf, off)
+                elif version >= 9:
+                    self.rack, off = r_ncstr(buf, off)
+                else:
+                    self.rack = None
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated MetadataResponseBroker: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -307,64 +316,67 @@ class MetadataResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_id = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 7:
-                self.leader_epoch = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.partition_index = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.leader_epoch = -1
-            if version <= 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array replica_nodes was null')
+                self.leader_id = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 7:
+                    self.leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
                 else:
-                    self.replica_nodes, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array replica_nodes was null')
+                    self.leader_epoch = -1
+                if version <= 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array replica_nodes was null')
+                    else:
+                        self.replica_nodes, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array replica_nodes was null')
+                    else:
+                        self.replica_nodes, off = r_fixed_array(buf, off, n, 'int32')
+                if version <= 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array isr_nodes was null')
+                    else:
+                        self.isr_nodes, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array isr_nodes was null')
+                    else:
+                        self.isr_nodes, off = r_fixed_array(buf, off, n, 'int32')
+                if 5 <= version <= 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array offline_replicas was null')
+                    else:
+                        self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array offline_replicas was null')
+                    else:
+                        self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.replica_nodes, off = r_fixed_array(buf, off, n, 'int32')
-            if version <= 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array isr_nodes was null')
-                else:
-                    self.isr_nodes, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array isr_nodes was null')
-                else:
-                    self.isr_nodes, off = r_fixed_array(buf, off, n, 'int32')
-            if 5 <= version <= 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array offline_replicas was null')
-                else:
-                    self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array offline_replicas was null')
-                else:
-                    self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.offline_replicas = []
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.offline_replicas = []
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated MetadataResponsePartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -441,57 +453,60 @@ class MetadataResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 8:
-                self.name, off = r_str(buf, off)
-            elif 9 <= version <= 11:
-                self.name, off = r_cstr(buf, off)
-            elif version >= 12:
-                self.name, off = r_ncstr(buf, off)
-            if version >= 10:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version >= 1:
-                self.is_internal = buf[off] != 0
-                off += 1
-            else:
-                self.is_internal = False
-            if version <= 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 8:
+                    self.name, off = r_str(buf, off)
+                elif 9 <= version <= 11:
+                    self.name, off = r_cstr(buf, off)
+                elif version >= 12:
+                    self.name, off = r_ncstr(buf, off)
+                if version >= 10:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = MetadataResponse.MetadataResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+                    self.topic_id = ZERO_UUID
+                if version >= 1:
+                    self.is_internal = buf[off] != 0
+                    off += 1
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = MetadataResponse.MetadataResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 8:
-                self.topic_authorized_operations = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.topic_authorized_operations = -2147483648
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.is_internal = False
+                if version <= 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = MetadataResponse.MetadataResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = MetadataResponse.MetadataResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 8:
+                    self.topic_authorized_operations = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.topic_authorized_operations = -2147483648
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated MetadataResponseTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -555,76 +570,79 @@ class MetadataResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 3:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 8:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array brokers was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 3:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataResponse.MetadataResponseBroker.read(buf, off, version)
-                    items.append(item)
-                self.brokers = items
-        elif version >= 9:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array brokers was null')
+                self.throttle_time_ms = 0
+            if version <= 8:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array brokers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataResponse.MetadataResponseBroker.read(buf, off, version)
+                        items.append(item)
+                    self.brokers = items
+            elif version >= 9:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array brokers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataResponse.MetadataResponseBroker.read(buf, off, version)
+                        items.append(item)
+                    self.brokers = items
+            if 2 <= version <= 8:
+                self.cluster_id, off = r_nstr(buf, off)
+            elif version >= 9:
+                self.cluster_id, off = r_ncstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataResponse.MetadataResponseBroker.read(buf, off, version)
-                    items.append(item)
-                self.brokers = items
-        if 2 <= version <= 8:
-            self.cluster_id, off = r_nstr(buf, off)
-        elif version >= 9:
-            self.cluster_id, off = r_ncstr(buf, off)
-        else:
-            self.cluster_id = None
-        if version >= 1:
-            self.controller_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.controller_id = -1
-        if version <= 8:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.cluster_id = None
+            if version >= 1:
+                self.controller_id = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataResponse.MetadataResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 9:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.controller_id = -1
+            if version <= 8:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataResponse.MetadataResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 9:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = MetadataResponse.MetadataResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if 8 <= version <= 10:
+                self.cluster_authorized_operations = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = MetadataResponse.MetadataResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if 8 <= version <= 10:
-            self.cluster_authorized_operations = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.cluster_authorized_operations = -2147483648
-        if version >= 9:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.cluster_authorized_operations = -2147483648
+            if version >= 9:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated MetadataResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

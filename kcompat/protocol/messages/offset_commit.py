@@ -4,7 +4,7 @@
 """Kafka OffsetCommit API (key 8): OffsetCommitRequest and OffsetCommitResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -53,33 +53,36 @@ class OffsetCommitRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.committed_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 6:
-                self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.committed_leader_epoch = -1
-            if version == 1:
-                self.commit_timestamp = I64.unpack_from(buf, off)[0]
+                self.committed_offset = I64.unpack_from(buf, off)[0]
                 off += 8
-            else:
-                self.commit_timestamp = -1
-            if version <= 7:
-                self.committed_metadata, off = r_nstr(buf, off)
-            elif version >= 8:
-                self.committed_metadata, off = r_ncstr(buf, off)
-            if version >= 8:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                if version >= 6:
+                    self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.committed_leader_epoch = -1
+                if version == 1:
+                    self.commit_timestamp = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.commit_timestamp = -1
+                if version <= 7:
+                    self.committed_metadata, off = r_nstr(buf, off)
+                elif version >= 8:
+                    self.committed_metadata, off = r_ncstr(buf, off)
+                if version >= 8:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetCommitRequestPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -117,39 +120,42 @@ class OffsetCommitRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 7:
-                self.name, off = r_str(buf, off)
-            elif version >= 8:
-                self.name, off = r_cstr(buf, off)
-            if version <= 7:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetCommitRequest.OffsetCommitRequestPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 8:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetCommitRequest.OffsetCommitRequestPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 8:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 7:
+                    self.name, off = r_str(buf, off)
+                elif version >= 8:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 7:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetCommitRequest.OffsetCommitRequestPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 8:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetCommitRequest.OffsetCommitRequestPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 8:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetCommitRequestTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -202,61 +208,64 @@ class OffsetCommitRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 7:
-            self.group_id, off = r_str(buf, off)
-        elif version >= 8:
-            self.group_id, off = r_cstr(buf, off)
-        if version >= 1:
-            self.generation_id_or_member_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.generation_id_or_member_epoch = -1
-        if 1 <= version <= 7:
-            self.member_id, off = r_str(buf, off)
-        elif version >= 8:
-            self.member_id, off = r_cstr(buf, off)
-        else:
-            self.member_id = ''
-        if version == 7:
-            self.group_instance_id, off = r_nstr(buf, off)
-        elif version >= 8:
-            self.group_instance_id, off = r_ncstr(buf, off)
-        else:
-            self.group_instance_id = None
-        if 2 <= version <= 4:
-            self.retention_time_ms = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.retention_time_ms = -1
-        if version <= 7:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 7:
+                self.group_id, off = r_str(buf, off)
+            elif version >= 8:
+                self.group_id, off = r_cstr(buf, off)
+            if version >= 1:
+                self.generation_id_or_member_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetCommitRequest.OffsetCommitRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 8:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.generation_id_or_member_epoch = -1
+            if 1 <= version <= 7:
+                self.member_id, off = r_str(buf, off)
+            elif version >= 8:
+                self.member_id, off = r_cstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetCommitRequest.OffsetCommitRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 8:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.member_id = ''
+            if version == 7:
+                self.group_instance_id, off = r_nstr(buf, off)
+            elif version >= 8:
+                self.group_instance_id, off = r_ncstr(buf, off)
+            else:
+                self.group_instance_id = None
+            if 2 <= version <= 4:
+                self.retention_time_ms = I64.unpack_from(buf, off)[0]
+                off += 8
+            else:
+                self.retention_time_ms = -1
+            if version <= 7:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetCommitRequest.OffsetCommitRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 8:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetCommitRequest.OffsetCommitRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 8:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated OffsetCommitRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -337,19 +346,22 @@ class OffsetCommitResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 8:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 8:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetCommitResponsePartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -379,39 +391,42 @@ class OffsetCommitResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 7:
-                self.name, off = r_str(buf, off)
-            elif version >= 8:
-                self.name, off = r_cstr(buf, off)
-            if version <= 7:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetCommitResponse.OffsetCommitResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 8:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetCommitResponse.OffsetCommitResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 8:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 7:
+                    self.name, off = r_str(buf, off)
+                elif version >= 8:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 7:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetCommitResponse.OffsetCommitResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 8:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetCommitResponse.OffsetCommitResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 8:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetCommitResponseTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -456,40 +471,43 @@ class OffsetCommitResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 3:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 7:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 3:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetCommitResponse.OffsetCommitResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 8:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetCommitResponse.OffsetCommitResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 8:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.throttle_time_ms = 0
+            if version <= 7:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetCommitResponse.OffsetCommitResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 8:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetCommitResponse.OffsetCommitResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 8:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated OffsetCommitResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka OffsetDelete API (key 47): OffsetDeleteRequest and OffsetDeleteResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -45,11 +45,14 @@ class OffsetDeleteRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetDeleteRequestPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -73,19 +76,22 @@ class OffsetDeleteRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_str(buf, off)
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetDeleteRequest.OffsetDeleteRequestPartition.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_str(buf, off)
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetDeleteRequest.OffsetDeleteRequestPartition.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetDeleteRequestTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -112,19 +118,22 @@ class OffsetDeleteRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.group_id, off = r_str(buf, off)
-        n, off = r_count(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = OffsetDeleteRequest.OffsetDeleteRequestTopic.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.group_id, off = r_str(buf, off)
+            n, off = r_count(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = OffsetDeleteRequest.OffsetDeleteRequestTopic.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated OffsetDeleteRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -171,13 +180,16 @@ class OffsetDeleteResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetDeleteResponsePartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -202,19 +214,22 @@ class OffsetDeleteResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_str(buf, off)
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partitions was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetDeleteResponse.OffsetDeleteResponsePartition.read(buf, off, version)
-                    items.append(item)
-                self.partitions = items
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_str(buf, off)
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetDeleteResponse.OffsetDeleteResponsePartition.read(buf, off, version)
+                        items.append(item)
+                    self.partitions = items
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetDeleteResponseTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -243,22 +258,25 @@ class OffsetDeleteResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_count(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array topics was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = OffsetDeleteResponse.OffsetDeleteResponseTopic.read(buf, off, version)
-                items.append(item)
-            self.topics = items
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_count(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array topics was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = OffsetDeleteResponse.OffsetDeleteResponseTopic.read(buf, off, version)
+                    items.append(item)
+                self.topics = items
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated OffsetDeleteResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka OffsetFetch API (key 9): OffsetFetchRequest and OffsetFetchResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,35 +47,38 @@ class OffsetFetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 5:
-                self.name, off = r_str(buf, off)
-            elif 6 <= version <= 7:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 5:
+                    self.name, off = r_str(buf, off)
+                elif 6 <= version <= 7:
+                    self.name, off = r_cstr(buf, off)
                 else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            elif 6 <= version <= 7:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
+                    self.name = ''
+                if version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
+                elif 6 <= version <= 7:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.partition_indexes = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.partition_indexes = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchRequestTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -123,27 +126,30 @@ class OffsetFetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 8:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version >= 8:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 8:
+                    self.name, off = r_cstr(buf, off)
                 else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.partition_indexes = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.name = ''
+                if version >= 8:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
+                else:
+                    self.partition_indexes = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchRequestTopics: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -185,40 +191,43 @@ class OffsetFetchRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 8:
-                self.group_id, off = r_cstr(buf, off)
-            else:
-                self.group_id = ''
-            if version >= 9:
-                self.member_id, off = r_ncstr(buf, off)
-            else:
-                self.member_id = None
-            if version >= 9:
-                self.member_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.member_epoch = -1
-            if version >= 8:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    self.topics = None
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 8:
+                    self.group_id, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetFetchRequest.OffsetFetchRequestTopics.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            else:
-                self.topics = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.group_id = ''
+                if version >= 9:
+                    self.member_id, off = r_ncstr(buf, off)
+                else:
+                    self.member_id = None
+                if version >= 9:
+                    self.member_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.member_epoch = -1
+                if version >= 8:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        self.topics = None
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetFetchRequest.OffsetFetchRequestTopics.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                else:
+                    self.topics = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchRequestGroup: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -260,70 +269,73 @@ class OffsetFetchRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 5:
-            self.group_id, off = r_str(buf, off)
-        elif 6 <= version <= 7:
-            self.group_id, off = r_cstr(buf, off)
-        else:
-            self.group_id = ''
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 5:
+                self.group_id, off = r_str(buf, off)
+            elif 6 <= version <= 7:
+                self.group_id, off = r_cstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchRequest.OffsetFetchRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif 2 <= version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                self.topics = None
+                self.group_id = ''
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchRequest.OffsetFetchRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif 2 <= version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    self.topics = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchRequest.OffsetFetchRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif 6 <= version <= 7:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.topics = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchRequest.OffsetFetchRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchRequest.OffsetFetchRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif 6 <= version <= 7:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.topics = None
+                self.topics = []
+            if version >= 8:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchRequest.OffsetFetchRequestGroup.read(buf, off, version)
+                        items.append(item)
+                    self.groups = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchRequest.OffsetFetchRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        if version >= 8:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
+                self.groups = []
+            if version >= 7:
+                self.require_stable = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchRequest.OffsetFetchRequestGroup.read(buf, off, version)
-                    items.append(item)
-                self.groups = items
-        else:
-            self.groups = []
-        if version >= 7:
-            self.require_stable = buf[off] != 0
-            off += 1
-        else:
-            self.require_stable = False
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.require_stable = False
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated OffsetFetchRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -410,41 +422,44 @@ class OffsetFetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 7:
-                self.partition_index = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.partition_index = 0
-            if version <= 7:
-                self.committed_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.committed_offset = 0
-            if 5 <= version <= 7:
-                self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.committed_leader_epoch = -1
-            if version <= 5:
-                self.metadata, off = r_nstr(buf, off)
-            elif 6 <= version <= 7:
-                self.metadata, off = r_ncstr(buf, off)
-            else:
-                self.metadata = ''
-            if version <= 7:
-                self.error_code = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.error_code = 0
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 7:
+                    self.partition_index = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.partition_index = 0
+                if version <= 7:
+                    self.committed_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.committed_offset = 0
+                if 5 <= version <= 7:
+                    self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.committed_leader_epoch = -1
+                if version <= 5:
+                    self.metadata, off = r_nstr(buf, off)
+                elif 6 <= version <= 7:
+                    self.metadata, off = r_ncstr(buf, off)
+                else:
+                    self.metadata = ''
+                if version <= 7:
+                    self.error_code = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.error_code = 0
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchResponsePartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -484,43 +499,46 @@ class OffsetFetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 5:
-                self.name, off = r_str(buf, off)
-            elif 6 <= version <= 7:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 5:
+                    self.name, off = r_str(buf, off)
+                elif 6 <= version <= 7:
+                    self.name, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetFetchResponse.OffsetFetchResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif 6 <= version <= 7:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+                    self.name = ''
+                if version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetFetchResponse.OffsetFetchResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif 6 <= version <= 7:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetFetchResponse.OffsetFetchResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetFetchResponse.OffsetFetchResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            else:
-                self.partitions = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.partitions = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchResponseTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -576,39 +594,42 @@ class OffsetFetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 8:
-                self.partition_index = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.partition_index = 0
-            if version >= 8:
-                self.committed_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.committed_offset = 0
-            if version >= 8:
-                self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.committed_leader_epoch = -1
-            if version >= 8:
-                self.metadata, off = r_ncstr(buf, off)
-            else:
-                self.metadata = ''
-            if version >= 8:
-                self.error_code = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.error_code = 0
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 8:
+                    self.partition_index = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.partition_index = 0
+                if version >= 8:
+                    self.committed_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
+                else:
+                    self.committed_offset = 0
+                if version >= 8:
+                    self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.committed_leader_epoch = -1
+                if version >= 8:
+                    self.metadata, off = r_ncstr(buf, off)
+                else:
+                    self.metadata = ''
+                if version >= 8:
+                    self.error_code = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.error_code = 0
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchResponsePartitions: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -646,31 +667,34 @@ class OffsetFetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 8:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version >= 8:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 8:
+                    self.name, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetFetchResponse.OffsetFetchResponsePartitions.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            else:
-                self.partitions = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.name = ''
+                if version >= 8:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetFetchResponse.OffsetFetchResponsePartitions.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                else:
+                    self.partitions = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchResponseTopics: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -711,36 +735,39 @@ class OffsetFetchResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 8:
-                self.group_id, off = r_cstr(buf, off)
-            else:
-                self.group_id = ''
-            if version >= 8:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 8:
+                    self.group_id, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = OffsetFetchResponse.OffsetFetchResponseTopics.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            else:
-                self.topics = []
-            if version >= 8:
-                self.error_code = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.error_code = 0
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.group_id = ''
+                if version >= 8:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = OffsetFetchResponse.OffsetFetchResponseTopics.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                else:
+                    self.topics = []
+                if version >= 8:
+                    self.error_code = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.error_code = 0
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated OffsetFetchResponseGroup: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -780,59 +807,62 @@ class OffsetFetchResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 3:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        if version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 3:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchResponse.OffsetFetchResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif 6 <= version <= 7:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.throttle_time_ms = 0
+            if version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchResponse.OffsetFetchResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif 6 <= version <= 7:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchResponse.OffsetFetchResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchResponse.OffsetFetchResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        if 2 <= version <= 7:
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-        else:
-            self.error_code = 0
-        if version >= 8:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array groups was null')
+                self.topics = []
+            if 2 <= version <= 7:
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
             else:
-                items = []
-                for _ in range(n):
-                    item, off = OffsetFetchResponse.OffsetFetchResponseGroup.read(buf, off, version)
-                    items.append(item)
-                self.groups = items
-        else:
-            self.groups = []
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.error_code = 0
+            if version >= 8:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array groups was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = OffsetFetchResponse.OffsetFetchResponseGroup.read(buf, off, version)
+                        items.append(item)
+                    self.groups = items
+            else:
+                self.groups = []
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated OffsetFetchResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

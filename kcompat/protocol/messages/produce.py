@@ -4,7 +4,7 @@
 """Kafka Produce API (key 0): ProduceRequest and ProduceResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,21 +47,24 @@ class ProduceRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.index = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 8:
-                self.records, off = r_nrecords(buf, off)
-            elif version >= 9:
-                self.records, off = r_ncrecords(buf, off)
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.index = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 8:
+                    self.records, off = r_nrecords(buf, off)
+                elif version >= 9:
+                    self.records, off = r_ncrecords(buf, off)
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionProduceData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -94,39 +97,42 @@ class ProduceRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 8:
-                self.name, off = r_str(buf, off)
-            elif version >= 9:
-                self.name, off = r_cstr(buf, off)
-            if version <= 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_data was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ProduceRequest.PartitionProduceData.read(buf, off, version)
-                        items.append(item)
-                    self.partition_data = items
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_data was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ProduceRequest.PartitionProduceData.read(buf, off, version)
-                        items.append(item)
-                    self.partition_data = items
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 8:
+                    self.name, off = r_str(buf, off)
+                elif version >= 9:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_data was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ProduceRequest.PartitionProduceData.read(buf, off, version)
+                            items.append(item)
+                        self.partition_data = items
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_data was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ProduceRequest.PartitionProduceData.read(buf, off, version)
+                            items.append(item)
+                        self.partition_data = items
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicProduceData: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -175,45 +181,48 @@ class ProduceRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if 3 <= version <= 8:
-            self.transactional_id, off = r_nstr(buf, off)
-        elif version >= 9:
-            self.transactional_id, off = r_ncstr(buf, off)
-        else:
-            self.transactional_id = None
-        self.acks = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 8:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_data was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if 3 <= version <= 8:
+                self.transactional_id, off = r_nstr(buf, off)
+            elif version >= 9:
+                self.transactional_id, off = r_ncstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = ProduceRequest.TopicProduceData.read(buf, off, version)
-                    items.append(item)
-                self.topic_data = items
-        elif version >= 9:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_data was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ProduceRequest.TopicProduceData.read(buf, off, version)
-                    items.append(item)
-                self.topic_data = items
-        if version >= 9:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.transactional_id = None
+            self.acks = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 8:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_data was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ProduceRequest.TopicProduceData.read(buf, off, version)
+                        items.append(item)
+                    self.topic_data = items
+            elif version >= 9:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_data was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ProduceRequest.TopicProduceData.read(buf, off, version)
+                        items.append(item)
+                    self.topic_data = items
+            if version >= 9:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ProduceRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -276,26 +285,29 @@ class ProduceResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 8:
-                self.batch_index = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.batch_index = 0
-            if version == 8:
-                self.batch_index_error_message, off = r_nstr(buf, off)
-            elif version >= 9:
-                self.batch_index_error_message, off = r_ncstr(buf, off)
-            else:
-                self.batch_index_error_message = None
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 8:
+                    self.batch_index = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.batch_index = 0
+                if version == 8:
+                    self.batch_index_error_message, off = r_nstr(buf, off)
+                elif version >= 9:
+                    self.batch_index_error_message, off = r_ncstr(buf, off)
+                else:
+                    self.batch_index_error_message = None
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated BatchIndexAndErrorMessage: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -329,25 +341,28 @@ class ProduceResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 10:
-                self.leader_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.leader_id = -1
-            if version >= 10:
-                self.leader_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.leader_epoch = -1
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 10:
+                    self.leader_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.leader_id = -1
+                if version >= 10:
+                    self.leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.leader_epoch = -1
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated LeaderIdAndEpoch: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -391,68 +406,71 @@ class ProduceResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.base_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 2:
-                self.log_append_time_ms = I64.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.base_offset = I64.unpack_from(buf, off)[0]
                 off += 8
-            else:
-                self.log_append_time_ms = -1
-            if version >= 5:
-                self.log_start_offset = I64.unpack_from(buf, off)[0]
-                off += 8
-            else:
-                self.log_start_offset = -1
-            if version == 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array record_errors was null')
+                if version >= 2:
+                    self.log_append_time_ms = I64.unpack_from(buf, off)[0]
+                    off += 8
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ProduceResponse.BatchIndexAndErrorMessage.read(buf, off, version)
-                        items.append(item)
-                    self.record_errors = items
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array record_errors was null')
+                    self.log_append_time_ms = -1
+                if version >= 5:
+                    self.log_start_offset = I64.unpack_from(buf, off)[0]
+                    off += 8
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ProduceResponse.BatchIndexAndErrorMessage.read(buf, off, version)
-                        items.append(item)
-                    self.record_errors = items
-            else:
-                self.record_errors = []
-            if version == 8:
-                self.error_message, off = r_nstr(buf, off)
-            elif version >= 9:
-                self.error_message, off = r_ncstr(buf, off)
-            else:
-                self.error_message = None
-            self.current_leader = ProduceResponse.LeaderIdAndEpoch()
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    if tag == 0 and version >= 10:
-                        end = off + size
-                        if end > len(buf):
-                            raise DecodeError('tagged field exceeds buffer')
-                        self.current_leader, off = ProduceResponse.LeaderIdAndEpoch.read(buf, off, version)
-                        if off != end:
-                            raise DecodeError('tagged field current_leader size mismatch')
+                    self.log_start_offset = -1
+                if version == 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array record_errors was null')
                     else:
-                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                        items = []
+                        for _ in range(n):
+                            item, off = ProduceResponse.BatchIndexAndErrorMessage.read(buf, off, version)
+                            items.append(item)
+                        self.record_errors = items
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array record_errors was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ProduceResponse.BatchIndexAndErrorMessage.read(buf, off, version)
+                            items.append(item)
+                        self.record_errors = items
+                else:
+                    self.record_errors = []
+                if version == 8:
+                    self.error_message, off = r_nstr(buf, off)
+                elif version >= 9:
+                    self.error_message, off = r_ncstr(buf, off)
+                else:
+                    self.error_message = None
+                self.current_leader = ProduceResponse.LeaderIdAndEpoch()
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        if tag == 0 and version >= 10:
+                            end = off + size
+                            if end > len(buf):
+                                raise DecodeError('tagged field exceeds buffer')
+                            self.current_leader, off = ProduceResponse.LeaderIdAndEpoch.read(buf, off, version)
+                            if off != end:
+                                raise DecodeError('tagged field current_leader size mismatch')
+                        else:
+                            self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionProduceResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -508,39 +526,42 @@ class ProduceResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 8:
-                self.name, off = r_str(buf, off)
-            elif version >= 9:
-                self.name, off = r_cstr(buf, off)
-            if version <= 8:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_responses was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ProduceResponse.PartitionProduceResponse.read(buf, off, version)
-                        items.append(item)
-                    self.partition_responses = items
-            elif version >= 9:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_responses was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = ProduceResponse.PartitionProduceResponse.read(buf, off, version)
-                        items.append(item)
-                    self.partition_responses = items
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 8:
+                    self.name, off = r_str(buf, off)
+                elif version >= 9:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 8:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_responses was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ProduceResponse.PartitionProduceResponse.read(buf, off, version)
+                            items.append(item)
+                        self.partition_responses = items
+                elif version >= 9:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_responses was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = ProduceResponse.PartitionProduceResponse.read(buf, off, version)
+                            items.append(item)
+                        self.partition_responses = items
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicProduceResponse: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -594,33 +615,36 @@ class ProduceResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 10:
-                self.node_id = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.node_id = 0
-            if version >= 10:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if version >= 10:
-                self.port = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.port = 0
-            if version >= 10:
-                self.rack, off = r_ncstr(buf, off)
-            else:
-                self.rack = None
-            if version >= 9:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 10:
+                    self.node_id = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.node_id = 0
+                if version >= 10:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if version >= 10:
+                    self.port = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.port = 0
+                if version >= 10:
+                    self.rack, off = r_ncstr(buf, off)
+                else:
+                    self.rack = None
+                if version >= 9:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated NodeEndpoint: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -655,57 +679,60 @@ class ProduceResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 8:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ProduceResponse.TopicProduceResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        elif version >= 9:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array responses was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = ProduceResponse.TopicProduceResponse.read(buf, off, version)
-                    items.append(item)
-                self.responses = items
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        self.node_endpoints = []
-        if version >= 9:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 10:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array node_endpoints was null')
-                    else:
-                        items = []
-                        for _ in range(n):
-                            item, off = ProduceResponse.NodeEndpoint.read(buf, off, version)
-                            items.append(item)
-                        self.node_endpoints = items
-                    if off != end:
-                        raise DecodeError('tagged field node_endpoints size mismatch')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 8:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = ProduceResponse.TopicProduceResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            elif version >= 9:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array responses was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = ProduceResponse.TopicProduceResponse.read(buf, off, version)
+                        items.append(item)
+                    self.responses = items
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.throttle_time_ms = 0
+            self.node_endpoints = []
+            if version >= 9:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 10:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array node_endpoints was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = ProduceResponse.NodeEndpoint.read(buf, off, version)
+                                items.append(item)
+                            self.node_endpoints = items
+                        if off != end:
+                            raise DecodeError('tagged field node_endpoints size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ProduceResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka SaslHandshake API (key 17): SaslHandshakeRequest and SaslHandshakeResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -40,10 +40,13 @@ class SaslHandshakeRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.mechanism, off = r_str(buf, off)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.mechanism, off = r_str(buf, off)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated SaslHandshakeRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -79,20 +82,23 @@ class SaslHandshakeResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        n, off = r_count(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array mechanisms was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = r_str(buf, off)
-                items.append(item)
-            self.mechanisms = items
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            n, off = r_count(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array mechanisms was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = r_str(buf, off)
+                    items.append(item)
+                self.mechanisms = items
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated SaslHandshakeResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

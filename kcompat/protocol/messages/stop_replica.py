@@ -4,7 +4,7 @@
 """Kafka StopReplica API (key 5): StopReplicaRequest and StopReplicaResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,24 +47,27 @@ class StopReplicaRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.topic_name, off = r_str(buf, off)
-            else:
-                self.topic_name = ''
-            if version <= 0:
-                self.partition_index = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.partition_index = 0
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.topic_name, off = r_str(buf, off)
+                else:
+                    self.topic_name = ''
+                if version <= 0:
+                    self.partition_index = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.partition_index = 0
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated StopReplicaPartitionV0: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -98,35 +101,38 @@ class StopReplicaRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version == 1:
-                self.name, off = r_str(buf, off)
-            elif version == 2:
-                self.name, off = r_cstr(buf, off)
-            else:
-                self.name = ''
-            if version == 1:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version == 1:
+                    self.name, off = r_str(buf, off)
+                elif version == 2:
+                    self.name, off = r_cstr(buf, off)
                 else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            elif version == 2:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
+                    self.name = ''
+                if version == 1:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
+                elif version == 2:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.partition_indexes = []
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.partition_indexes = []
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated StopReplicaTopicV1: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -176,30 +182,33 @@ class StopReplicaRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 3:
-                self.partition_index = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.partition_index = 0
-            if version >= 3:
-                self.leader_epoch = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.leader_epoch = -1
-            if version >= 3:
-                self.delete_partition = buf[off] != 0
-                off += 1
-            else:
-                self.delete_partition = False
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 3:
+                    self.partition_index = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.partition_index = 0
+                if version >= 3:
+                    self.leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.leader_epoch = -1
+                if version >= 3:
+                    self.delete_partition = buf[off] != 0
+                    off += 1
+                else:
+                    self.delete_partition = False
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated StopReplicaPartitionState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -233,31 +242,34 @@ class StopReplicaRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 3:
-                self.topic_name, off = r_cstr(buf, off)
-            else:
-                self.topic_name = ''
-            if version >= 3:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_states was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 3:
+                    self.topic_name, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = StopReplicaRequest.StopReplicaPartitionState.read(buf, off, version)
-                        items.append(item)
-                    self.partition_states = items
-            else:
-                self.partition_states = []
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_name = ''
+                if version >= 3:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_states was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = StopReplicaRequest.StopReplicaPartitionState.read(buf, off, version)
+                            items.append(item)
+                        self.partition_states = items
+                else:
+                    self.partition_states = []
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated StopReplicaTopicState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -303,80 +315,83 @@ class StopReplicaRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.controller_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 4:
-            self.is_k_raft_controller = buf[off] != 0
-            off += 1
-        else:
-            self.is_k_raft_controller = False
-        self.controller_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 1:
-            self.broker_epoch = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.broker_epoch = -1
-        if version <= 2:
-            self.delete_partitions = buf[off] != 0
-            off += 1
-        else:
-            self.delete_partitions = False
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array ungrouped_partitions was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.controller_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 4:
+                self.is_k_raft_controller = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = StopReplicaRequest.StopReplicaPartitionV0.read(buf, off, version)
-                    items.append(item)
-                self.ungrouped_partitions = items
-        else:
-            self.ungrouped_partitions = []
-        if version == 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.is_k_raft_controller = False
+            self.controller_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 1:
+                self.broker_epoch = I64.unpack_from(buf, off)[0]
+                off += 8
             else:
-                items = []
-                for _ in range(n):
-                    item, off = StopReplicaRequest.StopReplicaTopicV1.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version == 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.broker_epoch = -1
+            if version <= 2:
+                self.delete_partitions = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = StopReplicaRequest.StopReplicaTopicV1.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        if version >= 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_states was null')
+                self.delete_partitions = False
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array ungrouped_partitions was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = StopReplicaRequest.StopReplicaPartitionV0.read(buf, off, version)
+                        items.append(item)
+                    self.ungrouped_partitions = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = StopReplicaRequest.StopReplicaTopicState.read(buf, off, version)
-                    items.append(item)
-                self.topic_states = items
-        else:
-            self.topic_states = []
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.ungrouped_partitions = []
+            if version == 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = StopReplicaRequest.StopReplicaTopicV1.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version == 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = StopReplicaRequest.StopReplicaTopicV1.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            else:
+                self.topics = []
+            if version >= 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_states was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = StopReplicaRequest.StopReplicaTopicState.read(buf, off, version)
+                        items.append(item)
+                    self.topic_states = items
+            else:
+                self.topic_states = []
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated StopReplicaRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -457,23 +472,26 @@ class StopReplicaResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 1:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 2:
-                self.topic_name, off = r_cstr(buf, off)
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 2:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 1:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 2:
+                    self.topic_name, off = r_cstr(buf, off)
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 2:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated StopReplicaPartitionError: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -506,37 +524,40 @@ class StopReplicaResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version <= 1:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partition_errors was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = StopReplicaResponse.StopReplicaPartitionError.read(buf, off, version)
-                    items.append(item)
-                self.partition_errors = items
-        elif version >= 2:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array partition_errors was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = StopReplicaResponse.StopReplicaPartitionError.read(buf, off, version)
-                    items.append(item)
-                self.partition_errors = items
-        if version >= 2:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version <= 1:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partition_errors was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = StopReplicaResponse.StopReplicaPartitionError.read(buf, off, version)
+                        items.append(item)
+                    self.partition_errors = items
+            elif version >= 2:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array partition_errors was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = StopReplicaResponse.StopReplicaPartitionError.read(buf, off, version)
+                        items.append(item)
+                    self.partition_errors = items
+            if version >= 2:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated StopReplicaResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

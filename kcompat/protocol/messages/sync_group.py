@@ -4,7 +4,7 @@
 """Kafka SyncGroup API (key 14): SyncGroupRequest and SyncGroupResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,23 +47,26 @@ class SyncGroupRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 3:
-                self.member_id, off = r_str(buf, off)
-            elif version >= 4:
-                self.member_id, off = r_cstr(buf, off)
-            if version <= 3:
-                self.assignment, off = r_bytes(buf, off)
-            elif version >= 4:
-                self.assignment, off = r_cbytes(buf, off)
-            if version >= 4:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 3:
+                    self.member_id, off = r_str(buf, off)
+                elif version >= 4:
+                    self.member_id, off = r_cstr(buf, off)
+                if version <= 3:
+                    self.assignment, off = r_bytes(buf, off)
+                elif version >= 4:
+                    self.assignment, off = r_cbytes(buf, off)
+                if version >= 4:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated SyncGroupRequestAssignment: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -112,59 +115,62 @@ class SyncGroupRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 3:
-            self.group_id, off = r_str(buf, off)
-        elif version >= 4:
-            self.group_id, off = r_cstr(buf, off)
-        self.generation_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 3:
-            self.member_id, off = r_str(buf, off)
-        elif version >= 4:
-            self.member_id, off = r_cstr(buf, off)
-        if version == 3:
-            self.group_instance_id, off = r_nstr(buf, off)
-        elif version >= 4:
-            self.group_instance_id, off = r_ncstr(buf, off)
-        else:
-            self.group_instance_id = None
-        if version >= 5:
-            self.protocol_type, off = r_ncstr(buf, off)
-        else:
-            self.protocol_type = None
-        if version >= 5:
-            self.protocol_name, off = r_ncstr(buf, off)
-        else:
-            self.protocol_name = None
-        if version <= 3:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array assignments was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 3:
+                self.group_id, off = r_str(buf, off)
+            elif version >= 4:
+                self.group_id, off = r_cstr(buf, off)
+            self.generation_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 3:
+                self.member_id, off = r_str(buf, off)
+            elif version >= 4:
+                self.member_id, off = r_cstr(buf, off)
+            if version == 3:
+                self.group_instance_id, off = r_nstr(buf, off)
+            elif version >= 4:
+                self.group_instance_id, off = r_ncstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = SyncGroupRequest.SyncGroupRequestAssignment.read(buf, off, version)
-                    items.append(item)
-                self.assignments = items
-        elif version >= 4:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array assignments was null')
+                self.group_instance_id = None
+            if version >= 5:
+                self.protocol_type, off = r_ncstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = SyncGroupRequest.SyncGroupRequestAssignment.read(buf, off, version)
-                    items.append(item)
-                self.assignments = items
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.protocol_type = None
+            if version >= 5:
+                self.protocol_name, off = r_ncstr(buf, off)
+            else:
+                self.protocol_name = None
+            if version <= 3:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array assignments was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = SyncGroupRequest.SyncGroupRequestAssignment.read(buf, off, version)
+                        items.append(item)
+                    self.assignments = items
+            elif version >= 4:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array assignments was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = SyncGroupRequest.SyncGroupRequestAssignment.read(buf, off, version)
+                        items.append(item)
+                    self.assignments = items
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated SyncGroupRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -247,34 +253,37 @@ class SyncGroupResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version >= 1:
-            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.throttle_time_ms = 0
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version >= 5:
-            self.protocol_type, off = r_ncstr(buf, off)
-        else:
-            self.protocol_type = None
-        if version >= 5:
-            self.protocol_name, off = r_ncstr(buf, off)
-        else:
-            self.protocol_name = None
-        if version <= 3:
-            self.assignment, off = r_bytes(buf, off)
-        elif version >= 4:
-            self.assignment, off = r_cbytes(buf, off)
-        if version >= 4:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version >= 1:
+                self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+                off += 4
+            else:
+                self.throttle_time_ms = 0
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version >= 5:
+                self.protocol_type, off = r_ncstr(buf, off)
+            else:
+                self.protocol_type = None
+            if version >= 5:
+                self.protocol_name, off = r_ncstr(buf, off)
+            else:
+                self.protocol_name = None
+            if version <= 3:
+                self.assignment, off = r_bytes(buf, off)
+            elif version >= 4:
+                self.assignment, off = r_cbytes(buf, off)
+            if version >= 4:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated SyncGroupResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka TxnOffsetCommit API (key 28): TxnOffsetCommitRequest and TxnOffsetCommitResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -51,28 +51,31 @@ class TxnOffsetCommitRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.committed_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 2:
-                self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.committed_leader_epoch = -1
-            if version <= 2:
-                self.committed_metadata, off = r_nstr(buf, off)
-            elif version >= 3:
-                self.committed_metadata, off = r_ncstr(buf, off)
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                self.committed_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version >= 2:
+                    self.committed_leader_epoch = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.committed_leader_epoch = -1
+                if version <= 2:
+                    self.committed_metadata, off = r_nstr(buf, off)
+                elif version >= 3:
+                    self.committed_metadata, off = r_ncstr(buf, off)
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TxnOffsetCommitRequestPartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -108,39 +111,42 @@ class TxnOffsetCommitRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 2:
-                self.name, off = r_str(buf, off)
-            elif version >= 3:
-                self.name, off = r_cstr(buf, off)
-            if version <= 2:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 3:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 2:
+                    self.name, off = r_str(buf, off)
+                elif version >= 3:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 2:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 3:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TxnOffsetCommitRequestTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -197,60 +203,63 @@ class TxnOffsetCommitRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 2:
-            self.transactional_id, off = r_str(buf, off)
-        elif version >= 3:
-            self.transactional_id, off = r_cstr(buf, off)
-        if version <= 2:
-            self.group_id, off = r_str(buf, off)
-        elif version >= 3:
-            self.group_id, off = r_cstr(buf, off)
-        self.producer_id = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.producer_epoch = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version >= 3:
-            self.generation_id = I32.unpack_from(buf, off)[0]
-            off += 4
-        else:
-            self.generation_id = -1
-        if version >= 3:
-            self.member_id, off = r_cstr(buf, off)
-        else:
-            self.member_id = ''
-        if version >= 3:
-            self.group_instance_id, off = r_ncstr(buf, off)
-        else:
-            self.group_instance_id = None
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 2:
+                self.transactional_id, off = r_str(buf, off)
+            elif version >= 3:
+                self.transactional_id, off = r_cstr(buf, off)
+            if version <= 2:
+                self.group_id, off = r_str(buf, off)
+            elif version >= 3:
+                self.group_id, off = r_cstr(buf, off)
+            self.producer_id = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.producer_epoch = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version >= 3:
+                self.generation_id = I32.unpack_from(buf, off)[0]
+                off += 4
             else:
-                items = []
-                for _ in range(n):
-                    item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
+                self.generation_id = -1
+            if version >= 3:
+                self.member_id, off = r_cstr(buf, off)
             else:
-                items = []
-                for _ in range(n):
-                    item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.member_id = ''
+            if version >= 3:
+                self.group_instance_id, off = r_ncstr(buf, off)
+            else:
+                self.group_instance_id = None
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated TxnOffsetCommitRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -333,19 +342,22 @@ class TxnOffsetCommitResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TxnOffsetCommitResponsePartition: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -375,39 +387,42 @@ class TxnOffsetCommitResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 2:
-                self.name, off = r_str(buf, off)
-            elif version >= 3:
-                self.name, off = r_cstr(buf, off)
-            if version <= 2:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 3:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 3:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 2:
+                    self.name, off = r_str(buf, off)
+                elif version >= 3:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 2:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 3:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 3:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TxnOffsetCommitResponseTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -452,37 +467,40 @@ class TxnOffsetCommitResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version <= 2:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        elif version >= 3:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topics was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.read(buf, off, version)
-                    items.append(item)
-                self.topics = items
-        if version >= 3:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version <= 2:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            elif version >= 3:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topics was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.read(buf, off, version)
+                        items.append(item)
+                    self.topics = items
+            if version >= 3:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated TxnOffsetCommitResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

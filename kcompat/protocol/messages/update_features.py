@@ -4,7 +4,7 @@
 """Kafka UpdateFeatures API (key 57): UpdateFeaturesRequest and UpdateFeaturesResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -51,28 +51,31 @@ class UpdateFeaturesRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.feature, off = r_cstr(buf, off)
-            self.max_version_level = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version <= 0:
-                self.allow_downgrade = buf[off] != 0
-                off += 1
-            else:
-                self.allow_downgrade = False
-            if version >= 1:
-                self.upgrade_type = I8.unpack_from(buf, off)[0]
-                off += 1
-            else:
-                self.upgrade_type = 1
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.feature, off = r_cstr(buf, off)
+                self.max_version_level = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version <= 0:
+                    self.allow_downgrade = buf[off] != 0
+                    off += 1
+                else:
+                    self.allow_downgrade = False
+                if version >= 1:
+                    self.upgrade_type = I8.unpack_from(buf, off)[0]
+                    off += 1
+                else:
+                    self.upgrade_type = 1
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated FeatureUpdateKey: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -105,31 +108,34 @@ class UpdateFeaturesRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array feature_updates was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = UpdateFeaturesRequest.FeatureUpdateKey.read(buf, off, version)
-                items.append(item)
-            self.feature_updates = items
-        if version >= 1:
-            self.validate_only = buf[off] != 0
-            off += 1
-        else:
-            self.validate_only = False
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array feature_updates was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = UpdateFeaturesRequest.FeatureUpdateKey.read(buf, off, version)
+                    items.append(item)
+                self.feature_updates = items
+            if version >= 1:
+                self.validate_only = buf[off] != 0
+                off += 1
+            else:
+                self.validate_only = False
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated UpdateFeaturesRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -183,19 +189,22 @@ class UpdateFeaturesResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.feature, off = r_cstr(buf, off)
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.error_message, off = r_ncstr(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.feature, off = r_cstr(buf, off)
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.error_message, off = r_ncstr(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated UpdatableFeatureResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -227,32 +236,35 @@ class UpdateFeaturesResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.throttle_time_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.error_message, off = r_ncstr(buf, off)
-        if version <= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array results was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.throttle_time_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.error_message, off = r_ncstr(buf, off)
+            if version <= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array results was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = UpdateFeaturesResponse.UpdatableFeatureResult.read(buf, off, version)
+                        items.append(item)
+                    self.results = items
             else:
-                items = []
-                for _ in range(n):
-                    item, off = UpdateFeaturesResponse.UpdatableFeatureResult.read(buf, off, version)
-                    items.append(item)
-                self.results = items
-        else:
-            self.results = []
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                self.results = []
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated UpdateFeaturesResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

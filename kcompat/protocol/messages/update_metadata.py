@@ -4,7 +4,7 @@
 """Kafka UpdateMetadata API (key 6): UpdateMetadataRequest and UpdateMetadataResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -61,67 +61,70 @@ class UpdateMetadataRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 4:
-                self.topic_name, off = r_str(buf, off)
-            else:
-                self.topic_name = ''
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.controller_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array isr was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 4:
+                    self.topic_name, off = r_str(buf, off)
                 else:
-                    self.isr, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array isr was null')
+                    self.topic_name = ''
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.controller_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array isr was null')
+                    else:
+                        self.isr, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array isr was null')
+                    else:
+                        self.isr, off = r_fixed_array(buf, off, n, 'int32')
+                self.zk_version = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array replicas was null')
+                    else:
+                        self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array replicas was null')
+                    else:
+                        self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+                if 4 <= version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array offline_replicas was null')
+                    else:
+                        self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array offline_replicas was null')
+                    else:
+                        self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
                 else:
-                    self.isr, off = r_fixed_array(buf, off, n, 'int32')
-            self.zk_version = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array replicas was null')
-                else:
-                    self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array replicas was null')
-                else:
-                    self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-            if 4 <= version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array offline_replicas was null')
-                else:
-                    self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array offline_replicas was null')
-                else:
-                    self.offline_replicas, off = r_fixed_array(buf, off, n, 'int32')
-            else:
-                self.offline_replicas = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.offline_replicas = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated UpdateMetadataPartitionState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -196,47 +199,50 @@ class UpdateMetadataRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version == 5:
-                self.topic_name, off = r_str(buf, off)
-            elif version >= 6:
-                self.topic_name, off = r_cstr(buf, off)
-            else:
-                self.topic_name = ''
-            if version >= 7:
-                self.topic_id, off = r_uuid(buf, off)
-            else:
-                self.topic_id = ZERO_UUID
-            if version == 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_states was null')
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version == 5:
+                    self.topic_name, off = r_str(buf, off)
+                elif version >= 6:
+                    self.topic_name, off = r_cstr(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = UpdateMetadataRequest.UpdateMetadataPartitionState.read(buf, off, version)
-                        items.append(item)
-                    self.partition_states = items
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_states was null')
+                    self.topic_name = ''
+                if version >= 7:
+                    self.topic_id, off = r_uuid(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = UpdateMetadataRequest.UpdateMetadataPartitionState.read(buf, off, version)
-                        items.append(item)
-                    self.partition_states = items
-            else:
-                self.partition_states = []
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.topic_id = ZERO_UUID
+                if version == 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_states was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = UpdateMetadataRequest.UpdateMetadataPartitionState.read(buf, off, version)
+                            items.append(item)
+                        self.partition_states = items
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_states was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = UpdateMetadataRequest.UpdateMetadataPartitionState.read(buf, off, version)
+                            items.append(item)
+                        self.partition_states = items
+                else:
+                    self.partition_states = []
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated UpdateMetadataTopicState: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -294,37 +300,40 @@ class UpdateMetadataRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version >= 1:
-                self.port = I32.unpack_from(buf, off)[0]
-                off += 4
-            else:
-                self.port = 0
-            if 1 <= version <= 5:
-                self.host, off = r_str(buf, off)
-            elif version >= 6:
-                self.host, off = r_cstr(buf, off)
-            else:
-                self.host = ''
-            if 3 <= version <= 5:
-                self.listener, off = r_str(buf, off)
-            elif version >= 6:
-                self.listener, off = r_cstr(buf, off)
-            else:
-                self.listener = ''
-            if version >= 1:
-                self.security_protocol = I16.unpack_from(buf, off)[0]
-                off += 2
-            else:
-                self.security_protocol = 0
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version >= 1:
+                    self.port = I32.unpack_from(buf, off)[0]
+                    off += 4
+                else:
+                    self.port = 0
+                if 1 <= version <= 5:
+                    self.host, off = r_str(buf, off)
+                elif version >= 6:
+                    self.host, off = r_cstr(buf, off)
+                else:
+                    self.host = ''
+                if 3 <= version <= 5:
+                    self.listener, off = r_str(buf, off)
+                elif version >= 6:
+                    self.listener, off = r_cstr(buf, off)
+                else:
+                    self.listener = ''
+                if version >= 1:
+                    self.security_protocol = I16.unpack_from(buf, off)[0]
+                    off += 2
+                else:
+                    self.security_protocol = 0
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated UpdateMetadataEndpoint: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -378,54 +387,57 @@ class UpdateMetadataRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.id = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version <= 0:
-                self.v0_host, off = r_str(buf, off)
-            else:
-                self.v0_host = ''
-            if version <= 0:
-                self.v0_port = I32.unpack_from(buf, off)[0]
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.id = I32.unpack_from(buf, off)[0]
                 off += 4
-            else:
-                self.v0_port = 0
-            if 1 <= version <= 5:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array endpoints was null')
+                if version <= 0:
+                    self.v0_host, off = r_str(buf, off)
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = UpdateMetadataRequest.UpdateMetadataEndpoint.read(buf, off, version)
-                        items.append(item)
-                    self.endpoints = items
-            elif version >= 6:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array endpoints was null')
+                    self.v0_host = ''
+                if version <= 0:
+                    self.v0_port = I32.unpack_from(buf, off)[0]
+                    off += 4
                 else:
-                    items = []
-                    for _ in range(n):
-                        item, off = UpdateMetadataRequest.UpdateMetadataEndpoint.read(buf, off, version)
-                        items.append(item)
-                    self.endpoints = items
-            else:
-                self.endpoints = []
-            if 2 <= version <= 5:
-                self.rack, off = r_nstr(buf, off)
-            elif version >= 6:
-                self.rack, off = r_ncstr(buf, off)
-            else:
-                self.rack = ''
-            if version >= 6:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+                    self.v0_port = 0
+                if 1 <= version <= 5:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array endpoints was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = UpdateMetadataRequest.UpdateMetadataEndpoint.read(buf, off, version)
+                            items.append(item)
+                        self.endpoints = items
+                elif version >= 6:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array endpoints was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = UpdateMetadataRequest.UpdateMetadataEndpoint.read(buf, off, version)
+                            items.append(item)
+                        self.endpoints = items
+                else:
+                    self.endpoints = []
+                if 2 <= version <= 5:
+                    self.rack, off = r_nstr(buf, off)
+                elif version >= 6:
+                    self.rack, off = r_ncstr(buf, off)
+                else:
+                    self.rack = ''
+                if version >= 6:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated UpdateMetadataBroker: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -485,93 +497,96 @@ class UpdateMetadataRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.controller_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 8:
-            self.is_k_raft_controller = buf[off] != 0
-            off += 1
-        else:
-            self.is_k_raft_controller = False
-        self.type = 0
-        self.controller_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 5:
-            self.broker_epoch = I64.unpack_from(buf, off)[0]
-            off += 8
-        else:
-            self.broker_epoch = -1
-        if version <= 4:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array ungrouped_partition_states was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.controller_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 8:
+                self.is_k_raft_controller = buf[off] != 0
+                off += 1
             else:
-                items = []
-                for _ in range(n):
-                    item, off = UpdateMetadataRequest.UpdateMetadataPartitionState.read(buf, off, version)
-                    items.append(item)
-                self.ungrouped_partition_states = items
-        else:
-            self.ungrouped_partition_states = []
-        if version == 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_states was null')
+                self.is_k_raft_controller = False
+            self.type = 0
+            self.controller_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 5:
+                self.broker_epoch = I64.unpack_from(buf, off)[0]
+                off += 8
             else:
-                items = []
-                for _ in range(n):
-                    item, off = UpdateMetadataRequest.UpdateMetadataTopicState.read(buf, off, version)
-                    items.append(item)
-                self.topic_states = items
-        elif version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array topic_states was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = UpdateMetadataRequest.UpdateMetadataTopicState.read(buf, off, version)
-                    items.append(item)
-                self.topic_states = items
-        else:
-            self.topic_states = []
-        if version <= 5:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array live_brokers was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = UpdateMetadataRequest.UpdateMetadataBroker.read(buf, off, version)
-                    items.append(item)
-                self.live_brokers = items
-        elif version >= 6:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array live_brokers was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = UpdateMetadataRequest.UpdateMetadataBroker.read(buf, off, version)
-                    items.append(item)
-                self.live_brokers = items
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 8:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.type = I8.unpack_from(buf, off)[0]
-                    off += 1
-                    if off != end:
-                        raise DecodeError('tagged field type size mismatch')
+                self.broker_epoch = -1
+            if version <= 4:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array ungrouped_partition_states was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = UpdateMetadataRequest.UpdateMetadataPartitionState.read(buf, off, version)
+                        items.append(item)
+                    self.ungrouped_partition_states = items
+            else:
+                self.ungrouped_partition_states = []
+            if version == 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_states was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = UpdateMetadataRequest.UpdateMetadataTopicState.read(buf, off, version)
+                        items.append(item)
+                    self.topic_states = items
+            elif version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array topic_states was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = UpdateMetadataRequest.UpdateMetadataTopicState.read(buf, off, version)
+                        items.append(item)
+                    self.topic_states = items
+            else:
+                self.topic_states = []
+            if version <= 5:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array live_brokers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = UpdateMetadataRequest.UpdateMetadataBroker.read(buf, off, version)
+                        items.append(item)
+                    self.live_brokers = items
+            elif version >= 6:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array live_brokers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = UpdateMetadataRequest.UpdateMetadataBroker.read(buf, off, version)
+                        items.append(item)
+                    self.live_brokers = items
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 8:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.type = I8.unpack_from(buf, off)[0]
+                        off += 1
+                        if off != end:
+                            raise DecodeError('tagged field type size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated UpdateMetadataRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -651,17 +666,20 @@ class UpdateMetadataResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.error_code = I16.unpack_from(buf, off)[0]
-        off += 2
-        if version >= 6:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.error_code = I16.unpack_from(buf, off)[0]
+            off += 2
+            if version >= 6:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated UpdateMetadataResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka WriteTxnMarkers API (key 27): WriteTxnMarkersRequest and WriteTxnMarkersResponse."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,31 +47,34 @@ class WriteTxnMarkersRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.name, off = r_str(buf, off)
-            elif version >= 1:
-                self.name, off = r_cstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
-                else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_indexes was null')
-                else:
-                    self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_indexes was null')
+                    else:
+                        self.partition_indexes, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated WritableTxnMarkerTopic: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -125,43 +128,46 @@ class WriteTxnMarkersRequest(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.producer_id = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.producer_epoch = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.transaction_result = buf[off] != 0
-            off += 1
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = WriteTxnMarkersRequest.WritableTxnMarkerTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = WriteTxnMarkersRequest.WritableTxnMarkerTopic.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            self.coordinator_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.producer_id = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.producer_epoch = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.transaction_result = buf[off] != 0
+                off += 1
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = WriteTxnMarkersRequest.WritableTxnMarkerTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = WriteTxnMarkersRequest.WritableTxnMarkerTopic.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                self.coordinator_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated WritableTxnMarker: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -200,35 +206,38 @@ class WriteTxnMarkersRequest(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array markers was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = WriteTxnMarkersRequest.WritableTxnMarker.read(buf, off, version)
-                    items.append(item)
-                self.markers = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array markers was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = WriteTxnMarkersRequest.WritableTxnMarker.read(buf, off, version)
-                    items.append(item)
-                self.markers = items
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array markers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = WriteTxnMarkersRequest.WritableTxnMarker.read(buf, off, version)
+                        items.append(item)
+                    self.markers = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array markers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = WriteTxnMarkersRequest.WritableTxnMarker.read(buf, off, version)
+                        items.append(item)
+                    self.markers = items
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated WriteTxnMarkersRequest: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -285,19 +294,22 @@ class WriteTxnMarkersResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.partition_index = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.error_code = I16.unpack_from(buf, off)[0]
-            off += 2
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.partition_index = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.error_code = I16.unpack_from(buf, off)[0]
+                off += 2
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated WritableTxnMarkerPartitionResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -327,39 +339,42 @@ class WriteTxnMarkersResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.name, off = r_str(buf, off)
-            elif version >= 1:
-                self.name, off = r_cstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partitions was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult.read(buf, off, version)
-                        items.append(item)
-                    self.partitions = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.name, off = r_str(buf, off)
+                elif version >= 1:
+                    self.name, off = r_cstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partitions was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult.read(buf, off, version)
+                            items.append(item)
+                        self.partitions = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated WritableTxnMarkerTopicResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -409,37 +424,40 @@ class WriteTxnMarkersResponse(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.producer_id = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array topics was null')
-                else:
-                    items = []
-                    for _ in range(n):
-                        item, off = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult.read(buf, off, version)
-                        items.append(item)
-                    self.topics = items
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.producer_id = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array topics was null')
+                    else:
+                        items = []
+                        for _ in range(n):
+                            item, off = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult.read(buf, off, version)
+                            items.append(item)
+                        self.topics = items
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated WritableTxnMarkerResult: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -475,35 +493,38 @@ class WriteTxnMarkersResponse(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array markers was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = WriteTxnMarkersResponse.WritableTxnMarkerResult.read(buf, off, version)
-                    items.append(item)
-                self.markers = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                raise DecodeError('non-nullable array markers was null')
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = WriteTxnMarkersResponse.WritableTxnMarkerResult.read(buf, off, version)
-                    items.append(item)
-                self.markers = items
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array markers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = WriteTxnMarkersResponse.WritableTxnMarkerResult.read(buf, off, version)
+                        items.append(item)
+                    self.markers = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array markers was null')
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = WriteTxnMarkersResponse.WritableTxnMarkerResult.read(buf, off, version)
+                        items.append(item)
+                    self.markers = items
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated WriteTxnMarkersResponse: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

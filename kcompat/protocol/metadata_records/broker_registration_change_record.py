@@ -4,7 +4,7 @@
 """Kafka BrokerRegistrationChangeRecord (metadata message, kafka-specs/metadata)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -48,54 +48,57 @@ class BrokerRegistrationChangeRecord(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.broker_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.broker_epoch = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.fenced = 0
-        self.in_controlled_shutdown = 0
-        self.log_dirs = []
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.fenced = I8.unpack_from(buf, off)[0]
-                    off += 1
-                    if off != end:
-                        raise DecodeError('tagged field fenced size mismatch')
-                elif tag == 1 and version >= 1:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.in_controlled_shutdown = I8.unpack_from(buf, off)[0]
-                    off += 1
-                    if off != end:
-                        raise DecodeError('tagged field in_controlled_shutdown size mismatch')
-                elif tag == 2 and version >= 2:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        raise DecodeError('non-nullable array log_dirs was null')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.broker_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.broker_epoch = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.fenced = 0
+            self.in_controlled_shutdown = 0
+            self.log_dirs = []
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.fenced = I8.unpack_from(buf, off)[0]
+                        off += 1
+                        if off != end:
+                            raise DecodeError('tagged field fenced size mismatch')
+                    elif tag == 1 and version >= 1:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.in_controlled_shutdown = I8.unpack_from(buf, off)[0]
+                        off += 1
+                        if off != end:
+                            raise DecodeError('tagged field in_controlled_shutdown size mismatch')
+                    elif tag == 2 and version >= 2:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            raise DecodeError('non-nullable array log_dirs was null')
+                        else:
+                            items = []
+                            for _ in range(n):
+                                item, off = r_uuid(buf, off)
+                                items.append(item)
+                            self.log_dirs = items
+                        if off != end:
+                            raise DecodeError('tagged field log_dirs size mismatch')
                     else:
-                        items = []
-                        for _ in range(n):
-                            item, off = r_uuid(buf, off)
-                            items.append(item)
-                        self.log_dirs = items
-                    if off != end:
-                        raise DecodeError('tagged field log_dirs size mismatch')
-                else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated BrokerRegistrationChangeRecord: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

@@ -4,7 +4,7 @@
 """Kafka PartitionRecord (metadata message, kafka-specs/metadata)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -64,90 +64,93 @@ class PartitionRecord(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.partition_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.topic_id, off = r_uuid(buf, off)
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array replicas was null')
-        else:
-            self.replicas, off = r_fixed_array(buf, off, n, 'int32')
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array isr was null')
-        else:
-            self.isr, off = r_fixed_array(buf, off, n, 'int32')
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array removing_replicas was null')
-        else:
-            self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array adding_replicas was null')
-        else:
-            self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
-        self.leader = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.leader_recovery_state = 0
-        self.leader_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.partition_epoch = I32.unpack_from(buf, off)[0]
-        off += 4
-        if version >= 1:
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.partition_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.topic_id, off = r_uuid(buf, off)
             n, off = r_ccount(buf, off)
             if n < 0:
-                raise DecodeError('non-nullable array directories was null')
+                raise DecodeError('non-nullable array replicas was null')
             else:
-                items = []
-                for _ in range(n):
-                    item, off = r_uuid(buf, off)
-                    items.append(item)
-                self.directories = items
-        else:
-            self.directories = []
-        self.eligible_leader_replicas = None
-        self.last_known_elr = None
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.leader_recovery_state = I8.unpack_from(buf, off)[0]
-                    off += 1
-                    if off != end:
-                        raise DecodeError('tagged field leader_recovery_state size mismatch')
-                elif tag == 1 and version >= 2:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        self.eligible_leader_replicas = None
-                    else:
-                        self.eligible_leader_replicas, off = r_fixed_array(buf, off, n, 'int32')
-                    if off != end:
-                        raise DecodeError('tagged field eligible_leader_replicas size mismatch')
-                elif tag == 2 and version >= 2:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    n, off = r_ccount(buf, off)
-                    if n < 0:
-                        self.last_known_elr = None
-                    else:
-                        self.last_known_elr, off = r_fixed_array(buf, off, n, 'int32')
-                    if off != end:
-                        raise DecodeError('tagged field last_known_elr size mismatch')
+                self.replicas, off = r_fixed_array(buf, off, n, 'int32')
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array isr was null')
+            else:
+                self.isr, off = r_fixed_array(buf, off, n, 'int32')
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array removing_replicas was null')
+            else:
+                self.removing_replicas, off = r_fixed_array(buf, off, n, 'int32')
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array adding_replicas was null')
+            else:
+                self.adding_replicas, off = r_fixed_array(buf, off, n, 'int32')
+            self.leader = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.leader_recovery_state = 0
+            self.leader_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.partition_epoch = I32.unpack_from(buf, off)[0]
+            off += 4
+            if version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    raise DecodeError('non-nullable array directories was null')
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = r_uuid(buf, off)
+                        items.append(item)
+                    self.directories = items
+            else:
+                self.directories = []
+            self.eligible_leader_replicas = None
+            self.last_known_elr = None
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.leader_recovery_state = I8.unpack_from(buf, off)[0]
+                        off += 1
+                        if off != end:
+                            raise DecodeError('tagged field leader_recovery_state size mismatch')
+                    elif tag == 1 and version >= 2:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            self.eligible_leader_replicas = None
+                        else:
+                            self.eligible_leader_replicas, off = r_fixed_array(buf, off, n, 'int32')
+                        if off != end:
+                            raise DecodeError('tagged field eligible_leader_replicas size mismatch')
+                    elif tag == 2 and version >= 2:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        n, off = r_ccount(buf, off)
+                        if n < 0:
+                            self.last_known_elr = None
+                        else:
+                            self.last_known_elr, off = r_fixed_array(buf, off, n, 'int32')
+                        if off != end:
+                            raise DecodeError('tagged field last_known_elr size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated PartitionRecord: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

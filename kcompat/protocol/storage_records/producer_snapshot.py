@@ -4,7 +4,7 @@
 """Kafka ProducerSnapshot (data message, kafka-specs/storage)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -59,25 +59,28 @@ class ProducerSnapshot(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.producer_id = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.epoch = I16.unpack_from(buf, off)[0]
-            off += 2
-            self.last_sequence = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.last_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.offset_delta = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.timestamp = I64.unpack_from(buf, off)[0]
-            off += 8
-            self.coordinator_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.current_txn_first_offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.producer_id = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.epoch = I16.unpack_from(buf, off)[0]
+                off += 2
+                self.last_sequence = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.last_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.offset_delta = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.timestamp = I64.unpack_from(buf, off)[0]
+                off += 8
+                self.coordinator_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.current_txn_first_offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated ProducerEntry: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -103,20 +106,23 @@ class ProducerSnapshot(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.crc = U32.unpack_from(buf, off)[0]
-        off += 4
-        n, off = r_count(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array producer_entries was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = ProducerSnapshot.ProducerEntry.read(buf, off, version)
-                items.append(item)
-            self.producer_entries = items
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.crc = U32.unpack_from(buf, off)[0]
+            off += 4
+            n, off = r_count(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array producer_entries was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = ProducerSnapshot.ProducerEntry.read(buf, off, version)
+                    items.append(item)
+                self.producer_entries = items
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated ProducerSnapshot: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

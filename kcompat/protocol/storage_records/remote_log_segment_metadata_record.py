@@ -4,7 +4,7 @@
 """Kafka RemoteLogSegmentMetadataRecord (metadata message, kafka-specs/storage)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -49,19 +49,22 @@ class RemoteLogSegmentMetadataRecord(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.id, off = r_uuid(buf, off)
-            self.partition = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.id, off = r_uuid(buf, off)
+                self.partition = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicIdPartitionEntry: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -96,17 +99,20 @@ class RemoteLogSegmentMetadataRecord(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.topic_id_partition, off = RemoteLogSegmentMetadataRecord.TopicIdPartitionEntry.read(buf, off, version)
-            self.id, off = r_uuid(buf, off)
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.topic_id_partition, off = RemoteLogSegmentMetadataRecord.TopicIdPartitionEntry.read(buf, off, version)
+                self.id, off = r_uuid(buf, off)
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated RemoteLogSegmentIdEntry: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -138,19 +144,22 @@ class RemoteLogSegmentMetadataRecord(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.leader_epoch = I32.unpack_from(buf, off)[0]
-            off += 4
-            self.offset = I64.unpack_from(buf, off)[0]
-            off += 8
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.leader_epoch = I32.unpack_from(buf, off)[0]
+                off += 4
+                self.offset = I64.unpack_from(buf, off)[0]
+                off += 8
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated SegmentLeaderEpochEntry: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -191,40 +200,43 @@ class RemoteLogSegmentMetadataRecord(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.remote_log_segment_id, off = RemoteLogSegmentMetadataRecord.RemoteLogSegmentIdEntry.read(buf, off, version)
-        self.start_offset = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.end_offset = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.broker_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.max_timestamp_ms = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.event_timestamp_ms = I64.unpack_from(buf, off)[0]
-        off += 8
-        n, off = r_ccount(buf, off)
-        if n < 0:
-            raise DecodeError('non-nullable array segment_leader_epochs was null')
-        else:
-            items = []
-            for _ in range(n):
-                item, off = RemoteLogSegmentMetadataRecord.SegmentLeaderEpochEntry.read(buf, off, version)
-                items.append(item)
-            self.segment_leader_epochs = items
-        self.segment_size_in_bytes = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.custom_metadata, off = r_ncbytes(buf, off)
-        self.remote_log_segment_state = I8.unpack_from(buf, off)[0]
-        off += 1
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.remote_log_segment_id, off = RemoteLogSegmentMetadataRecord.RemoteLogSegmentIdEntry.read(buf, off, version)
+            self.start_offset = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.end_offset = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.broker_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.max_timestamp_ms = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.event_timestamp_ms = I64.unpack_from(buf, off)[0]
+            off += 8
+            n, off = r_ccount(buf, off)
+            if n < 0:
+                raise DecodeError('non-nullable array segment_leader_epochs was null')
+            else:
+                items = []
+                for _ in range(n):
+                    item, off = RemoteLogSegmentMetadataRecord.SegmentLeaderEpochEntry.read(buf, off, version)
+                    items.append(item)
+                self.segment_leader_epochs = items
+            self.segment_size_in_bytes = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.custom_metadata, off = r_ncbytes(buf, off)
+            self.remote_log_segment_state = I8.unpack_from(buf, off)[0]
+            off += 1
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated RemoteLogSegmentMetadataRecord: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

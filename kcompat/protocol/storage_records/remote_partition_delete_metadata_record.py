@@ -4,7 +4,7 @@
 """Kafka RemotePartitionDeleteMetadataRecord (metadata message, kafka-specs/storage)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -49,19 +49,22 @@ class RemotePartitionDeleteMetadataRecord(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            self.name, off = r_cstr(buf, off)
-            self.id, off = r_uuid(buf, off)
-            self.partition = I32.unpack_from(buf, off)[0]
-            off += 4
-            if version >= 0:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                self.name, off = r_cstr(buf, off)
+                self.id, off = r_uuid(buf, off)
+                self.partition = I32.unpack_from(buf, off)[0]
+                off += 4
+                if version >= 0:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated TopicIdPartitionEntry: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -95,22 +98,25 @@ class RemotePartitionDeleteMetadataRecord(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.topic_id_partition, off = RemotePartitionDeleteMetadataRecord.TopicIdPartitionEntry.read(buf, off, version)
-        self.broker_id = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.event_timestamp_ms = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.remote_partition_delete_state = I8.unpack_from(buf, off)[0]
-        off += 1
-        if version >= 0:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.topic_id_partition, off = RemotePartitionDeleteMetadataRecord.TopicIdPartitionEntry.read(buf, off, version)
+            self.broker_id = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.event_timestamp_ms = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.remote_partition_delete_state = I8.unpack_from(buf, off)[0]
+            off += 1
+            if version >= 0:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated RemotePartitionDeleteMetadataRecord: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""

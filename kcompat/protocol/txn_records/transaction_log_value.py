@@ -4,7 +4,7 @@
 """Kafka TransactionLogValue (data message, kafka-specs/transaction-coordinator)."""
 
 from kcompat.protocol.primitives import (
-    DecodeError, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
+    DecodeError, TRUNCATED, ZERO_UUID, I8, I16, U16, I32, U32, I64, F64,
     r_uvarint, r_count, r_ccount, r_fixed_array, r_unknown_tag,
     r_str, r_nstr, r_cstr, r_ncstr, r_bytes, r_nbytes, r_cbytes, r_ncbytes,
     r_records, r_nrecords, r_crecords, r_ncrecords, r_uuid,
@@ -47,31 +47,34 @@ class TransactionLogValue(Struct):
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-            self = cls.__new__(cls)
-            self.unknown_tagged_fields = None
-            if version <= 0:
-                self.topic, off = r_str(buf, off)
-            elif version >= 1:
-                self.topic, off = r_cstr(buf, off)
-            if version <= 0:
-                n, off = r_count(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_ids was null')
-                else:
-                    self.partition_ids, off = r_fixed_array(buf, off, n, 'int32')
-            elif version >= 1:
-                n, off = r_ccount(buf, off)
-                if n < 0:
-                    raise DecodeError('non-nullable array partition_ids was null')
-                else:
-                    self.partition_ids, off = r_fixed_array(buf, off, n, 'int32')
-            if version >= 1:
-                nt, off = r_uvarint(buf, off)
-                for _ in range(nt):
-                    tag, off = r_uvarint(buf, off)
-                    size, off = r_uvarint(buf, off)
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-            return self, off
+            try:
+                self = cls.__new__(cls)
+                self.unknown_tagged_fields = None
+                if version <= 0:
+                    self.topic, off = r_str(buf, off)
+                elif version >= 1:
+                    self.topic, off = r_cstr(buf, off)
+                if version <= 0:
+                    n, off = r_count(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_ids was null')
+                    else:
+                        self.partition_ids, off = r_fixed_array(buf, off, n, 'int32')
+                elif version >= 1:
+                    n, off = r_ccount(buf, off)
+                    if n < 0:
+                        raise DecodeError('non-nullable array partition_ids was null')
+                    else:
+                        self.partition_ids, off = r_fixed_array(buf, off, n, 'int32')
+                if version >= 1:
+                    nt, off = r_uvarint(buf, off)
+                    for _ in range(nt):
+                        tag, off = r_uvarint(buf, off)
+                        size, off = r_uvarint(buf, off)
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+                return self, off
+            except TRUNCATED as exc:
+                raise DecodeError(f'truncated PartitionsSchema: {exc}') from None
 
         def write(self, out, version):
             """Append the encoding of this object at ``version`` to the bytearray ``out``."""
@@ -130,75 +133,78 @@ class TransactionLogValue(Struct):
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
-        self = cls.__new__(cls)
-        self.unknown_tagged_fields = None
-        self.producer_id = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.previous_producer_id = -1
-        self.next_producer_id = -1
-        self.producer_epoch = I16.unpack_from(buf, off)[0]
-        off += 2
-        self.transaction_timeout_ms = I32.unpack_from(buf, off)[0]
-        off += 4
-        self.transaction_status = I8.unpack_from(buf, off)[0]
-        off += 1
-        if version <= 0:
-            n, off = r_count(buf, off)
-            if n < 0:
-                self.transaction_partitions = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = TransactionLogValue.PartitionsSchema.read(buf, off, version)
-                    items.append(item)
-                self.transaction_partitions = items
-        elif version >= 1:
-            n, off = r_ccount(buf, off)
-            if n < 0:
-                self.transaction_partitions = None
-            else:
-                items = []
-                for _ in range(n):
-                    item, off = TransactionLogValue.PartitionsSchema.read(buf, off, version)
-                    items.append(item)
-                self.transaction_partitions = items
-        self.transaction_last_update_timestamp_ms = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.transaction_start_timestamp_ms = I64.unpack_from(buf, off)[0]
-        off += 8
-        self.client_transaction_version = 0
-        if version >= 1:
-            nt, off = r_uvarint(buf, off)
-            for _ in range(nt):
-                tag, off = r_uvarint(buf, off)
-                size, off = r_uvarint(buf, off)
-                if tag == 0 and version >= 1:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.previous_producer_id = I64.unpack_from(buf, off)[0]
-                    off += 8
-                    if off != end:
-                        raise DecodeError('tagged field previous_producer_id size mismatch')
-                elif tag == 1 and version >= 1:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.next_producer_id = I64.unpack_from(buf, off)[0]
-                    off += 8
-                    if off != end:
-                        raise DecodeError('tagged field next_producer_id size mismatch')
-                elif tag == 2 and version >= 1:
-                    end = off + size
-                    if end > len(buf):
-                        raise DecodeError('tagged field exceeds buffer')
-                    self.client_transaction_version = I16.unpack_from(buf, off)[0]
-                    off += 2
-                    if off != end:
-                        raise DecodeError('tagged field client_transaction_version size mismatch')
+        try:
+            self = cls.__new__(cls)
+            self.unknown_tagged_fields = None
+            self.producer_id = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.previous_producer_id = -1
+            self.next_producer_id = -1
+            self.producer_epoch = I16.unpack_from(buf, off)[0]
+            off += 2
+            self.transaction_timeout_ms = I32.unpack_from(buf, off)[0]
+            off += 4
+            self.transaction_status = I8.unpack_from(buf, off)[0]
+            off += 1
+            if version <= 0:
+                n, off = r_count(buf, off)
+                if n < 0:
+                    self.transaction_partitions = None
                 else:
-                    self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
-        return self, off
+                    items = []
+                    for _ in range(n):
+                        item, off = TransactionLogValue.PartitionsSchema.read(buf, off, version)
+                        items.append(item)
+                    self.transaction_partitions = items
+            elif version >= 1:
+                n, off = r_ccount(buf, off)
+                if n < 0:
+                    self.transaction_partitions = None
+                else:
+                    items = []
+                    for _ in range(n):
+                        item, off = TransactionLogValue.PartitionsSchema.read(buf, off, version)
+                        items.append(item)
+                    self.transaction_partitions = items
+            self.transaction_last_update_timestamp_ms = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.transaction_start_timestamp_ms = I64.unpack_from(buf, off)[0]
+            off += 8
+            self.client_transaction_version = 0
+            if version >= 1:
+                nt, off = r_uvarint(buf, off)
+                for _ in range(nt):
+                    tag, off = r_uvarint(buf, off)
+                    size, off = r_uvarint(buf, off)
+                    if tag == 0 and version >= 1:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.previous_producer_id = I64.unpack_from(buf, off)[0]
+                        off += 8
+                        if off != end:
+                            raise DecodeError('tagged field previous_producer_id size mismatch')
+                    elif tag == 1 and version >= 1:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.next_producer_id = I64.unpack_from(buf, off)[0]
+                        off += 8
+                        if off != end:
+                            raise DecodeError('tagged field next_producer_id size mismatch')
+                    elif tag == 2 and version >= 1:
+                        end = off + size
+                        if end > len(buf):
+                            raise DecodeError('tagged field exceeds buffer')
+                        self.client_transaction_version = I16.unpack_from(buf, off)[0]
+                        off += 2
+                        if off != end:
+                            raise DecodeError('tagged field client_transaction_version size mismatch')
+                    else:
+                        self.unknown_tagged_fields, off = r_unknown_tag(buf, off, tag, size, self.unknown_tagged_fields)
+            return self, off
+        except TRUNCATED as exc:
+            raise DecodeError(f'truncated TransactionLogValue: {exc}') from None
 
     def write(self, out, version):
         """Append the encoding of this object at ``version`` to the bytearray ``out``."""
