@@ -196,30 +196,98 @@ class Record(NamedTuple):
     headers: tuple  # ((key: str, value: bytes | None), ...)
 
 
+class _RecordsReader:
+    """The records section of one batch, read front to back (Kafka's ``DataInputStream`` over a
+    batch's codec stream): the section itself when uncompressed, else the pieces of
+    :func:`compression.decompress_chunks`, so a compressed batch is held one piece at a time (plus
+    the record being decoded), whatever it expands to. ``buf[off:]`` are the bytes available and
+    not consumed yet."""
+
+    __slots__ = ("buf", "off", "_pieces")
+
+    def __init__(self, h: BatchHeader, batch, max_size: int | None) -> None:
+        if len(batch) < h.size:
+            raise CorruptRecordError("incomplete batch")
+        body = memoryview(batch)[HEADER_SIZE:h.size]
+        self.off = 0
+        if h.compression == compression.NONE:
+            self.buf = body
+            self._pieces = None
+        else:
+            if max_size is None:
+                max_size = compression.decompressed_limit(len(body))
+            self.buf = bytearray()
+            self._pieces = iter(compression.decompress_chunks(h.compression, body, max_size))
+
+    def ensure(self, n: int) -> None:
+        """Make ``n`` bytes available at ``buf[off:]``, or as many as remain."""
+        if self._pieces is None or len(self.buf) - self.off >= n:
+            return
+        del self.buf[:self.off]
+        self.off = 0
+        for piece in self._pieces:
+            self.buf += piece
+            if len(self.buf) >= n:
+                return
+        self._pieces = None
+
+    def skip(self, n: int) -> None:
+        """Consume ``n`` >= 0 bytes. CorruptRecordError if the records end first."""
+        avail = len(self.buf) - self.off
+        if n <= avail:
+            self.off += n
+            return
+        if self._pieces is not None:
+            n -= avail
+            self.buf.clear()
+            self.off = 0
+            for piece in self._pieces:
+                if len(piece) > n:
+                    self.buf += memoryview(piece)[n:]
+                    return
+                n -= len(piece)
+            self._pieces = None
+        raise CorruptRecordError("record length out of range")
+
+    def finish(self) -> None:
+        """Decompress what follows the last record, so that a corrupt end of the compressed
+        stream (a checksum, a truncated frame) is found as when decompressing it whole; bytes
+        after the last record are ignored, as kcompat always has (Kafka rejects them)."""
+        if self._pieces is not None:
+            for _ in self._pieces:
+                pass
+            self._pieces = None
+
+
+# a record's length varint (5), attributes (1), timestamp delta (10), offset delta (5) and key
+# length (5): what scan_records reads before skipping the key
+_PREFIX = 26
+
+
 def iter_records(batch, max_size: int = compression.DEFAULT_MAX_SIZE) -> Iterator[Record]:
     """Decode the records of one complete batch (bytes-like starting at the batch).
 
-    Decompresses if needed (bounded by ``max_size``). For LogAppendTime batches every record's
-    timestamp is the batch's maxTimestamp, as in Kafka. Raises CorruptRecordError on bad input.
+    Decompresses if needed, piece by piece (at most ``max_size`` bytes in all; None:
+    :func:`compression.decompressed_limit` of the batch), so memory stays at one piece plus one
+    record. For LogAppendTime batches every record's timestamp is the batch's maxTimestamp, as in
+    Kafka. Raises CorruptRecordError on bad input.
     """
     h = parse_header(batch, 0)
-    if len(batch) < h.size:
-        raise CorruptRecordError("incomplete batch")
-    body = memoryview(batch)[HEADER_SIZE:h.size]
-    if h.compression != compression.NONE:
-        try:
-            body = memoryview(compression.decompress(h.compression, body, max_size))
-        except compression.CompressionError as e:
-            raise CorruptRecordError(str(e)) from e
+    reader = _RecordsReader(h, batch, max_size)
     log_append = h.timestamp_type == LOG_APPEND_TIME
-    off = 0
-    n = len(body)
     try:
         for _ in range(h.records_count):
-            length, off = r_varint(body, off)
-            if length < 0 or off + length > n:
+            reader.ensure(5)
+            length, off = r_varint(reader.buf, reader.off)
+            if length < 0:
                 raise CorruptRecordError("record length out of range")
+            prefix = off - reader.off
+            reader.ensure(prefix + length)
+            body = reader.buf
+            off = reader.off + prefix
             end = off + length
+            if end > len(body):
+                raise CorruptRecordError("record length out of range")
             off += 1  # attributes (unused)
             ts_delta, off = r_varlong(body, off)
             off_delta, off = r_varint(body, off)
@@ -237,9 +305,13 @@ def iter_records(batch, max_size: int = compression.DEFAULT_MAX_SIZE) -> Iterato
                 headers.append((hk.decode("utf-8", "replace"), hv))
             if off != end:
                 raise CorruptRecordError("record length does not match its fields")
+            reader.off = end
             ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
             yield Record(h.base_offset + off_delta, ts, key, value, tuple(headers))
+        reader.finish()
     except DecodeError as e:
+        raise CorruptRecordError(str(e)) from e
+    except compression.CompressionError as e:
         raise CorruptRecordError(str(e)) from e
 
 
@@ -254,44 +326,48 @@ class RecordView(NamedTuple):
     value_length: int
 
 
-def scan_records(batch, max_size: int = compression.DEFAULT_MAX_SIZE) -> Iterator[RecordView]:
+def scan_records(batch, max_size: int | None = None) -> Iterator[RecordView]:
     """The records of one complete batch (bytes-like starting at the batch) as
-    :class:`RecordView`, in order, decompressing if needed (bounded by ``max_size`` bytes).
+    :class:`RecordView`, in order, decompressing if needed, piece by piece, at most ``max_size``
+    bytes in all (None: :func:`compression.decompressed_limit` of the batch, a bound on the work
+    a produce request can ask for; Kafka has none).
 
     Walks only each record's length, attributes, deltas and the key/value length prefixes, so it
-    costs a few varint reads per record. Raises CorruptRecordError if the batch is incomplete, a
+    costs a few varint reads per record and holds one decompressed piece at a time. Raises
+    CorruptRecordError if the batch is incomplete or does not decompress within the bound, a
     record overruns its length or the batch, or ``recordsCount`` records are not all there."""
     h = parse_header(batch, 0)
-    if len(batch) < h.size:
-        raise CorruptRecordError("incomplete batch")
-    body = memoryview(batch)[HEADER_SIZE:h.size]
-    if h.compression != compression.NONE:
-        try:
-            body = memoryview(compression.decompress(h.compression, body, max_size))
-        except compression.CompressionError as e:
-            raise CorruptRecordError(str(e)) from e
-    off = 0
-    n = len(body)
+    reader = _RecordsReader(h, batch, max_size)
     try:
         for _ in range(h.records_count):
-            length, off = r_varint(body, off)
-            if length < 0 or off + length > n:
+            reader.ensure(_PREFIX)
+            buf = reader.buf
+            length, start = r_varint(buf, reader.off)
+            if length < 0:
                 raise CorruptRecordError("record length out of range")
-            end = off + length
-            off += 1  # attributes (unused)
-            ts_delta, off = r_varlong(body, off)
-            off_delta, off = r_varint(body, off)
-            key_length, off = r_varint(body, off)
+            off = start + 1  # attributes (unused)
+            ts_delta, off = r_varlong(buf, off)
+            off_delta, off = r_varint(buf, off)
+            key_length, off = r_varint(buf, off)
+            used = off - start  # bytes of this record consumed so far
+            if used + max(key_length, 0) > length:
+                raise CorruptRecordError("record field length out of range")
+            reader.off = off
             if key_length > 0:
-                off += key_length
-            if off > end:
+                reader.skip(key_length)
+                used += key_length
+            reader.ensure(5)
+            value_length, off = r_varint(reader.buf, reader.off)
+            used += off - reader.off
+            if used > length or value_length > length - used:
                 raise CorruptRecordError("record field length out of range")
-            value_length, off = r_varint(body, off)
-            if off > end or value_length > end - off:
-                raise CorruptRecordError("record field length out of range")
+            reader.off = off
+            reader.skip(length - used)
             yield RecordView(off_delta, ts_delta, max(key_length, -1), max(value_length, -1))
-            off = end
+        reader.finish()
     except DecodeError as e:
+        raise CorruptRecordError(str(e)) from e
+    except compression.CompressionError as e:
         raise CorruptRecordError(str(e)) from e
 
 
