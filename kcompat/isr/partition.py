@@ -268,6 +268,12 @@ class Partition(ReplicationMixin):
                 if not rb.crc_valid(mv, pos, h):
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record batch at offset {h.base_offset} is corrupt "
                                                                 f"(CRC mismatch) in {self.topic}-{self.partition_id}")
+                if h.is_control and h.producer_id >= 0:
+                    # the marker _replay_batch reads after the append must decode: check before
+                    # appending (Kafka reads it in analyzeAndValidateProducerState, before too)
+                    for rec in rb.iter_records(mv[pos:pos + h.size]):
+                        rb.control_type(rec)
+                        break
                 headers.append(h)
                 end = pos + h.size
         except rb.CorruptRecordError as e:

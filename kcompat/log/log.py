@@ -16,7 +16,7 @@ from typing import Callable
 
 from kcompat.log.config import LogConfig
 from kcompat.log.errors import LogClosedError, LogStorageError
-from kcompat.log.fileio import fsync_dir, logger
+from kcompat.log.fileio import MAX_RELATIVE_OFFSET, fsync_dir, logger
 from kcompat.log.leader_epoch import LeaderEpochFileCache, load_for_log
 from kcompat.log.loader import load_segments
 from kcompat.log.log_flush import LogFlush
@@ -216,12 +216,16 @@ class Log(LogReads, LogCleaning, LogFlush):
             raise ValueError(f"incomplete batch: {h.size} bytes announced, {n} given")
         else:
             infos, epochs = self._frame(mv, n, last_offset)
+        if last_offset - h.base_offset > MAX_RELATIVE_OFFSET:
+            raise ValueError(f"offsets {h.base_offset}-{last_offset} span more than one segment can index")
         self._clock_ms = now_ms
         seg = self._segments[-1]
         reason = seg.should_roll(n, last_offset, max_timestamp, now_ms)
+        if reason is None and last_offset - seg.base_offset > MAX_RELATIVE_OFFSET:
+            reason = "offset overflow"  # an empty active segment far below a follower's first offset
         if reason is not None:
             logger.debug("%s: rolling segment %d (%s)", self._directory, seg.base_offset, reason)
-            seg = self.roll(now_ms)
+            seg = self.roll(now_ms, at=h.base_offset)
         try:
             seg.append(mv, infos, last_offset, max_timestamp, offset_of_max_timestamp)
         except OSError as e:
@@ -265,26 +269,38 @@ class Log(LogReads, LogCleaning, LogFlush):
             raise ValueError(f"last_offset {last_offset} != last batch's {infos[-1][2]}")
         return infos, epochs
 
-    def roll(self, now_ms: int | None = None) -> LogSegment:
-        """Start a new active segment at the LEO (no-op if the active one is empty). The old
-        one gets its final time-index entry; it is fsynced by the next ``maybe_flush`` /
+    def roll(self, now_ms: int | None = None, at: int | None = None) -> LogSegment:
+        """Start a new active segment at the LEO, or at ``at`` if that is above it (a follower's
+        next batch after a gap, so that its offsets fit the segment's 32-bit relative offsets;
+        Kafka ``UnifiedLog.roll(expectedNextOffset)``). No-op if the active segment is empty and
+        already starts there; an empty one below ``at`` is replaced. The old one gets its final
+        time-index entry; it is fsynced by the next ``maybe_flush`` /
         ``flush_rolled`` (Kafka schedules that flush asynchronously too). Raises LogStorageError
         if the new segment's files or the final time-index entry cannot be written (the roll is
         then undone), or if ``on_roll`` fails with an OSError (the roll is done)."""
         self._check_open()
         old = self._segments[-1]
-        if old.size == 0:
+        base = self._leo if at is None else max(at, self._leo)
+        if old.size == 0 and old.base_offset == base:
             return old
         now = self._clock_ms if now_ms is None else now_ms
         try:
-            seg = LogSegment.create(self._directory, self._leo, self._config, created_ms=now)
+            seg = LogSegment.create(self._directory, base, self._config, created_ms=now)
         except OSError as e:
-            raise LogStorageError(f"rolling a new segment at offset {self._leo} in {self._directory}", e) from e
+            raise LogStorageError(f"rolling a new segment at offset {base} in {self._directory}", e) from e
+        if old.size == 0:
+            old.delete()
+            self._segments[-1] = seg
+            self._bases[-1] = base
+            self._dir_dirty = True
+            logger.info("%s: empty active segment %d replaced by one at offset %d", self._directory,
+                        old.base_offset, base)
+            return seg
         try:
             old.on_become_inactive()
         except OSError as e:
             seg.delete()
-            raise LogStorageError(f"rolling a new segment at offset {self._leo} in {self._directory}", e) from e
+            raise LogStorageError(f"rolling a new segment at offset {base} in {self._directory}", e) from e
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
