@@ -3,10 +3,14 @@
 A normal client writes known data first. Then thousands of malformed frames arrive on raw
 connections: random bytes, truncated frames, bogus frame lengths (negative, above
 ``socket.request.max.bytes``, longer than what follows), valid request headers with garbage or
-mutated bodies for every advertised API key and version, unknown API keys, and valid requests
-with huge array counts. Afterwards the broker process is alive, a normal client still produces
-and consumes, the known data is byte-for-byte what it was (the batches served by Fetch and the
-segment files on disk), and the broker log says why it closed connections.
+mutated bodies for every advertised API key and version, unknown API keys, valid requests
+with huge array counts, and the requests kafka-python, confluent-kafka, kcat, the Java client and
+a follower broker really sent (captured by tools/capture_client_frames.py) as sent, cut short and
+mutated. Every connection is answered or closed within IO_TIMEOUT (CONTROLLER_IO_TIMEOUT behind a
+controller operation; unless the request may rightly wait, e.g. a long-polling Fetch). A normal client produces all the while and loses nothing;
+afterwards the broker process is alive, a normal client still produces and consumes, the known
+data is byte-for-byte what it was (the batches served by Fetch and the segment files on disk),
+and the broker log says why it closed connections.
 
 The generator is seeded (``random.Random(SEED)``), so a failure replays.
 """
@@ -14,11 +18,8 @@ The generator is seeded (``random.Random(SEED)``), so a failure replays.
 from __future__ import annotations
 
 import random
-import socket
 import struct
-import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -29,39 +30,26 @@ from kcompat.protocol.messages.create_partitions import CreatePartitionsRequest
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 from kcompat.protocol.messages.delete_records import DeleteRecordsRequest
 from kcompat.protocol.messages.describe_configs import DescribeConfigsRequest
-from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.records import iter_records
-from tests.robustness.util import batch, create_topic, fetch_request, produce_request, read_batches
+from tests.robustness.util import (
+    CAPTURES, CLIENT_CAPTURES, CONTROLLER_IO_TIMEOUT, IO_TIMEOUT, batch, captured_items, create_topic, encode,
+    fetch_request, frame, header_bytes, mutate, produce_request, read_frames, send_and_drain, snapshot,
+)
 from tests.support.broker_process import BrokerProcess, wait_for
+from tests.support.replication_load import SequentialProducer, check_log, read_partitions
 
 SEED = 0x6B636F6D
 KNOWN = "known-data"
 KNOWN_PARTITIONS = 3
 TARGET = "fuzz-target"  # requests built from templates name this topic, never KNOWN
+LIVE = "live-traffic"   # a normal client writes here while the bad input arrives
 MAX_REQUEST = 104857600
 FRAMES_PER_API_VERSION = 48
-IO_TIMEOUT = 3.0
 
 
 # -- frame building ----------------------------------------------------------------------------------
-
-def header_bytes(api_key: int, version: int, correlation_id: int, client_id: str | None = "fuzz") -> bytes:
-    try:
-        req_cls, _ = api_classes(api_key)
-        flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
-    except KeyError:
-        flexible = False
-    out = bytearray()
-    RequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
-                  client_id=client_id).write(out, 2 if flexible else 1)
-    return bytes(out)
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
 
 def templates() -> dict[int, object]:
     """Valid requests with content, per API key, naming only TARGET (mutations start from them)."""
@@ -90,26 +78,6 @@ def templates() -> dict[int, object]:
     }
 
 
-def mutate(rng: random.Random, body: bytes) -> bytes:
-    b = bytearray(body)
-    kind = rng.randrange(5)
-    if kind == 0 and b:                       # flip a few bytes
-        for _ in range(rng.randint(1, 4)):
-            b[rng.randrange(len(b))] = rng.randrange(256)
-    elif kind == 1 and b:                     # truncate
-        del b[rng.randrange(len(b)):]
-    elif kind == 2:                           # insert garbage
-        pos = rng.randint(0, len(b))
-        b[pos:pos] = rng.randbytes(rng.randint(1, 16))
-    elif kind == 3 and len(b) >= 4:           # a huge / negative int32 somewhere (counts, lengths)
-        pos = rng.randrange(len(b) - 3)
-        b[pos:pos + 4] = struct.pack(">i", rng.choice([0x7FFFFFFF, -2, -0x80000000, 0x10000000, 65535]))
-    elif len(b) >= 1:                         # a long varint somewhere (compact counts)
-        pos = rng.randrange(len(b))
-        b[pos:pos + 1] = bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
-    return bytes(b)
-
-
 def garbage_frames(rng: random.Random) -> list[tuple[str, bytes, bool]]:
     """(label, bytes to send) for every advertised API key and version: garbage bodies and
     mutated valid bodies behind valid headers."""
@@ -133,7 +101,7 @@ def garbage_frames(rng: random.Random) -> list[tuple[str, bytes, bool]]:
 
 def raw_frames(rng: random.Random) -> list[tuple[str, bytes, bool]]:
     """Random bytes, bad lengths, truncated frames, unknown APIs, huge array counts."""
-    good = frame(header_bytes(3, 12, 7) + _encode(MetadataRequest(topics=None), 12))
+    good = frame(header_bytes(3, 12, 7) + encode(MetadataRequest(topics=None), 12))
     out: list[tuple[str, bytes]] = []
     for i in range(150):
         out.append((f"random #{i}", rng.randbytes(rng.choice([1, 3, 4, 7, 8, 12, 100, 1000, 5000]))))
@@ -171,54 +139,6 @@ def raw_frames(rng: random.Random) -> list[tuple[str, bytes, bool]]:
     return [(label, data, not label.startswith(("truncated", "short body", "random"))) for label, data in out]
 
 
-def _encode(req, version: int) -> bytes:
-    out = bytearray()
-    req.write(out, version)
-    return bytes(out)
-
-
-PROBE_CORRELATION_ID = 0x7EADBEEF
-PROBE = frame(header_bytes(18, 0, PROBE_CORRELATION_ID) + b"")  # ApiVersions v0, empty body
-
-
-def send_and_drain(item: tuple[str, bytes, bool], address: tuple[str, int]) -> str:
-    """Send the bytes; with ``probe`` also an ApiVersions request behind them, then read until the
-    broker closes the connection ("closed"), answers the probe ("answered"), or IO_TIMEOUT passes
-    ("open"). Without ``probe`` the client closes right after sending (a truncated frame)."""
-    _label, data, probe = item
-    try:
-        with socket.create_connection(address, timeout=5) as sock:
-            sock.settimeout(IO_TIMEOUT)
-            try:
-                sock.sendall(data + (PROBE if probe else b""))
-            except (BrokenPipeError, ConnectionResetError):
-                return "closed"
-            if not probe:
-                return "sent"
-            buf = bytearray()
-            deadline = time.monotonic() + IO_TIMEOUT
-            while time.monotonic() < deadline:
-                try:
-                    chunk = sock.recv(65536)
-                except socket.timeout:
-                    return "open"
-                except ConnectionResetError:
-                    return "closed"
-                if not chunk:
-                    return "closed"
-                buf += chunk
-                while len(buf) >= 8:
-                    size, corr = struct.unpack_from(">ii", buf, 0)
-                    if len(buf) < 4 + size:
-                        break
-                    if corr == PROBE_CORRELATION_ID:
-                        return "answered"
-                    del buf[:4 + size]
-            return "open"
-    except ConnectionRefusedError:
-        return "refused"
-
-
 # -- the test ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -229,12 +149,14 @@ def fuzz_broker(tmp_path_factory):
 
 
 def snapshot_known(b: BrokerProcess) -> tuple[dict[int, list[bytes]], dict[str, bytes]]:
-    fetched = {p: read_batches(b.bootstrap, KNOWN, p) for p in range(KNOWN_PARTITIONS)}
-    files = {}
-    for p in range(KNOWN_PARTITIONS):
-        for f in sorted(Path(b.data_dir, f"{KNOWN}-{p}").glob("*.log")):
-            files[f"{p}/{f.name}"] = f.read_bytes()
-    return fetched, files
+    return snapshot(b.bootstrap, [b.data_dir], KNOWN, KNOWN_PARTITIONS)
+
+
+def captured_frames(rng: random.Random) -> list[tuple[str, bytes, bool]]:
+    """What kafka-python, confluent-kafka, kcat, the Java client and a follower broker really
+    sent (tests/robustness/data/frames, tools/capture_client_frames.py), as sent and mutated."""
+    return [item for name in (*CLIENT_CAPTURES, "replication")
+            for item in captured_items(rng, read_frames(CAPTURES / f"{name}.frames"), name)]
 
 
 def test_bad_input_never_crashes_and_never_touches_stored_data(fuzz_broker):
@@ -258,18 +180,29 @@ def test_bad_input_never_crashes_and_never_touches_stored_data(fuzz_broker):
     assert sum(len(v) for v in records_before.values()) == 300
 
     rng = random.Random(SEED)
-    items = raw_frames(rng) + garbage_frames(rng)
-    assert len(items) > 3000
+    items = raw_frames(rng) + garbage_frames(rng) + captured_frames(rng)
+    assert len(items) > 4000
     host, port = b.bootstrap.rsplit(":", 1)
     address = (host, int(port))
-    with ThreadPoolExecutor(max_workers=24) as pool:
-        outcomes = list(pool.map(lambda it: send_and_drain(it, address), items, chunksize=8))
+    # a normal client produces (acks=all, idempotent) all the while
+    create_topic(b.bootstrap, LIVE, partitions=2)
+    writer = SequentialProducer(b.bootstrap, LIVE, [0, 1], interval=0.02).start()
+    try:
+        writer.wait_progress(60, "the live producer's first acks")
+        with ThreadPoolExecutor(max_workers=24) as pool:
+            outcomes = list(pool.map(lambda it: send_and_drain(it, address), items, chunksize=8))
+        writer.wait_progress(60, "the live producer after the bad input")
+    finally:
+        writer.stop(60)
     assert b.proc.poll() is None, "the broker process died"
+    assert not writer.failed and writer.fatal is None, writer.summary()
+    check_log(read_partitions(b.bootstrap, LIVE, [0, 1]), writer.acked)
     assert "refused" not in outcomes, "the broker stopped accepting connections"
     # every connection was closed or answered the probe, except that a mutated Fetch may
     # legitimately long-poll (max_wait_ms) and hold the probe back
     stuck = [it[0] for it, o in zip(items, outcomes) if o == "open" and not it[0].startswith("api 1 ")]
-    assert not stuck, f"{len(stuck)} connections neither answered nor closed within {IO_TIMEOUT}s: {stuck[:20]}"
+    assert not stuck, (f"{len(stuck)} connections neither answered nor closed within {IO_TIMEOUT}s "
+                       f"({CONTROLLER_IO_TIMEOUT}s for controller operations): {stuck[:20]}")
     assert outcomes.count("closed") > len(items) // 2, "malformed input should mostly close connections"
 
     # still alive and serving: a normal client produces and consumes

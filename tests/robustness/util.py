@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import random
+import socket
+import struct
 import time
+from pathlib import Path
 
+from kcompat.protocol.messages import api_classes
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 from kcompat.protocol.messages.fetch import FetchRequest
+from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
 from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.protocol.records import build_batch, iter_batches, iter_records
@@ -14,6 +20,7 @@ from tests.support import wire
 FETCH_V = 12        # flexible, topics by name
 PRODUCE_V = 9
 NOW_MS = lambda: int(time.time() * 1000)  # noqa: E731
+IO_TIMEOUT = 3.0    # seconds a bad frame may take to be answered or closed
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
@@ -98,9 +105,199 @@ def read_batches(bootstrap: str, topic: str, partition: int, start: int = 0) -> 
             assert offset > before, f"fetch at {before} made no progress"
 
 
+def snapshot(bootstrap: str, data_dirs, topic: str, partitions: int) -> tuple[dict[int, list[bytes]], dict[str, bytes]]:
+    """What must not change: every batch of ``topic`` as Fetch serves it (per partition), and the
+    bytes of its segment files in each of ``data_dirs`` (``"<dir #>/<partition>/<file>"``)."""
+    fetched = {p: read_batches(bootstrap, topic, p) for p in range(partitions)}
+    files = {}
+    for i, d in enumerate(data_dirs):
+        for p in range(partitions):
+            for f in sorted(Path(d, f"{topic}-{p}").glob("*.log")):
+                files[f"{i}/{p}/{f.name}"] = f.read_bytes()
+    return fetched, files
+
+
 def read_records(bootstrap: str, topic: str, partition: int, start: int = 0):
     """(offset, key, value) of every record at or after ``start``."""
     recs = []
     for b in read_batches(bootstrap, topic, partition, start):
         recs += [(r.offset, r.key, r.value) for r in iter_records(b) if r.offset >= start]
     return recs
+
+
+# -- frame building ----------------------------------------------------------------------------------
+
+def header_bytes(api_key: int, version: int, correlation_id: int, client_id: str | None = "fuzz") -> bytes:
+    try:
+        req_cls, _ = api_classes(api_key)
+        flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
+    except KeyError:
+        flexible = False
+    out = bytearray()
+    RequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
+                  client_id=client_id).write(out, 2 if flexible else 1)
+    return bytes(out)
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def mutate(rng: random.Random, body: bytes) -> bytes:
+    """One random change: flipped bytes, a truncation, inserted garbage, a huge or negative int32
+    (counts, lengths), or a 5-byte varint (compact counts)."""
+    b = bytearray(body)
+    kind = rng.randrange(5)
+    if kind == 0 and b:                       # flip a few bytes
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    elif kind == 1 and b:                     # truncate
+        del b[rng.randrange(len(b)):]
+    elif kind == 2:                           # insert garbage
+        pos = rng.randint(0, len(b))
+        b[pos:pos] = rng.randbytes(rng.randint(1, 16))
+    elif kind == 3 and len(b) >= 4:           # a huge / negative int32 somewhere (counts, lengths)
+        pos = rng.randrange(len(b) - 3)
+        b[pos:pos + 4] = struct.pack(">i", rng.choice([0x7FFFFFFF, -2, -0x80000000, 0x10000000, 65535]))
+    elif len(b) >= 1:                         # a long varint somewhere (compact counts)
+        pos = rng.randrange(len(b))
+        b[pos:pos + 1] = bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
+    return bytes(b)
+
+
+def encode(req, version: int) -> bytes:
+    out = bytearray()
+    req.write(out, version)
+    return bytes(out)
+
+
+PROBE_CORRELATION_ID = 0x7EADBEEF
+PROBE = frame(header_bytes(18, 0, PROBE_CORRELATION_ID) + b"")  # ApiVersions v0, empty body
+
+
+# Controller operations run one at a time and answer once their records are applied, so one that
+# creates many partitions holds the ones queued behind it (kcompat does not time them out at
+# their timeout_ms as Kafka's controller queue does); they get a longer bound.
+CONTROLLER_QUEUED = {19, 20, 33, 37, 43, 44}
+CONTROLLER_IO_TIMEOUT = 30.0
+
+
+def io_bound(data: bytes) -> float:
+    """Seconds the frames in ``data`` may take to be answered or closed: IO_TIMEOUT, or
+    CONTROLLER_IO_TIMEOUT if the first frame is a controller operation."""
+    if len(data) >= 6 and struct.unpack_from(">h", data, 4)[0] in CONTROLLER_QUEUED:
+        return CONTROLLER_IO_TIMEOUT
+    return IO_TIMEOUT
+
+
+def send_and_drain(item: tuple[str, bytes, bool], address: tuple[str, int], timeout: float | None = None) -> str:
+    """Send the bytes of ``(label, bytes, probe)``; with ``probe`` also an ApiVersions request
+    behind them, then read until the broker closes the connection ("closed"), answers the probe
+    ("answered"), or ``timeout`` seconds pass ("open"). Without ``probe`` the client closes right
+    after sending ("sent": a truncated frame). "refused" if the broker does not accept.
+    ``timeout`` defaults to :func:`io_bound`."""
+    _label, data, probe = item
+    timeout = io_bound(data) if timeout is None else timeout
+    try:
+        with socket.create_connection(address, timeout=5) as sock:
+            sock.settimeout(timeout)
+            try:
+                sock.sendall(data + (PROBE if probe else b""))
+            except (BrokenPipeError, ConnectionResetError):
+                return "closed"
+            if not probe:
+                return "sent"
+            buf = bytearray()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    chunk = sock.recv(65536)
+                except socket.timeout:
+                    return "open"
+                except ConnectionResetError:
+                    return "closed"
+                if not chunk:
+                    return "closed"
+                buf += chunk
+                while len(buf) >= 8:
+                    size, corr = struct.unpack_from(">ii", buf, 0)
+                    if len(buf) < 4 + size:
+                        break
+                    if corr == PROBE_CORRELATION_ID:
+                        return "answered"
+                    del buf[:4 + size]
+            return "open"
+    except ConnectionRefusedError:
+        return "refused"
+
+
+# -- frames real clients sent (tools/capture_client_frames.py) -----------------------------------------
+
+CAPTURES = Path(__file__).resolve().parent / "data" / "frames"
+CLIENT_CAPTURES = ("kafka-python", "confluent-kafka", "kcat", "java")  # and "controller", "replication"
+# requests a broker may rightly hold longer than IO_TIMEOUT: group joins wait for the other members
+WAITING_APIS = {11, 14}
+
+
+def read_frames(path: Path) -> list[bytes]:
+    """The frames of a ``.frames`` capture, each with its int32 size prefix."""
+    data = Path(path).read_bytes()
+    out, pos = [], 0
+    while pos + 4 <= len(data):
+        (n,) = struct.unpack_from(">i", data, pos)
+        out.append(data[pos:pos + 4 + n])
+        pos += 4 + n
+    return out
+
+
+def decode_request(payload: bytes):
+    """``(header, request)`` of a request frame's payload (header + body) as kcompat's connection
+    reads it, or None if it does not decode."""
+    if len(payload) < 8:
+        return None
+    key, version = struct.unpack_from(">hh", payload, 0)
+    try:
+        req_cls, _ = api_classes(key)
+        if not req_cls.VALID_VERSIONS[0] <= version <= req_cls.VALID_VERSIONS[1]:
+            return None
+        flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
+        mv = memoryview(payload)
+        header, off = RequestHeader.read(mv, 0, 2 if flexible else 1)
+        return header, req_cls.read(mv, off, version)[0]
+    except (KeyError, ValueError):
+        return None
+
+
+def may_wait(payload: bytes, bound_ms: int = int(IO_TIMEOUT * 1000) // 2) -> bool:
+    """True if the request decodes and the broker may rightly hold its answer (and the answers
+    behind it on the connection) for a while: a group join or sync, or a request whose
+    ``max_wait_ms`` / ``timeout_ms`` is above ``bound_ms`` (a long-polling Fetch, an acks=all
+    Produce, a CreateTopics waiting for the metadata)."""
+    decoded = decode_request(payload)
+    if decoded is None:
+        return False
+    header, req = decoded
+    if header.request_api_key in WAITING_APIS:
+        return True
+    return any(getattr(req, f, 0) > bound_ms for f in ("max_wait_ms", "timeout_ms"))
+
+
+def captured_items(rng: random.Random, frames: list[bytes], label: str,
+                   mutations: int = 8) -> list[tuple[str, bytes, bool]]:
+    """``(label, bytes, probe)`` for :func:`send_and_drain` from captured frames: each frame as
+    sent, cut short on the wire (then the client closes), with its payload cut short, with
+    ``mutations`` mutated payloads, and with its header and a random body. ``probe`` is False
+    where the broker may rightly wait (:func:`may_wait`)."""
+    out = []
+    for i, f in enumerate(frames):
+        payload = f[4:]
+        decoded = decode_request(payload)
+        hlen = len(payload) - len(encode(decoded[1], struct.unpack_from(">h", payload, 2)[0])) if decoded else 8
+        variants = [("as sent", payload)]
+        variants += [(f"mutated {j}", mutate(rng, payload)) for j in range(mutations)]
+        variants.append(("cut", payload[:rng.randrange(len(payload))]))
+        variants.append(("random body", payload[:hlen] + rng.randbytes(rng.choice((1, 4, 16, 100)))))
+        for name, p in variants:
+            out.append((f"capture {label} #{i} {name}", frame(p), not may_wait(p)))
+        out.append((f"truncated capture {label} #{i}", f[:rng.randrange(1, len(f))], False))
+    return out

@@ -8,6 +8,7 @@ hit whole requests and responses:
 - ``swallow_next_response(n, api_key=None)``: the next ``n`` responses (of that API) coming from
   the broker are not delivered; the connection is closed instead, so the client must retry a
   request the broker already executed;
+- ``recorded``: set to a list to keep every request frame forwarded (client captures);
 - random faults (:class:`Faults`): per forwarded request ``drop_request`` (close before the
   broker sees it), per response ``swallow_response`` (broker executed it, client never hears),
   ``delay_ms`` added before forwarding each frame, optionally limited to some API keys and to a
@@ -140,6 +141,8 @@ class TcpProxy:
         self._server = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # a list to record every request frame (int32 size + payload) forwarded, or None
+        self.recorded: list[bytes] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -297,6 +300,8 @@ class TcpProxy:
                     self.stats.dropped_requests += 1
                     break
                 await self._delay()
+                if self.recorded is not None:
+                    self.recorded.append(bytes(frame))
                 writer.write(frame)
                 await writer.drain()
         except (ConnectionError, OSError):
