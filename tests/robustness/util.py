@@ -23,10 +23,11 @@ NOW_MS = lambda: int(time.time() * 1000)  # noqa: E731
 IO_TIMEOUT = 3.0    # seconds a bad frame may take to be answered or closed
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
+                 replication_factor: int = 1) -> None:
     C = CreateTopicsRequest
     req = C(topics=[C.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=1,
+        name=name, num_partitions=partitions, replication_factor=replication_factor,
         configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
         timeout_ms=10000)
     resp = wire.call(bootstrap, req, 7)
@@ -109,12 +110,17 @@ def snapshot(bootstrap: str, data_dirs, topic: str, partitions: int) -> tuple[di
     """What must not change: every batch of ``topic`` as Fetch serves it (per partition), and the
     bytes of its segment files in each of ``data_dirs`` (``"<dir #>/<partition>/<file>"``)."""
     fetched = {p: read_batches(bootstrap, topic, p) for p in range(partitions)}
+    return fetched, segment_files(data_dirs, topic, partitions)
+
+
+def segment_files(data_dirs, topic: str, partitions: int) -> dict[str, bytes]:
+    """``{"<dir #>/<partition>/<file>": bytes}`` of the ``.log`` files of ``topic``."""
     files = {}
     for i, d in enumerate(data_dirs):
         for p in range(partitions):
             for f in sorted(Path(d, f"{topic}-{p}").glob("*.log")):
                 files[f"{i}/{p}/{f.name}"] = f.read_bytes()
-    return fetched, files
+    return files
 
 
 def read_records(bootstrap: str, topic: str, partition: int, start: int = 0):
