@@ -124,6 +124,7 @@ class Broker:
         # cluster metadata: the image is built only from records the quorum commits (logs are
         # recovered with the broker defaults; topic configs reach them as ConfigRecords replay)
         self.image = MetadataImage()
+        QuorumRuntime.check_storage(metadata_dir)   # a damaged metadata dir refuses before any log is touched
         self.log_manager = LogManager(log_dirs, self.log_config_for)
         self.log_manager.startup(now, self.cluster_id, self.node_id)
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,

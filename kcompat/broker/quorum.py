@@ -83,6 +83,16 @@ class QuorumRuntime:
         # called with the OSError when the metadata log cannot be written; None: halt the process
         self.on_fatal: Callable[[OSError], None] | None = None
 
+    @staticmethod
+    def check_storage(directory: Path) -> None:
+        """Refuse, before anything on disk is loaded or changed, metadata files that start-up
+        could not use: a damaged snapshot, a malformed ``leader-epoch-checkpoint`` or
+        ``quorum-state`` of ``<directory>/__cluster_metadata-0`` (LogDirError naming the file;
+        Kafka's ``KafkaRaftManager`` loads them before the broker's logs and stops on them)."""
+        part_dir = Path(directory) / f"{METADATA_TOPIC}-0"
+        DiskRaftLog.check(part_dir)
+        FileQuorumStateStore(part_dir / FileQuorumStateStore.FILE_NAME).read()
+
     # -- running ---------------------------------------------------------------------------------
 
     def start(self) -> None:

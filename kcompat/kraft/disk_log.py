@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import bisect
+import logging
 import re
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from kcompat.log.fileio import atomic_write
 from kcompat.log.leader_epoch import check_leader_epoch_checkpoint
 from kcompat.protocol import records as rb
 
+logger = logging.getLogger("kcompat.kraft")
 _CHECKPOINT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
@@ -77,9 +79,10 @@ class DiskRaftLog:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._snapshots = sorted(SnapshotId(int(m.group(1)), int(m.group(2)))
                                  for m in (_CHECKPOINT.match(p.name) for p in self.directory.iterdir()) if m)
-        for sid in self._snapshots if check_snapshots else ():   # checks before any change on disk
-            check_snapshot(self.directory / _checkpoint_name(sid))
-        check_leader_epoch_checkpoint(self.directory)
+        if check_snapshots:   # every check before anything is changed on disk
+            self.check(self.directory)
+        else:
+            check_leader_epoch_checkpoint(self.directory)
         for p in self.directory.glob("*.checkpoint.tmp"):
             p.unlink()
         start = self._snapshots[-1].offset if self._snapshots else 0
@@ -93,9 +96,43 @@ class DiskRaftLog:
         self._hw = 0
         self._start_epoch = self._snapshots[-1].epoch if self._snapshots else 0
         self._cache = LeaderEpochCache()
-        for h in self._log.iter_batch_headers(self._log.log_start_offset):
-            self._cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._load_epochs()
         self._flushed = self._log.log_end_offset
+
+    def _load_epochs(self) -> None:
+        """Fill the epoch cache from the batch headers. A Raft log is contiguous and its epochs
+        never go down; a batch that breaks either was damaged in a field its CRC does not cover
+        (baseOffset, partitionLeaderEpoch): the log is cut before it, as a torn tail is."""
+        expected = None
+        last_epoch = self._start_epoch
+        problem = None
+        for h in self._log.iter_batch_headers(self._log.log_start_offset):
+            if expected is not None and h.base_offset != expected:
+                problem = f"batch at offset {h.base_offset} does not follow offset {expected - 1}"
+            elif h.partition_leader_epoch < last_epoch:
+                problem = f"batch at offset {h.base_offset} has epoch {h.partition_leader_epoch} < {last_epoch}"
+            if problem:
+                break
+            self._cache.assign(h.partition_leader_epoch, h.base_offset)
+            last_epoch, expected = h.partition_leader_epoch, h.next_offset
+        if problem:
+            cut = expected if expected is not None else self._log.log_start_offset
+            logger.warning("%s: %s; truncating the metadata log to offset %d", self.directory, problem, cut)
+            self._log.truncate_to(cut, now_ms=self._now)
+            self._cache.truncate_from_end(cut)
+
+    @staticmethod
+    def check(directory: Path) -> None:
+        """Read-only checks of a ``__cluster_metadata-0`` directory before anything is loaded:
+        LogDirError naming the file for a damaged snapshot (:func:`check_snapshot`) or a malformed
+        ``leader-epoch-checkpoint``. A missing directory passes."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            return
+        for p in sorted(directory.iterdir()):
+            if _CHECKPOINT.match(p.name):
+                check_snapshot(p)
+        check_leader_epoch_checkpoint(directory)
 
     # -- offsets -----------------------------------------------------------------------------------
     @property

@@ -23,6 +23,7 @@ malformed content; a missing file reads as empty/None.
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 from pathlib import Path
 from typing import Mapping
@@ -66,39 +67,90 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """Read a checkpoint written by Kafka or :func:`write_offset_checkpoint`; ``{}`` if the file
     does not exist, is empty or ends after the version line (Kafka ``CheckpointReadBuffer`` reads
     those as no entries). Raises CheckpointError on a bad version, count or line."""
+    rows = read_kafka_checkpoint(path, _offset_entry)
+    return {} if rows is None else {tp: offset for tp, offset in rows}
+
+
+def _offset_entry(line: str):
+    parts = java_split(line)   # Kafka OffsetCheckpointFile.Formatter: "topic partition offset"
+    return ((parts[0], java_int(parts[1], 32)), java_int(parts[2], 64)) if len(parts) == 3 else None
+
+
+# -- Kafka's text parsing, to the letter (what it rejects decides what fails a log dir) -------------
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_JAVA_WS = re.compile(r"[ \t\n\x0b\f\r]+")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def java_lines(text: str) -> list[str]:
+    """The lines ``BufferedReader.readLine`` returns: split at \\n, \\r or \\r\\n, no final empty line."""
+    lines = _LINE_BREAK.split(text) if text else []
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def java_split(line: str) -> list[str]:
+    """``Pattern.compile("\\s+").split(line)``: a leading empty field is kept, trailing ones are not."""
+    if line == "":
+        return [""]
+    parts = _JAVA_WS.split(line)
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def java_int(text: str, bits: int) -> int:
+    """``Integer.parseInt`` (``bits`` 32) / ``Long.parseLong`` (64): ASCII digits with an optional
+    sign, nothing else, in range; ValueError otherwise."""
+    if not _JAVA_INT.fullmatch(text):
+        raise ValueError(f"not an integer: {text!r}")
+    value = int(text)
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise ValueError(f"out of range: {text!r}")
+    return value
+
+
+def read_kafka_checkpoint(path: Path, parse_entry) -> list | None:
+    """The entries of a file in Kafka's checkpoint format (``CheckpointFile.CheckpointReadBuffer``):
+    version ``0``, the entry count, one entry per line; ``parse_entry(line)`` returns the entry,
+    or None (or raises ValueError) for a malformed line. None if the file does not exist, is empty
+    or ends after the version line (Kafka: no entries). Raises CheckpointError otherwise: a file
+    that is not UTF-8, a version other than 0, a malformed count or line, a count that does not
+    match the lines."""
     try:
-        text = path.read_text("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        return {}
+        return None
     except UnicodeDecodeError as e:
-        raise CheckpointError(f"{path}: not text: {e}") from None
-    lines = text.splitlines()
-    if not lines or (len(lines) == 1 and lines[0].strip() == "0"):
-        return {}
-    if lines[0].strip() != "0":
-        raise CheckpointError(f"{path}: unsupported checkpoint version {lines[0].strip()!r}")
+        raise CheckpointError(f"{path}: not UTF-8 text: {e}") from None
+    lines = java_lines(text)
+    if not lines:
+        return None
     try:
-        count = int(lines[1].strip())
+        version = java_int(lines[0], 32)
     except ValueError:
-        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
-    if count < 0:
-        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}")
-    entries = [ln for ln in lines[2:] if ln.strip()]
+        raise CheckpointError(f"{path}: malformed version line {lines[0]!r}") from None
+    if version != 0:
+        raise CheckpointError(f"{path}: unsupported version {version}")
+    if len(lines) == 1:
+        return None
+    try:
+        count = java_int(lines[1], 32)
+    except ValueError:
+        raise CheckpointError(f"{path}: malformed entry count {lines[1]!r}") from None
+    entries = []
+    for line in lines[2:]:
+        try:
+            entry = parse_entry(line)
+        except ValueError:
+            entry = None
+        if entry is None:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        entries.append(entry)
     if len(entries) != count:
         raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
-    out: dict[TopicPartition, int] = {}
-    for ln in entries:
-        parts = ln.split()
-        if len(parts) != 3:
-            raise CheckpointError(f"{path}: malformed line {ln!r}")
-        try:
-            tp, offset = (parts[0], int(parts[1])), int(parts[2])
-        except ValueError:
-            raise CheckpointError(f"{path}: malformed line {ln!r}") from None
-        if tp[1] < 0:
-            raise CheckpointError(f"{path}: malformed line {ln!r}")
-        out[tp] = offset
-    return out
+    return entries
 
 
 # -- topic ids and partition.metadata ----------------------------------------------------------
@@ -108,14 +160,20 @@ def topic_id_to_str(topic_id: uuid.UUID) -> str:
 
 
 def topic_id_from_str(text: str) -> uuid.UUID:
-    """Inverse of :func:`topic_id_to_str`; raises CheckpointError if malformed."""
+    """Inverse of :func:`topic_id_to_str`, as Kafka's ``Uuid.fromString``: url-safe base64 (padded
+    or not, at most 24 characters) of exactly 16 bytes; raises CheckpointError otherwise."""
+    if len(text) > 24 or not _UUID_TEXT.fullmatch(text):
+        raise CheckpointError(f"invalid topic id {text!r}")
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        raw = base64.urlsafe_b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4))
     except ValueError:
         raise CheckpointError(f"invalid topic id {text!r}") from None
-    if len(raw) != 16 or len(text) != 22:
+    if len(raw) != 16:
         raise CheckpointError(f"invalid topic id {text!r}")
     return uuid.UUID(bytes=raw)
+
+
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
 
 def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
@@ -124,28 +182,34 @@ def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
 
 
 def read_partition_metadata(path: Path) -> uuid.UUID | None:
-    """The topic id stored in ``partition.metadata``; None if the file does not exist.
-    Raises CheckpointError on unknown versions or malformed content."""
+    """The topic id stored in ``partition.metadata``; None if the file does not exist. Parsed as
+    Kafka's ``PartitionMetadataReadBuffer``: a first line of two fields, the second a version >= 0;
+    a second line of two fields, the second the topic id (not the zero id); later lines ignored.
+    Raises CheckpointError on anything else (Kafka fails the log dir)."""
     try:
-        text = path.read_text("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:
-        raise CheckpointError(f"{path}: not text") from None
-    fields: dict[str, str] = {}
-    for ln in text.splitlines():
-        if ln.strip():
-            key, sep, value = ln.partition(":")
-            if not sep:
-                raise CheckpointError(f"{path}: malformed line {ln!r}")
-            fields[key.strip()] = value.strip()
-    if fields.get("version") != "0":
-        raise CheckpointError(f"{path}: unsupported version {fields.get('version')!r}")
-    if "topic_id" not in fields:
-        raise CheckpointError(f"{path}: no topic_id")
-    topic_id = topic_id_from_str(fields["topic_id"])
+        raise CheckpointError(f"{path}: not UTF-8 text") from None
+    lines = java_lines(text)
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: expected a version line and a topic id line")
+    parts = java_split(lines[0])
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        version = java_int(parts[1], 32)
+    except ValueError:
+        raise CheckpointError(f"{path}: malformed line {lines[0]!r}") from None
+    if version < 0:
+        raise CheckpointError(f"{path}: unrecognized version {version}")
+    parts = java_split(lines[1])
+    if len(parts) != 2:
+        raise CheckpointError(f"{path}: malformed line {lines[1]!r}")
+    topic_id = topic_id_from_str(parts[1])
     if topic_id.int == 0:   # Kafka PartitionMetadataReadBuffer: "Invalid topic ID"
-        raise CheckpointError(f"{path}: invalid topic id {fields['topic_id']!r}")
+        raise CheckpointError(f"{path}: invalid topic id {parts[1]!r}")
     return topic_id
 
 

@@ -27,7 +27,7 @@ import bisect
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from kcompat.log.checkpoint import unreadable
+from kcompat.log.checkpoint import java_int, java_split, read_kafka_checkpoint, unreadable
 from kcompat.log.errors import CheckpointError, LogDirError, OffsetOutOfRangeError
 from kcompat.log.fileio import atomic_write, logger
 from kcompat.protocol.records import BatchHeader
@@ -56,41 +56,17 @@ def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     """Entries of a checkpoint written by Kafka or kcompat; None if the file does not exist.
     An empty file, or one cut off after the version line, also reads as None (Kafka reads both as
     no entries; kcompat rebuilds the cache from the log). Raises CheckpointError on an unknown
-    version, a wrong count or a malformed line (Kafka ``CheckpointFile.CheckpointReadBuffer``
-    rejects the same)."""
-    try:
-        text = path.read_text("ascii")
-    except FileNotFoundError:
+    version, a wrong count or a malformed line (parsed as Kafka's ``CheckpointReadBuffer``, with
+    ``epoch start_offset`` lines; negative values are malformed too)."""
+    return read_kafka_checkpoint(path, _epoch_entry)
+
+
+def _epoch_entry(line: str) -> EpochEntry | None:
+    parts = java_split(line)
+    if len(parts) != 2:
         return None
-    except UnicodeDecodeError:
-        raise CheckpointError(f"{path}: not text") from None
-    lines = text.splitlines()
-    if len(lines) < 2 and (not lines or lines[0].strip() == "0"):
-        return None
-    if len(lines) < 2:
-        raise CheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
-    if lines[0].strip() != "0":
-        raise CheckpointError(f"{path}: unsupported version {lines[0].strip()!r}")
-    try:
-        count = int(lines[1].strip())
-    except ValueError:
-        raise CheckpointError(f"{path}: bad entry count {lines[1]!r}") from None
-    rows = [ln for ln in lines[2:] if ln.strip()]
-    if len(rows) != count:
-        raise CheckpointError(f"{path}: expected {count} entries, found {len(rows)}")
-    out = []
-    for ln in rows:
-        parts = ln.split()
-        try:
-            if len(parts) != 2:
-                raise ValueError
-            entry = EpochEntry(int(parts[0]), int(parts[1]))
-            if entry.epoch < 0 or entry.start_offset < 0:
-                raise ValueError
-            out.append(entry)
-        except ValueError:
-            raise CheckpointError(f"{path}: malformed line {ln!r}") from None
-    return out
+    entry = EpochEntry(java_int(parts[0], 32), java_int(parts[1], 64))
+    return entry if entry.epoch >= 0 and entry.start_offset >= 0 else None
 
 
 # -- the cache -----------------------------------------------------------------------------------

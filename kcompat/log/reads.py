@@ -167,7 +167,7 @@ class LogReads:
         self._check_open()
         try:
             for seg in list(self._segments):
-                if seg.max_timestamp_and_offset()[0] < timestamp_ms:
+                if seg.checked_max_timestamp_and_offset()[0] < timestamp_ms:
                     continue
                 self._touch(seg)
                 found = self._retrying(seg, lambda: seg.find_offset_by_timestamp(

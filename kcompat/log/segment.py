@@ -84,6 +84,7 @@ class LogSegment:
         self._bytes_since_index = 0
         # bytes read from disk that no check has covered yet are CRC-checked before reads serve them
         self.verifier = ReadVerifier(size)
+        self._max_ts_checked = False
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, active={self.active})"
@@ -424,6 +425,25 @@ class LogSegment:
         except FileNotFoundError:
             return -1
 
+    def checked_max_timestamp_and_offset(self) -> tuple[int, int]:
+        """:meth:`max_timestamp_and_offset`, for an inactive segment first checked (once) against
+        the batches after its last offset-index entry: a ``.timeindex`` cut at an entry boundary
+        passes the sanity check but lost its largest entries, and a timestamp lookup would skip the
+        segment. If a batch there has a larger timestamp, both indexes are rebuilt."""
+        ts, off = self.max_timestamp_and_offset()
+        if self.active or self._max_ts_checked:
+            return ts, off
+        self._max_ts_checked = True
+        le = self.offset_index.last_entry()
+        try:
+            stale = any(h.max_timestamp > ts for _pos, h in scan_headers(self.fd, le[1] if le else 0, self.size))
+        except CorruptRecordError:
+            stale = False      # the lookup itself will meet the damage and handle it
+        if stale:
+            logger.warning("segment %s: its time index misses the largest timestamps; rebuilding it", self.log_path)
+            self.rebuild(truncate=False)
+        return self.max_timestamp_and_offset()
+
     def verified_largest_timestamp(self) -> int:
         """:meth:`largest_timestamp`, checked against the batches (retention calls it before it
         deletes a segment by time): the time index's last entry must name a batch with that max
@@ -467,6 +487,9 @@ class LogSegment:
                 for rec in iter_records(self._checked_batch(pos, h)):
                     if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                         return rec.offset, rec.timestamp
+        if expect:
+            raise CorruptIndexError(f"{self.time_index.path.name}: entry ({entry_ts}, {ts_offset}) names an "
+                                    f"offset beyond the segment")
         return None
 
     def _checked_batch(self, pos: int, h: BatchHeader) -> bytes:

@@ -48,16 +48,28 @@ class SnapshotStore:
 
     def latest(self, max_offset: int) -> tuple[int, bytes] | None:
         """``(offset, data)`` of the newest snapshot with offset <= ``max_offset``, or None.
-        A snapshot that vanished or cannot be read is skipped (and logged)."""
+        A snapshot that vanished or cannot be read is skipped (and logged); an empty one is
+        deleted and skipped. (Checking the content is the producer-state layer's job.)"""
         i = bisect.bisect_right(self._offsets, max_offset)
         while i > 0:
             i -= 1
             off = self._offsets[i]
+            path = snapshot_path(self.directory, off)
             try:
-                return off, snapshot_path(self.directory, off).read_bytes()
+                data = path.read_bytes()
             except OSError as e:
-                logger.warning("cannot read producer snapshot %s: %s", snapshot_path(self.directory, off), e)
+                logger.warning("cannot read producer snapshot %s: %s", path, e)
                 del self._offsets[i]
+                continue
+            if not data:
+                # never written so by kcompat or Kafka (a snapshot has at least its version and CRC):
+                # a file cut to nothing. Kafka deletes a snapshot it cannot read and tries the older
+                # one (ProducerStateManager.loadFromSnapshot); an empty file would read as "no producers"
+                logger.warning("producer snapshot %s is empty; deleting it", path)
+                unlink_quiet(path)
+                del self._offsets[i]
+                continue
+            return off, data
         return None
 
     def delete_after(self, offset: int) -> int:

@@ -79,10 +79,11 @@ class ReadVerifier:
             pos = start + rel
             i = bisect.bisect_right(self._starts, pos) - 1
             if i >= 0 and self._ends[i] > pos:        # checked before: skip the range
+                done_end = self._ends[i]
                 if run is not None:
-                    self._add(run, pos)
+                    self._add(run, pos)                # (may merge ranges: done_end was read first)
                     run = None
-                rel = min(self._ends[i], start + n) - start
+                rel = min(done_end, start + n) - start
                 continue
             problem = None
             try:

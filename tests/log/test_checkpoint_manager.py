@@ -30,8 +30,12 @@ def test_offset_checkpoint_round_trip(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+# as Kafka's CheckpointReadBuffer: Integer.parseInt takes no spaces, every line after the count
+# is an entry (a blank line is a malformed one), fields split on \s+ keep a leading empty field
 @pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\nx\n",
-                                  "0\n1\na b 1\n", "0\n2\n", "0\n-1\n", "1\n", "0\n1\na -1 5\n"])
+                                  "0\n1\na b 1\n", "0\n2\n", "0\n-1\n", "1\n", " 0\n0\n",
+                                  "0\n1\na 0 5\n\n", "0\n1\n a 0 5\n", "0\n1\na 0 1_0\n",
+                                  "0\n1\na 0 9223372036854775808\n", "\xff\n"])
 def test_offset_checkpoint_malformed(tmp_path, text):
     p = tmp_path / "cp"
     p.write_text(text)
@@ -270,8 +274,8 @@ def test_manager_refuses_a_malformed_partition_metadata(tmp_path):
     m.shutdown()
     pm = d / "t-0" / "partition.metadata"
     good = pm.read_text()
-    for bad in ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version: 9\n" + good.split("\n", 1)[1],
-                good[:-5] + "\n", "garbage"):
+    for bad in ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "version: -1\n" + good.split("\n", 1)[1],
+                good[:-5] + "\n", "garbage", "", "version: 0\n", good.replace("topic_id: ", "topic_id: !")):
         pm.write_text(bad)
         with pytest.raises(LogDirError, match="partition.metadata"):
             LogManager([d], cfg_for).startup(NOW, "c", 1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_offsets import ListOffsetsResponse as R
 
@@ -82,12 +83,15 @@ def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int =
         return _ok(lp.partition_index, -1, fetchable, p.leader_epoch)
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return _ok(lp.partition_index, -1, p.log_start_offset, p.leader_epoch)
-    if ts == MAX_TIMESTAMP:
-        found_ts, offset = p.log.max_timestamp_and_offset()
-        if offset < 0 or offset >= fetchable:
-            return _ok(lp.partition_index, -1, -1, -1)
-        return _ok(lp.partition_index, found_ts, offset, p.leader_epoch)
-    found = p.log.offset_for_timestamp(ts)
+    try:   # both decode a stored batch: damaged on disk -> CORRUPT_MESSAGE, an I/O error -> KAFKA_STORAGE_ERROR
+        if ts == MAX_TIMESTAMP:
+            found_ts, offset = p.log.max_timestamp_and_offset()
+            if offset < 0 or offset >= fetchable:
+                return _ok(lp.partition_index, -1, -1, -1)
+            return _ok(lp.partition_index, found_ts, offset, p.leader_epoch)
+        found = p.log.offset_for_timestamp(ts)
+    except STORAGE_ERRORS as e:
+        return _error(lp.partition_index, storage_kafka_error(e).code)
     if found is None or found[0] >= fetchable:
         return _ok(lp.partition_index, -1, -1, -1)
     offset, found_ts = found

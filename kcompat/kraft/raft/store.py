@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kcompat.log.errors import LogDirError, LogStorageError
+from kcompat.log.checkpoint import topic_id_from_str
+from kcompat.log.errors import CheckpointError, LogDirError, LogStorageError
 from kcompat.protocol.primitives import ZERO_UUID
 from kcompat.protocol.raft_records.quorum_state_data import QuorumStateData
 
@@ -77,7 +78,11 @@ def _uuid_to_kafka(u: uuid.UUID) -> str:
 
 
 def _uuid_from_kafka(s: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+    """Kafka ``Uuid.fromString``; ValueError if it is not url-safe base64 of 16 bytes."""
+    try:
+        return topic_id_from_str(s)
+    except CheckpointError as e:
+        raise ValueError(str(e)) from None
 
 
 def to_quorum_state_data(state: ElectionState, version: int = 0) -> QuorumStateData:
@@ -109,18 +114,47 @@ def encode_json(state: ElectionState, version: int = 0) -> str:
 
 
 def decode_json(line: str) -> ElectionState:
+    """Parse one line written by :func:`encode_json` or Kafka. As Kafka's generated
+    ``QuorumStateDataJsonConverter``, every field of the ``data_version`` is mandatory and must
+    have its type (int32 / int64 integers, a string cluster id, a list or null of voters, a uuid);
+    raises ValueError otherwise."""
     obj = json.loads(line)
     if not isinstance(obj, dict) or "data_version" not in obj:
         raise ValueError(f"quorum-state is not an object with data_version: {line!r}")
     version = obj["data_version"]
-    if version not in QuorumStateData.VALID_VERSIONS:
-        raise ValueError(f"quorum-state data_version {version} is not supported")
-    voters = obj.get("currentVoters") or []
-    if "votedDirectoryId" in obj:
-        _uuid_from_kafka(obj["votedDirectoryId"])  # validated; directory ids are not used yet
-    return ElectionState(epoch=int(obj.get("leaderEpoch", -1)), leader_id=int(obj.get("leaderId", -1)),
-                         voted_id=int(obj.get("votedId", -1)),
-                         voters=frozenset(int(v["voterId"]) for v in voters))
+    if type(version) is not int or version not in range(QuorumStateData.VALID_VERSIONS[0],
+                                                         QuorumStateData.VALID_VERSIONS[1] + 1):
+        raise ValueError(f"quorum-state data_version {version!r} is not supported")
+    ints = {"leaderId": 32, "leaderEpoch": 32, "votedId": 32}
+    if version == 0:
+        ints["appliedOffset"] = 64
+        if not isinstance(_field(obj, "clusterId", version), str):
+            raise ValueError("quorum-state clusterId is not a string")
+        voters = _field(obj, "currentVoters", version)
+        if voters is not None and (not isinstance(voters, list) or not all(
+                isinstance(v, dict) and _is_int(v.get("voterId"), 32) for v in voters)):
+            raise ValueError("quorum-state currentVoters is not a list of {voterId: int32}")
+    else:
+        voters = None
+        directory = _field(obj, "votedDirectoryId", version)
+        if not isinstance(directory, str):
+            raise ValueError("quorum-state votedDirectoryId is not a uuid")
+        _uuid_from_kafka(directory)  # validated; directory ids are not used yet
+    for name, bits in ints.items():
+        if not _is_int(_field(obj, name, version), bits):
+            raise ValueError(f"quorum-state {name} is not an int{bits}")
+    return ElectionState(epoch=obj["leaderEpoch"], leader_id=obj["leaderId"], voted_id=obj["votedId"],
+                         voters=frozenset(v["voterId"] for v in voters or ()))
+
+
+def _field(obj: dict, name: str, version: int):
+    if name not in obj:
+        raise ValueError(f"quorum-state has no field {name!r}, which version {version} requires")
+    return obj[name]
+
+
+def _is_int(value, bits: int) -> bool:
+    return type(value) is int and -(1 << (bits - 1)) <= value < 1 << (bits - 1)
 
 
 class FileQuorumStateStore:
