@@ -363,7 +363,10 @@ class LogSegment:
         records (Kafka trusts such an index)."""
         it = scan_headers(self.fd, start, self.size, chunk)
         if start > 0:
-            first = next(it, None)
+            try:
+                first = next(it, None)
+            except CorruptRecordError:   # no batch there at all (the rebuild meets real damage again)
+                first = None
             if first is None or first[1].last_offset != entry_offset:
                 raise CorruptIndexError(
                     f"{self.offset_index.path.name}: entry ({entry_offset}, {start}) does not point at "
