@@ -300,7 +300,8 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
             interval=0.2))
         bounded("acks=all produce after the heal", lambda: writer.wait_progress(RECOVERY_S, "after the heal"))
         writer.stop(flush_timeout=RECOVERY_S)
-        records.update(sent=writer.sent, acked=sum(len(v) for v in writer.acked.values()))
+        records.update(sent=writer.sent, acked=sum(len(v) for v in writer.acked.values()),
+                       acked_no_offset=sum(1 for v in writer.acked.values() for _s, o in v if o < 0))
         if writer.fatal is not None:
             violations["client_fatal"].append(f"idempotent producer: {writer.fatal}")
         if writer.unflushed:

@@ -50,6 +50,8 @@ def decode(value: bytes) -> tuple[int, int]:
 class SequentialProducer:
     """Writes sequential values to ``partitions`` of ``topic`` until :meth:`stop`.
 
+    ``acked[p]``: [(seq, offset)], offset -1 when the acknowledgement carried none.
+
     ``interval``: sleep between rounds (one record per partition per round). Thread-safe views:
     :meth:`acked_count`, :meth:`wait_progress`. After :meth:`stop`: ``acked[p]`` = [(seq, offset)],
     ``failed`` = [(p, seq, error)], ``fatal`` = the fatal error if the producer had one.
@@ -87,7 +89,10 @@ class SequentialProducer:
                 self.failed.append((p, seq, err))
             else:
                 now = time.monotonic()
-                self.acked[p].append((seq, msg.offset()))
+                # confluent-kafka gives None for an ack without an offset (-1: librdkafka knows the
+                # records were persisted, e.g. from a later answer, but not where)
+                offset = msg.offset()
+                self.acked[p].append((seq, -1 if offset is None else offset))
                 self.last_ack[p] = now
                 watch = self._first_ack_from.get(p)
                 if watch is not None and watch[1] is None and seq >= watch[0]:
