@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import os
 import sys
 import uuid
@@ -187,6 +188,11 @@ class QuorumRuntime:
             except Exception:
                 pass
         sys.stderr.flush()
+        for child in multiprocessing.active_children():   # the log cleaner's workers: not orphaned
+            try:
+                child.kill()
+            except Exception:
+                pass
         os._exit(1)
 
     # -- appends ---------------------------------------------------------------------------------

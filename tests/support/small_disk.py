@@ -164,6 +164,10 @@ class SmallDiskBroker(BrokerProcess):
         """Wait for the process to exit by itself (a halt); returns its exit status."""
         assert self.proc is not None
         rc = self.proc.wait(timeout)
+        try:   # anything the broker left in its session (it starts one of its own)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         if self._reader is not None:
             self._reader.join(5)
         self.proc = None
