@@ -6,15 +6,20 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 
+SPARK = "tests/spark/"
+
 
 def pytest_collection_modifyitems(config, items):
-    """pytest-xdist (``-n 2 --dist loadgroup``, pyproject.toml) keeps each test file on one worker,
-    so module-scoped brokers start once, and every Spark test on one worker: they share one
-    session-scoped SparkSession and broker, and two JVMs resolving the connector into one Ivy cache
-    at once would race."""
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group("spark" if path.startswith("tests/spark/") else path))
+    """The Spark tests first: they are the longest unit of work (about 3 minutes), so a worker
+    starts them at once rather than leaving the other idle at the end (tests/support/xdist_scopes.py)."""
+    items.sort(key=lambda item: not item.nodeid.startswith(SPARK))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Units of work for the xdist workers: a test file each, the Spark tests together."""
+    from tests.support.xdist_scopes import FileScopeScheduling
+    return FileScopeScheduling(config, log)
 
 
 @pytest.fixture(scope="module")
