@@ -26,7 +26,7 @@ import pytest
 from kcompat.broker import apis
 from kcompat.protocol.messages import api_classes
 from tests.robustness.util import (
-    CAPTURES, CLIENT_CAPTURES, captured_items, create_topic, encode, frame, header_bytes, mutate, read_batches,
+    CAPTURES, CLIENT_CAPTURES, captured_items, encode, frame, header_bytes, mutate, read_batches,
     read_frames, segment_files, send_and_drain,
 )
 from tests.support.broker_process import wait_for
@@ -86,11 +86,14 @@ def cluster(tmp_path_factory):
 
 
 def test_bad_input_on_every_listener_of_a_cluster(cluster):
+    from confluent_kafka.admin import AdminClient, NewTopic
     from kafka import KafkaProducer
 
     bootstrap = cluster.bootstrap
-    create_topic(bootstrap.split(",")[0], KNOWN, partitions=PARTITIONS, replication_factor=3)
-    create_topic(bootstrap.split(",")[0], LIVE, partitions=PARTITIONS, replication_factor=3)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(t, PARTITIONS, 3) for t in (KNOWN, LIVE)], operation_timeout=30,
+                                 request_timeout=30).values():
+        f.result(60)  # the client retries NOT_CONTROLLER while the quorum settles
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", client_id="known-writer")
     try:
         for i in range(200):

@@ -196,17 +196,24 @@ def io_bound(data: bytes) -> float:
     return IO_TIMEOUT
 
 
+LIVENESS_TIMEOUT = 60.0  # seconds a fresh connection's ApiVersions may take on a starved machine
+
+
 def send_and_drain(item: tuple[str, bytes, bool], address: tuple[str, int], timeout: float | None = None) -> str:
     """Send the bytes of ``(label, bytes, probe)``; with ``probe`` also an ApiVersions request
     behind them, then read until the broker closes the connection ("closed"), answers the probe
     ("answered"), or ``timeout`` seconds pass ("open"). Without ``probe`` the client closes right
     after sending ("sent": a truncated frame). "refused" if the broker does not accept.
-    ``timeout`` defaults to :func:`io_bound`."""
+    ``timeout`` defaults to :func:`io_bound`.
+
+    A connection silent past the bound gets a second chance only if the broker answers an
+    ApiVersions on a fresh connection meanwhile (:func:`broker_answers`): then the silence was the
+    whole process being slow (a starved machine), not this connection hanging; it is "open" if it
+    stays silent for the bound again while the broker answers others."""
     _label, data, probe = item
     timeout = io_bound(data) if timeout is None else timeout
     try:
-        with socket.create_connection(address, timeout=5) as sock:
-            sock.settimeout(timeout)
+        with socket.create_connection(address, timeout=LIVENESS_TIMEOUT) as sock:
             try:
                 sock.sendall(data + (PROBE if probe else b""))
             except (BrokenPipeError, ConnectionResetError):
@@ -214,27 +221,47 @@ def send_and_drain(item: tuple[str, bytes, bool], address: tuple[str, int], time
             if not probe:
                 return "sent"
             buf = bytearray()
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                try:
-                    chunk = sock.recv(65536)
-                except socket.timeout:
-                    return "open"
-                except ConnectionResetError:
-                    return "closed"
-                if not chunk:
-                    return "closed"
-                buf += chunk
-                while len(buf) >= 8:
-                    size, corr = struct.unpack_from(">ii", buf, 0)
-                    if len(buf) < 4 + size:
-                        break
-                    if corr == PROBE_CORRELATION_ID:
-                        return "answered"
-                    del buf[:4 + size]
-            return "open"
+            outcome = _drain(sock, buf, timeout)
+            if outcome == "open" and broker_answers(address):
+                outcome = _drain(sock, buf, timeout)
+            return outcome
     except ConnectionRefusedError:
         return "refused"
+
+
+def _drain(sock: socket.socket, buf: bytearray, timeout: float) -> str:
+    """Read until the probe's answer ("answered"), EOF or a reset ("closed"), or ``timeout``
+    seconds ("open"); ``buf`` keeps a partial frame across calls."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            return "open"
+        except ConnectionResetError:
+            return "closed"
+        if not chunk:
+            return "closed"
+        buf += chunk
+        while len(buf) >= 8:
+            size, corr = struct.unpack_from(">ii", buf, 0)
+            if len(buf) < 4 + size:
+                break
+            if corr == PROBE_CORRELATION_ID:
+                return "answered"
+            del buf[:4 + size]
+    return "open"
+
+
+def broker_answers(address: tuple[str, int], timeout: float = LIVENESS_TIMEOUT) -> bool:
+    """The broker answers an ApiVersions request on a new connection within ``timeout`` s."""
+    try:
+        with socket.create_connection(address, timeout=timeout) as sock:
+            sock.sendall(PROBE)
+            return _drain(sock, bytearray(), timeout) == "answered"
+    except OSError:
+        return False
 
 
 # -- frames real clients sent (tools/capture_client_frames.py) -----------------------------------------
