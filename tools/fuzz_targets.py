@@ -127,6 +127,33 @@ def _value(typ, ref, root, version, rng, width, depth):
     raise ValueError(f"no sample for type {typ}")
 
 
+def dense(cls, root, version: int, width: int, depth: int = 0):
+    """A ``cls`` instance valid at ``version`` whose top-level arrays hold ``width`` elements of
+    the smallest encoding (nested arrays empty, strings and bytes empty, numbers 0): the most
+    decoded objects per input byte, for the memory check."""
+    kw = {}
+    for attr, typ, versions, _nullable, _tag, _tagged, _flex, ref in cls.FIELDS:
+        if not _in(versions, version):
+            continue
+        if typ.startswith("[]"):
+            n = width if depth == 0 else 0
+            elem = typ[2:]
+            if ref is not None:
+                kw[attr] = [dense(getattr(root, ref), root, version, width, depth + 1) for _ in range(n)]
+            else:
+                kw[attr] = [_zero(elem) for _ in range(n)]
+        elif ref is not None:
+            kw[attr] = dense(getattr(root, ref), root, version, width, depth + 1)
+        else:
+            kw[attr] = _zero(typ)
+    return cls(**kw)
+
+
+def _zero(typ: str):
+    return {"string": "", "bytes": b"", "records": b"", "bool": False, "float64": 0.0,
+            "uuid": uuid.UUID(int=0)}.get(typ, 0)
+
+
 def encode(obj, version: int) -> bytes:
     out = bytearray()
     obj.write(out, version)
@@ -159,7 +186,7 @@ def request_targets() -> list[Target]:
                 run=lambda data, c=req, v=v: c.read(memoryview(data), 0, v),
                 allowed=(DecodeError,),
                 seeds=lambda rng, c=req, v=v: [encode(sample(c, c, v, rng), v) for _ in range(4)]
-                + [encode(sample(c, c, v, rng, width=0), v)],
+                + [encode(sample(c, c, v, rng, width=0), v), encode(dense(c, c, v, 300), v)],
                 scaled=lambda k, c=req, v=v: encode(sample(c, c, v, random.Random(k), width=k), v)))
     return out
 
