@@ -447,7 +447,7 @@ def append_targets() -> list[Target]:
     def follower_run(data):
         p = partitions().get("follower", AppendPolicy())
         buf = bytearray(data)
-        if len(buf) >= 8 and buf[-1] & 1:  # most inputs start at the log end, as a leader's would
+        if len(buf) >= 8 and buf[-1] & 1 and p.log_end_offset < 2**63:  # most inputs start at the log end
             struct.pack_into(">q", buf, 0, p.log_end_offset)
         p.append_as_follower(memoryview(buf), NOW_MS)
 

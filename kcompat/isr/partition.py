@@ -268,6 +268,10 @@ class Partition(ReplicationMixin):
                 if not rb.crc_valid(mv, pos, h):
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record batch at offset {h.base_offset} is corrupt "
                                                                 f"(CRC mismatch) in {self.topic}-{self.partition_id}")
+                if h.base_offset < 0 or h.next_offset > 2**63 - 1:
+                    # Kafka's long offsets would wrap: "Out of order offsets" (OffsetsOutOfOrderException)
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Record batch offsets {h.base_offset}+"
+                                                                f"{h.last_offset_delta} are out of range")
                 if h.is_control and h.producer_id >= 0:
                     # the marker _replay_batch reads after the append must decode: check before
                     # appending (Kafka reads it in analyzeAndValidateProducerState, before too)
