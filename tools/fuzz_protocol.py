@@ -268,7 +268,7 @@ class Fuzzer:
             spans = [(0, n), (n // 2, n), sorted((rng.randint(0, n), rng.randint(0, n)))]
             families += [[x[:a] + x[a:b] * k + x[b:] for k in (1, 2, 4, 8)] for a, b in spans if b > a]
         if target.scaled is not None:
-            families.append([target.scaled(k) for k in (50, 100, 200, 400)])
+            families.append([target.scaled(k) for k in target.scale])
         worst_calls = worst_time = 0.0
         for fam in families:
             sizes = [len(d) for d in fam]
@@ -276,7 +276,9 @@ class Fuzzer:
                 continue
             calls = [cost_calls(target, d) for d in fam]
             e_calls = growth(calls, sizes)
-            if e_calls > MAX_CALLS_EXPONENT and calls[3] > 1000:
+            if calls[3] <= 1000:
+                continue  # a few dozen calls: where an invalid input fails, not how work grows
+            if e_calls > MAX_CALLS_EXPONENT:
                 self.finding(target, fam[3], "calls", TimeoutError(
                     f"function calls grow with exponent {e_calls:.2f}: sizes {sizes}, calls {calls}"))
             worst_calls = max(worst_calls, e_calls)
@@ -371,8 +373,10 @@ def report(fuzzer: Fuzzer, seconds: float) -> dict:
     for name, g in by_group.items():
         print(f"{name:12} {g['targets']:7d} {g['inputs']:9d} {g['seconds']:7.1f} {g['max_mem_ratio']:8.1f} "
               f"{g['max_peak_bytes'] // 1024:9d} {g['calls_exponent']:9.2f} {g['time_exponent']:8.2f}")
-    print("mem/byte: the largest tracemalloc peak per input byte (inputs of 1 KiB or more); calls/time exp: "
-          "the largest growth exponent of function calls / CPU time at 2x..8x sizes (1 = linear)")
+    print("mem/byte: the largest tracemalloc peak per input byte over inputs of 1 KiB or more (batch, "
+          "compression, append, follower: mostly the 256 KiB decompression piece); peak: the largest peak; "
+          "calls/time exp: the largest growth exponent of function calls / CPU time at 2x..8x sizes "
+          "(1 = linear; families of over 1000 calls / 5 ms)")
     for t in fuzzer.targets:
         if t.group in ("batch", "compression", "append", "follower", "frame", "header"):
             st = fuzzer.stats[t.name]

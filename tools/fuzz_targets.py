@@ -46,6 +46,7 @@ from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.primitives import DecodeError
 
 NOW_MS = 1_700_000_000_000
+BIG = (400, 800, 1600, 3200)  # scaled(k) sizes for targets whose inputs are cheap per byte
 _CLEANUPS: list[Callable[[], None]] = []
 
 
@@ -60,6 +61,7 @@ class Target:
     accept: Callable[[BaseException], bool] = lambda e: True  # extra condition on an allowed error
     reset: Callable[[], None] = lambda: None  # forget state between measured runs (a fresh log)
     close: Callable[[], None] = lambda: None  # undo what building the target did (close_all: every target)
+    scale: tuple = (50, 100, 200, 400)  # the k of scaled(k) for the linear-time check
 
     def check(self, data: bytes) -> BaseException | None:
         """Run one input; the exception that breaks the property, or None."""
@@ -333,7 +335,7 @@ def batch_target() -> Target:
         out.append(rb.build_control_batch(rb.CONTROL_COMMIT, 5, 0, 1, NOW_MS))
         return out
     return Target(name="batch", group="batch", run=_batch_run, allowed=(rb.CorruptRecordError,), seeds=seeds,
-                  scaled=lambda k: valid_batch(random.Random(k), n=k, codec=0))
+                  scaled=lambda k: valid_batch(random.Random(k), n=k, codec=0), scale=BIG)
 
 
 def compression_targets() -> list[Target]:
@@ -352,7 +354,7 @@ def compression_targets() -> list[Target]:
         out.append(Target(name=f"compression:{compression.NAMES[codec]}", group="compression", run=run,
                           allowed=(compression.CompressionError,), seeds=seeds,
                           scaled=lambda k, codec=codec: compression.compress(
-                              codec, random.Random(k).randbytes(64 * k))))
+                              codec, random.Random(k).randbytes(64 * k)), scale=BIG))
     return out
 
 
@@ -442,7 +444,7 @@ def append_targets() -> list[Target]:
                     + [valid_batch(rng, ts=NOW_MS - 10**8)])
         out.append(Target(name=f"append:{name}", group="append", run=run, allowed=(KafkaError,),
                           accept=_kafka_code, seeds=seeds, reset=lambda name=name: partitions().drop(name),
-                          scaled=lambda k: valid_batch(random.Random(k), n=k, codec=0)))
+                          scaled=lambda k: valid_batch(random.Random(k), n=k, codec=0), scale=BIG))
 
     def follower_run(data):
         p = partitions().get("follower", AppendPolicy())
@@ -463,7 +465,7 @@ def append_targets() -> list[Target]:
 
     out.append(Target(name="follower", group="follower", run=follower_run, allowed=(KafkaError, ValueError),
                       accept=follower_ok, seeds=follower_seeds, reset=lambda: partitions().drop("follower"),
-                      scaled=lambda k: valid_batch(random.Random(k), n=k, codec=0) + b"\x01"))
+                      scaled=lambda k: valid_batch(random.Random(k), n=k, codec=0) + b"\x01", scale=BIG))
     return out
 
 
