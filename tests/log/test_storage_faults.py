@@ -282,3 +282,44 @@ def test_cleaning_in_a_worker_process_on_a_full_disk_is_retried(disk):
         assert installed and latest(log) == expected
     finally:
         cleaner.shutdown()
+
+
+def test_one_full_log_dir_of_two_leaves_the_other_serving(tmp_path):
+    """Kafka takes a failed log dir offline and keeps serving the others; kcompat keeps both online:
+    the full one answers storage errors until space returns, the other is unaffected."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with SmallDisk(tmp_path / "a", 4 << 20) as full, SmallDisk(tmp_path / "b", 4 << 20) as fine:
+        dirs = [full.path / "data", fine.path / "data"]
+        m = LogManager(dirs, lambda t: LogConfig())
+        m.startup(NOW, "cluster", 1)
+        logs = [m.create("t", p, LogConfig(), uuid.uuid4(), NOW) for p in range(2)]
+        assert {m.log_dir_of("t", p) for p in range(2)} == set(dirs)
+        on_full = next(lg for lg in logs if lg.directory.parent == dirs[0])
+        on_fine = next(lg for lg in logs if lg.directory.parent == dirs[1])
+        stored = {id(lg): [append(lg, 1000)] for lg in logs}
+        full.fill()
+        with pytest.raises(LogStorageError):
+            for _ in range(8):         # what still fits in the last page is appended (and kept)
+                stored[id(on_full)].append(append(on_full, 1000))
+        for _ in range(8):
+            stored[id(on_fine)].append(append(on_fine, 1000))
+        assert read_all(on_full) == b"".join(stored[id(on_full)])
+        on_fine.flush()
+        assert m.checkpoint() is False                              # only the full dir's files failed
+        assert read_offset_checkpoint(dirs[1] / "recovery-point-offset-checkpoint")[on_fine_tp(m, on_fine)] == 9
+        m.shutdown()
+        assert (dirs[1] / ".kafka_cleanshutdown").exists() and not (dirs[0] / ".kafka_cleanshutdown").exists()
+        full.free()
+        m2 = LogManager(dirs, lambda t: LogConfig())
+        m2.startup(NOW, "cluster", 1)
+        assert m2.had_clean_shutdown == {dirs[0]: False, dirs[1]: True}
+        for lg in logs:
+            tp = on_fine_tp(m2, lg)
+            assert read_all(m2.get(*tp)) == b"".join(stored[id(lg)])
+        for lg in m2.logs.values():
+            lg.close_without_flush()
+
+
+def on_fine_tp(m: LogManager, log: Log) -> tuple[str, int]:
+    return ("t", int(log.directory.name.rsplit("-", 1)[1]))
