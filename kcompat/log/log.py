@@ -59,6 +59,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         self._read_cache: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
         self._max_ts_cache: tuple[int, int] | None = None
         self._corrupt_seen: set[tuple[int, str]] = set()
+        self._txn_unwritten: set[LogSegment] = set()   # .txnindex files behind their entries
         self._dir_dirty = False
         self._closed = False
         self.on_roll: Callable[[int], None] | None = None
@@ -368,10 +369,14 @@ class Log(LogReads, LogCleaning, LogFlush):
     def append_aborted_txn(self, producer_id: int, first_offset: int, last_offset: int,
                            last_stable_offset: int) -> None:
         """Record an aborted transaction whose ABORT marker is at ``last_offset``: the entry goes
-        to the ``.txnindex`` of the segment holding the marker (Kafka ``LogSegment.updateTxnIndex``)."""
+        to the ``.txnindex`` of the segment holding the marker (Kafka ``LogSegment.updateTxnIndex``).
+        If the file cannot be written (disk full) the entry is kept in memory and written again
+        at the next flush, snapshot or close; until then no producer snapshot is written, so that
+        a restart replays the marker and rebuilds the entry (Kafka marks the log dir offline)."""
         self._check_open()
         seg = self._segments[max(0, bisect.bisect_right(self._bases, last_offset) - 1)]
-        seg.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset))
+        if not seg.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset)):
+            self._txn_unwritten.add(seg)   # see write_snapshot: the replay must be able to rebuild it
         seg.dirty = True
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
@@ -514,8 +519,21 @@ class Log(LogReads, LogCleaning, LogFlush):
 
     # -- producer snapshots -----------------------------------------------------------------------
     def write_snapshot(self, offset: int, data: bytes) -> None:
-        """Store producer-state ``data`` as ``<offset>.snapshot`` atomically."""
+        """Store producer-state ``data`` as ``<offset>.snapshot`` atomically. Skipped (logged)
+        while an aborted-transaction entry is only in memory: a snapshot beyond its marker would
+        let a restart skip the replay that rebuilds it."""
+        if self._txn_unwritten and not self.persist_txn_indexes():
+            logger.warning("%s: producer snapshot at %d not written: an aborted-transaction index could "
+                           "not be written yet", self._directory, offset)
+            return
         self._snapshots.write(offset, data)
+
+    def persist_txn_indexes(self) -> bool:
+        """Write the ``.txnindex`` files that hold entries only in memory; True if none is left."""
+        for seg in list(self._txn_unwritten):
+            if seg.txn_index.persist():
+                self._txn_unwritten.discard(seg)
+        return not self._txn_unwritten
 
     def latest_snapshot(self, max_offset: int) -> tuple[int, bytes] | None:
         """``(offset, data)`` of the newest snapshot at or below ``max_offset``, or None."""
@@ -561,6 +579,7 @@ class Log(LogReads, LogCleaning, LogFlush):
         if self._dir_dirty:
             attempt("fsync of the directory", lambda: fsync_dir(self._directory))
         ok = self._epochs.flush_if_dirty() and ok
+        ok = self.persist_txn_indexes() and ok
         if ok:
             self._dir_dirty = False
             self._recovery_point = self._leo

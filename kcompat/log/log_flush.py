@@ -34,6 +34,10 @@ class LogFlush:
 
     def _check_open(self) -> None:  # pragma: no cover - overridden by Log
         raise NotImplementedError
+
+    def persist_txn_indexes(self) -> bool:  # pragma: no cover - overridden by Log
+        raise NotImplementedError
+
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync the segments holding offsets in [recovery point, ``up_to_offset``) (default:
         LEO) plus the directory if segments were created/deleted, then advance the recovery
@@ -55,6 +59,7 @@ class LogFlush:
             self._dir_dirty = False
         if not self._epochs.flush_if_dirty():
             return   # an epoch of the flushed range may be missing from the file: keep the recovery point
+        self.persist_txn_indexes()
         self._recovery_point = target
         self._last_flush_ms = self._clock_ms
         if target >= self._bases[-1]:
@@ -100,6 +105,7 @@ class LogFlush:
             return
         if not self._epochs.flush_if_dirty():
             return   # recovery after a crash must still see the epochs the file is missing
+        self.persist_txn_indexes()
         self._recovery_point = min(plan.target, self._leo)
         self._last_flush_ms = self._clock_ms
         if plan.target >= self._bases[-1]:

@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from kcompat.log.fileio import logger, unlink_quiet
+from kcompat.log.fileio import atomic_write, logger, unlink_quiet
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -34,11 +34,12 @@ class AbortedTxn(NamedTuple):
 class TransactionIndex:
     """Entries of one segment's ``.txnindex``, loaded lazily; appends go straight to the file."""
 
-    __slots__ = ("path", "_entries")
+    __slots__ = ("path", "_entries", "_unwritten")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: list[AbortedTxn] | None = None
+        self._unwritten = False   # the file lacks entries held in memory (a write failed)
 
     def entries(self) -> list[AbortedTxn]:
         """All entries (a partial trailing entry from a crash is cut off and logged)."""
@@ -84,17 +85,53 @@ class TransactionIndex:
             prev = last
         return None
 
-    def append(self, entry: AbortedTxn) -> None:
-        """Add an entry (its lastOffset must not be below the last entry's, as Kafka requires)."""
+    def append(self, entry: AbortedTxn) -> bool:
+        """Add an entry (its lastOffset must not be below the last entry's, as Kafka requires).
+        Returns False if it could not be written to the file (ENOSPC...): it is kept in memory,
+        reads see it, and :meth:`persist` writes the file again later (the owning log keeps the
+        producer-state replay able to rebuild it meanwhile)."""
         entries = self.entries()
         if entries and entry.last_offset < entries[-1].last_offset:
             raise ValueError(f"aborted transaction {entry} ends before the last entry {entries[-1]}")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, _ENTRY.pack(VERSION, *entry))
-        finally:
-            os.close(fd)
         entries.append(entry)
+        if self._unwritten:
+            return False
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            try:
+                view = memoryview(_ENTRY.pack(VERSION, *entry))
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self._unwritten = True
+            try:   # no partial entry left behind
+                os.truncate(self.path, (len(entries) - 1) * ENTRY_SIZE)
+            except OSError:
+                pass
+            logger.error("%s: cannot write an aborted-transaction entry (kept in memory, written later): %s",
+                         self.path, e)
+            return False
+        return True
+
+    @property
+    def unwritten(self) -> bool:
+        """True while the file lacks entries held in memory."""
+        return self._unwritten
+
+    def persist(self) -> bool:
+        """Write the whole file from memory if an append could not (atomically); True if the file
+        is up to date."""
+        if not self._unwritten:
+            return True
+        try:
+            atomic_write(self.path, b"".join(_ENTRY.pack(VERSION, *e) for e in self.entries()))
+        except OSError:
+            return False
+        self._unwritten = False
+        logger.info("%s written again", self.path)
+        return True
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping [fetch_offset, upper_bound) and whether the search may stop here
@@ -112,7 +149,9 @@ class TransactionIndex:
         entries = self.entries()
         keep = [e for e in entries if e.last_offset < offset]
         dropped = len(entries) - len(keep)
-        if dropped:
+        if dropped and self._unwritten:
+            self._entries = keep          # the file is rewritten from memory by persist()
+        elif dropped:
             if keep:
                 os.truncate(self.path, len(keep) * ENTRY_SIZE)
             else:

@@ -323,3 +323,31 @@ def test_one_full_log_dir_of_two_leaves_the_other_serving(tmp_path):
 
 def on_fine_tp(m: LogManager, log: Log) -> tuple[str, int]:
     return ("t", int(log.directory.name.rsplit("-", 1)[1]))
+
+
+def test_an_aborted_transaction_entry_that_cannot_be_written_is_kept_and_rebuilt(disk):
+    """The ABORT marker fits in the .log's last page, the first page of the .txnindex does not:
+    before the fix the entry was lost while the marker stayed (and an exception reached the
+    coordinator after the marker was written); a snapshot taken after it would then have kept a
+    restart from rebuilding it, and read_committed consumers would get aborted records."""
+    from kcompat.isr.partition import Partition
+    d = disk.path / "t-0"
+    log = Log.open(d, LogConfig(), clean_shutdown=True, now_ms=NOW)
+    p = Partition("t", 0, uuid.uuid4(), log)
+    p.txn_verifier = lambda *_a: 0
+    txn = build_batch([(NOW, b"k", b"v" * 200, ())] * 3, producer_id=7, producer_epoch=0, base_sequence=0,
+                      transactional=True)
+    p.append(memoryview(bytearray(txn)), NOW, "txn")
+    leave_room(log, 600)
+    disk.fill()
+    marker = p.append_marker(7, 0, 0, False, NOW)                # appended: the data fits
+    assert p.aborted_transactions(0, log.log_end_offset) == [(7, 0)]
+    assert not log.active_segment.txn_index.path.exists() or log.active_segment.txn_index.path.stat().st_size == 0
+    p.write_snapshot()                                          # skipped, or a restart could not rebuild it
+    assert log.snapshot_offsets == []
+    log.close_without_flush()                                   # a crash before space came back
+    disk.free()
+    log = Log.open(d, LogConfig(), clean_shutdown=False, now_ms=NOW)
+    p = Partition("t", 0, uuid.uuid4(), log)
+    assert p.aborted_transactions(0, log.log_end_offset) == [(7, 0)] and marker == log.log_end_offset - 1
+    assert log.active_segment.txn_index.path.stat().st_size == 34
