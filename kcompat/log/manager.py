@@ -18,7 +18,7 @@ from kcompat.log.checkpoint import (
     write_offset_checkpoint, write_partition_metadata,
 )
 from kcompat.log.config import LogConfig
-from kcompat.log.errors import CheckpointError, LogDirError
+from kcompat.log.errors import CheckpointError, LogDirError, LogStorageError
 from kcompat.log.fileio import atomic_write, fsync_dir, logger, unlink_quiet
 from kcompat.log.leader_epoch import check_leader_epoch_checkpoint
 from kcompat.log.log import Log
@@ -219,8 +219,9 @@ class LogManager:
     def create(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID,
                now_ms: int) -> Log:
         """Get or create the log of a partition in the log dir holding the fewest partitions,
-        writing ``partition.metadata``. Raises ValueError for an illegal topic name and
-        LogDirError if the partition exists with another topic id."""
+        writing ``partition.metadata``. Raises ValueError for an illegal topic name,
+        LogDirError if the partition exists with another topic id, LogStorageError if the
+        directory or its files cannot be created (nothing is left behind then)."""
         validate_topic(topic)
         tp = (topic, partition)
         existing = self.logs.get(tp)
@@ -238,10 +239,16 @@ class LogManager:
             counts[d] = counts.get(d, 0) + 1
         d = min(self.log_dirs, key=lambda x: counts[x])
         path = d / f"{topic}-{partition}"
-        path.mkdir(parents=True, exist_ok=True)
-        write_partition_metadata(path / PARTITION_METADATA, topic_id)
-        log = Log.open(path, config, clean_shutdown=True, now_ms=now_ms)
-        fsync_dir(d)
+        created = not path.exists()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            write_partition_metadata(path / PARTITION_METADATA, topic_id)
+            log = Log.open(path, config, clean_shutdown=True, now_ms=now_ms)
+            fsync_dir(d)
+        except OSError as e:   # a full disk: leave no half-made partition dir behind
+            if created:
+                shutil.rmtree(path, ignore_errors=True)
+            raise LogStorageError(f"creating the log of {topic}-{partition} in {d}", e) from e
         self._register(tp, log, d)
         self._topic_ids[tp] = topic_id
         return log

@@ -351,3 +351,17 @@ def test_an_aborted_transaction_entry_that_cannot_be_written_is_kept_and_rebuilt
     p = Partition("t", 0, uuid.uuid4(), log)
     assert p.aborted_transactions(0, log.log_end_offset) == [(7, 0)] and marker == log.log_end_offset - 1
     assert log.active_segment.txn_index.path.stat().st_size == 34
+
+
+def test_creating_a_partition_on_a_full_disk_leaves_nothing_behind(disk):
+    d = disk.path / "data"
+    m = LogManager([d], lambda t: LogConfig())
+    m.startup(NOW, "cluster", 1)
+    disk.fill()
+    with pytest.raises(LogStorageError):
+        m.create("t", 0, LogConfig(), uuid.uuid4(), NOW)
+    assert m.get("t", 0) is None and not (d / "t-0").exists()
+    disk.free()
+    log = m.create("t", 0, LogConfig(), uuid.uuid4(), NOW)
+    append(log, 100)
+    assert log.log_end_offset == 1
