@@ -159,8 +159,7 @@ class Broker:
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
         await self._wait_for_metadata()
-        if self.controller_active and "metadata.version" not in self.image.features:
-            await self.controller_service.run(lambda: self.controller.bootstrap(self.now_ms()))
+        await self._write_bootstrap_records()
         self._apply_dynamic_broker_configs()
         self._set_aside_unknown_logs()
         self.cleaner = self.cleaner_driver = None
@@ -238,6 +237,21 @@ class Broker:
                 log.info("waiting for the metadata quorum: leader %s, high watermark %s, applied %d",
                          self.quorum.leader_id, self.quorum.raft.high_watermark, self.quorum.applied_offset)
             await asyncio.sleep(0.01)
+
+    async def _write_bootstrap_records(self) -> None:
+        """First start of a new cluster, on the active controller: finalize metadata.version
+        (Kafka's bootstrap records, which the QuorumController writes on activation). Losing the
+        quorum leadership before they commit is no error (Kafka's controller renounces and the
+        next active one writes them): whichever node is active next writes them from
+        :meth:`_controller_periodic`. Raises only errors other than NOT_CONTROLLER."""
+        if not self.controller_active or "metadata.version" in self.image.features:
+            return
+        try:
+            await self.controller_service.run(lambda: self.controller.bootstrap(self.now_ms()))
+        except KafkaError as e:
+            if e.code != ErrorCode.NOT_CONTROLLER:
+                raise
+            log.info("bootstrap records not written (%s); the next active controller writes them", e.message)
 
     async def _wait_unfenced(self) -> None:
         """Until the controller has unfenced this broker and this node's own image shows it (so
@@ -433,7 +447,8 @@ class Broker:
     # -- periodic work ---------------------------------------------------------------------------
 
     async def _controller_periodic(self) -> None:
-        """The controller's timed work (Kafka's QuorumController periodic tasks): fence brokers
+        """The controller's timed work (Kafka's QuorumController periodic tasks): the bootstrap
+        records if a controller that became active at start-up lost the quorum first, fence brokers
         whose session expired (every ``FENCE_CHECK_INTERVAL_S``), leader elections and metadata
         snapshots (every ``PERIODIC_INTERVAL_S``). A task of its own: a controller operation that
         waits for the quorum never holds up log maintenance."""
@@ -441,6 +456,7 @@ class Broker:
         last = 0.0
         while not self.shutting_down:
             await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
+            await _guarded("bootstrap records", self._write_bootstrap_records())
             # a dead broker is fenced (and loses leadership) soon after its session expires
             await _guarded("fencing stale brokers", self.controller_service.fence_stale_brokers())
             if loop.time() - last < PERIODIC_INTERVAL_S:
