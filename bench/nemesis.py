@@ -67,7 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.support.cluster import ProxiedCluster, wait_until  # noqa: E402
@@ -217,12 +217,27 @@ def sync_report(cluster: ProxiedCluster) -> str:
     return "; ".join(out)
 
 
-def create_topics(bootstrap: str) -> None:
+def create_topics(bootstrap: str, timeout: float = 90.0) -> None:
+    """Both topics; retried while the answer is retriable (NOT_CONTROLLER: the quorum of a new
+    cluster on a loaded machine may elect again right after start-up)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    futures = admin.create_topics([NewTopic(t, len(PARTS), 3, config={"min.insync.replicas": "2"})
-                                   for t in (SRC, DST)], operation_timeout=30, request_timeout=30)
-    for f in futures.values():
-        f.result(60)
+    todo = [SRC, DST]
+    deadline = time.monotonic() + timeout
+    while todo:
+        futures = admin.create_topics([NewTopic(t, len(PARTS), 3, config={"min.insync.replicas": "2"})
+                                       for t in todo], operation_timeout=30, request_timeout=30)
+        for t, f in futures.items():
+            try:
+                f.result(60)
+                todo.remove(t)
+            except KafkaException as e:
+                err = e.args[0]
+                if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    todo.remove(t)
+                elif not err.retriable() and err.code() != KafkaError.NOT_CONTROLLER or time.monotonic() > deadline:
+                    raise
+        if todo:
+            time.sleep(0.5)
 
 
 def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
@@ -359,6 +374,7 @@ def run_once(seed: int, fault_seconds: float, members: int, root: Path, log,
             violations["copy_extra"] += [f"{v!r} x{n}" for v, n in got.items() if v not in want]
         records["copy_txns"] = copy_stats["transactions"]
         records["copy_failed_txns"] = copy_stats["abort"] + copy_stats["fatal"]
+        records["copy_consumer_renewals"] = app.renewed_consumers
     except Exception:  # noqa: BLE001 - the run could not go on: a liveness failure
         violations["stuck"].append(traceback.format_exc()[-3000:])
     finally:

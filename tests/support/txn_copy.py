@@ -36,10 +36,12 @@ class ConfluentCopyApp:
                  producer_conf: dict | None = None) -> None:
         self.bs, self.src, self.tid, self.producer = bs, src, tid, None
         self.producer_conf = dict(producer_conf or {})
-        self.consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  **(consumer_conf or {})})
+        self.consumer_conf = {"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                              "enable.auto.commit": False, "auto.offset.reset": "earliest", **(consumer_conf or {})}
+        self.consumer = Consumer(self.consumer_conf)
         self.consumer.subscribe([src])
+        self.committed_failures = 0   # consecutive failed committed() calls
+        self.renewed_consumers = 0
 
     def new_producer(self) -> None:
         if self.producer is not None:
@@ -55,7 +57,33 @@ class ConfluentCopyApp:
                 if not m.error()]
 
     def committed(self) -> dict[int, int]:
-        return {tp.partition: tp.offset for tp in self.consumer.committed(self.consumer.assignment(), TIMEOUT)}
+        """The group's committed offsets of the assigned partitions. After ``RENEW_AFTER``
+        consecutive failures the consumer is replaced (see :meth:`renew_consumer`)."""
+        try:
+            out = {tp.partition: tp.offset for tp in self.consumer.committed(self.consumer.assignment(), TIMEOUT)}
+        except KafkaException:
+            self.committed_failures += 1
+            if self.committed_failures >= self.RENEW_AFTER:
+                self.renew_consumer()
+            raise
+        self.committed_failures = 0
+        return out
+
+    RENEW_AFTER = 3
+
+    def renew_consumer(self) -> None:
+        """Replace the input consumer by a new member of the group: librdkafka 2.16 can keep a
+        decommissioned broker handle as its group coordinator (the broker left the Metadata while
+        fenced) and then time out every OffsetFetch and heartbeat for good (the member is
+        removed on session timeout). The new member is assigned partitions and starts at the
+        group's committed offsets, which is what a rewind after an abort asks for. The old
+        consumer is closed on a thread of its own, as its close may block too."""
+        old = self.consumer
+        self.consumer = Consumer(self.consumer_conf)
+        self.consumer.subscribe([self.src])
+        self.committed_failures = 0
+        self.renewed_consumers += 1
+        threading.Thread(target=old.close, daemon=True).start()
 
     def rewind(self) -> None:  # back to the group's committed offsets (after an abort)
         for p, offset in self.committed().items():
