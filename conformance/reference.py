@@ -29,9 +29,10 @@ log4j.logger.state.change.logger=WARN
 
 
 def java_command(lib: Path, main: str, args: list[str], *, heap: str = "512m", log4j: Path | None = None,
-                 quick: bool = True) -> list[str]:
-    """``java -cp <lib>/* main args``; ``quick`` picks JVM flags that start fast for short-lived tools."""
-    cmd = ["java", f"-Xmx{heap}"]
+                 quick: bool = True, jvm_opts: tuple[str, ...] = ()) -> list[str]:
+    """``java -cp <lib>/* main args``; ``quick`` picks JVM flags that start fast for short-lived tools;
+    ``jvm_opts`` are further JVM flags (e.g. the GC settings of Kafka's ``kafka-run-class.sh``)."""
+    cmd = ["java", f"-Xmx{heap}", *jvm_opts]
     if quick:
         cmd += ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
     if log4j is not None:
@@ -40,12 +41,19 @@ def java_command(lib: Path, main: str, args: list[str], *, heap: str = "512m", l
 
 
 class ReferenceKafka(ProcessTarget):
-    """Apache Kafka ``version`` (KRaft, broker+controller) on ``host``."""
+    """Apache Kafka ``version`` (KRaft, broker+controller) on ``host``.
+
+    ``cluster_id``: format the storage with this cluster id (nodes of one cluster share it) instead
+    of a fresh one from ``StorageTool random-uuid``. ``jvm_opts``: extra JVM flags for the broker.
+    Subclasses may override :meth:`properties` (e.g. a node of a multi-node cluster)."""
 
     kind = "reference"
 
     def __init__(self, lib: Path, version: str, workdir: Path, *, host: str = "127.0.0.1",
-                 heap: str = "1g", start_timeout: float = 120.0) -> None:
+                 heap: str = "1g", start_timeout: float = 120.0, cluster_id: str | None = None,
+                 jvm_opts: tuple[str, ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.jvm_opts = tuple(jvm_opts)
         self.lib = Path(lib)
         self.version = version
         self.label = f"Kafka {version}"
@@ -81,17 +89,21 @@ class ReferenceKafka(ProcessTarget):
         }
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
-    def _java(self, main: str, args: list[str], heap: str = "512m", quick: bool = True) -> list[str]:
-        return java_command(self.lib, main, args, heap=heap, log4j=self.workdir / "log4j.properties", quick=quick)
+    def _java(self, main: str, args: list[str], heap: str = "512m", quick: bool = True,
+              jvm_opts: tuple[str, ...] = ()) -> list[str]:
+        return java_command(self.lib, main, args, heap=heap, log4j=self.workdir / "log4j.properties", quick=quick,
+                            jvm_opts=jvm_opts)
 
     def _format(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "server.properties").write_text(self.properties())
         (self.workdir / "log4j.properties").write_text(LOG4J.format(log=self.log_path))
-        uuid = procs.run(self._java("kafka.tools.StorageTool", ["random-uuid"]), timeout=60)
-        if not uuid.ok:
-            raise RuntimeError(f"StorageTool random-uuid failed: {uuid.summary()}")
-        cluster_id = uuid.stdout.strip().splitlines()[-1]
+        cluster_id = self.cluster_id
+        if cluster_id is None:
+            uuid = procs.run(self._java("kafka.tools.StorageTool", ["random-uuid"]), timeout=60)
+            if not uuid.ok:
+                raise RuntimeError(f"StorageTool random-uuid failed: {uuid.summary()}")
+            cluster_id = uuid.stdout.strip().splitlines()[-1]
         fmt = procs.run(self._java("kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c",
                                                                 str(self.workdir / "server.properties")]), timeout=120)
         if not fmt.ok:
@@ -101,7 +113,8 @@ class ReferenceKafka(ProcessTarget):
     def launch(self) -> tuple[list[str], Path, dict]:
         if not self._formatted:
             self._format()
-        cmd = self._java("kafka.Kafka", [str(self.workdir / "server.properties")], heap=self.heap, quick=False)
+        cmd = self._java("kafka.Kafka", [str(self.workdir / "server.properties")], heap=self.heap, quick=False,
+                         jvm_opts=self.jvm_opts)
         return cmd, self.stdout_path, {}
 
     def describe(self) -> dict:
