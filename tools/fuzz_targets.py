@@ -261,6 +261,8 @@ def frame_target(controller: bool) -> Target:
     logger = logging.getLogger("kcompat.broker.connection")
     logger.addHandler(close_log)
     propagate, logger.propagate = logger.propagate, False  # millions of close lines
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # the close lines are what the target checks, whatever else configured
     loop = asyncio.new_event_loop()
 
     def cleanup() -> None:
@@ -268,6 +270,7 @@ def frame_target(controller: bool) -> Target:
             _CLEANUPS.remove(cleanup)
             logger.removeHandler(close_log)
             logger.propagate = propagate
+            logger.setLevel(level)
             loop.close()
     _CLEANUPS.append(cleanup)
 

@@ -57,8 +57,11 @@ def test_every_decoder_keeps_its_properties_on_mutated_inputs(targets, tmp_path)
     assert len(requests) == sum(api_classes(k)[0].VALID_VERSIONS[1] - api_classes(k)[0].VALID_VERSIONS[0] + 1
                                 for k in API_TABLE)
     assert all(fuzzer.stats[t.name].inputs >= 20 for t in targets)
-    assert not fuzzer.findings, "\n\n".join(f"{f['kind']} in {f['target']}: {f['exception']}\ninput {f['input']}\n"
-                                            f"{f['traceback']}" for f in fuzzer.findings.values())
+    found = list(fuzzer.findings.values())
+    assert not found, (f"{len(found)} findings: "
+                       + "; ".join(f"{f['kind']} in {f['target']} x{f['count']}: {f['exception'][:200]} at {f['where']}"
+                                   for f in found)
+                       + "\n\n" + "\n\n".join(f"input {(f['input'] or '')[:2000]}\n{f['traceback']}" for f in found))
     assert summary["inputs"] >= INPUTS * 0.9
 
 
