@@ -17,9 +17,11 @@ Properties checked on every input:
 1. it raises nothing but the target's own error type (DecodeError, CorruptRecordError,
    CompressionError, KafkaError with a Kafka error code);
 2. it allocates at most ``MEM_PER_BYTE`` times its size plus ``MEM_BASE`` (tracemalloc peak);
-3. afterwards, for each target's slowest inputs (time per byte) and its ``scaled(k)`` valid input,
-   the time at 1x, 2x, 4x, 8x the size grows at most linearly: the exponent log(t8/t2)/log(n8/n2)
-   must stay below ``MAX_EXPONENT`` (a quadratic decoder shows 2).
+3. afterwards, for each target's slowest inputs (time per byte, a span repeated 1, 2, 4, 8 times)
+   and its ``scaled(k)`` valid input at 1x..8x the size, work grows at most linearly: function
+   calls (deterministic) by their increments per byte added (``growth_of_increments``, at most
+   ``MAX_CALLS_EXPONENT``), CPU time by log(t8/t2)/log(n8/n2) (at most ``MAX_EXPONENT``); a
+   quadratic decoder shows 2.
 
 ``--engine mutate`` (default) mutates valid encodings (seeded, deterministic: same seed, same
 inputs): bit flips, interesting integers (counts, lengths, varints), truncation, duplicated and
@@ -256,8 +258,9 @@ class Fuzzer:
 
     def linear_check(self, target) -> tuple[float, float]:
         """Largest growth exponents ``(calls, cpu time)`` over the slowest inputs with a span
-        repeated 1, 2, 4, 8 times and the target's scaled valid input at 1x..8x: log(c8/c2) /
-        log(n8/n2), 1 for linear work. Calls (Python and C function calls, deterministic) catch
+        repeated 1, 2, 4, 8 times and the target's scaled valid input at 1x..8x (see
+        :func:`growth_of_increments` and :func:`growth`), 1 for linear work. Calls (Python and C
+        function calls, deterministic) catch
         loops that do not advance through the input; CPU time (thread time, GC off, best of 5,
         confirmed twice) also catches copying that grows with the input, with a wider margin
         because a shared machine's caches make time per byte drift with size."""
@@ -275,7 +278,7 @@ class Fuzzer:
             if sizes[3] <= sizes[1]:
                 continue
             calls = [cost_calls(target, d) for d in fam]
-            e_calls = growth(calls, sizes)
+            e_calls = growth_of_increments(calls, sizes)
             if calls[3] <= 1000:
                 continue  # a few dozen calls: where an invalid input fails, not how work grows
             if e_calls > MAX_CALLS_EXPONENT:
@@ -299,6 +302,18 @@ class Fuzzer:
 def growth(costs, sizes) -> float:
     """Exponent of the cost between the 2nd and the 4th size (1 = linear)."""
     return math.log(max(costs[3], 1e-9) / max(costs[1], 1e-9)) / math.log(sizes[3] / sizes[1])
+
+
+def growth_of_increments(costs, sizes) -> float:
+    """1 + log2 of how much faster the cost grows from the 3rd to the 4th size than from the 2nd to
+    the 3rd, per byte added: 1 when the cost is linear in the size, whatever its constant part
+    (a repeated span next to an unrepeated rest), 2 when it is quadratic. 0 when the costs do not
+    grow with the size (a repeated span that moves where an invalid input fails)."""
+    dc1, dc2 = costs[2] - costs[1], costs[3] - costs[2]
+    ds1, ds2 = sizes[2] - sizes[1], sizes[3] - sizes[2]
+    if min(dc1, dc2, ds1, ds2) <= 0:
+        return 0.0
+    return 1 + math.log2((dc2 / dc1) / (ds2 / ds1))
 
 
 def cost_cpu(target, data: bytes, repeat: int = 3) -> float:

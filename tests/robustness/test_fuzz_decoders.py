@@ -81,7 +81,7 @@ def test_work_grows_linearly_with_the_input(targets, group):
         sizes = [len(d) for d in fam]
         calls = [fp.cost_calls(t, d) for d in fam]
         if sizes[3] > sizes[1] * 2:
-            worst.append((fp.growth(calls, sizes), t.name, sizes, calls))
+            worst.append((fp.growth_of_increments(calls, sizes), t.name, sizes, calls))
     assert worst
     bad = [w for w in worst if w[0] > fp.MAX_CALLS_EXPONENT]
     assert not bad, f"superlinear work: {bad}"
