@@ -156,6 +156,17 @@ def _zero(typ: str):
             "uuid": uuid.UUID(int=0)}.get(typ, 0)
 
 
+def repeated(cls, version: int, k: int):
+    """A sample ``cls`` instance whose top-level arrays hold one element repeated ``k`` times:
+    its encoding grows by the same bytes per element (the linear-time check's scaled input)."""
+    obj = sample(cls, cls, version, random.Random(1), width=1)
+    for attr in cls.__slots__:
+        value = getattr(obj, attr, None)
+        if isinstance(value, list) and len(value) == 1:
+            setattr(obj, attr, value * k)
+    return obj
+
+
 def encode(obj, version: int) -> bytes:
     out = bytearray()
     obj.write(out, version)
@@ -189,7 +200,7 @@ def request_targets() -> list[Target]:
                 allowed=(DecodeError,),
                 seeds=lambda rng, c=req, v=v: [encode(sample(c, c, v, rng), v) for _ in range(4)]
                 + [encode(sample(c, c, v, rng, width=0), v), encode(dense(c, c, v, 300), v)],
-                scaled=lambda k, c=req, v=v: encode(sample(c, c, v, random.Random(k), width=k), v)))
+                scaled=lambda k, c=req, v=v: encode(repeated(c, v, k), v)))
     return out
 
 
