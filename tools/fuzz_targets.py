@@ -285,7 +285,7 @@ def frame_target(controller: bool) -> Target:
             loop.close()
     _CLEANUPS.append(cleanup)
 
-    async def one(data: bytes) -> None:
+    async def one(data: bytes) -> str:
         close_log.records.clear()
         c = conn_mod.KafkaConnection(broker, listener)
         c.handlers = stubs
