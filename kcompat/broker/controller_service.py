@@ -26,6 +26,7 @@ from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 log = logging.getLogger("kcompat.kraft.controller")
 
 FORWARD_TIMEOUT_S = 30.0
+RETRY_BACKOFF_S = 0.05   # between attempts while the controller is unknown or moving
 
 
 class ControllerService:
@@ -91,14 +92,27 @@ class ControllerService:
 
     async def call(self, req, version: int, local: Callable[[], object], error_response: Callable,
                    timeout_s: float = FORWARD_TIMEOUT_S):
-        """A controller request from this node itself (registration, heartbeats, producer ids)."""
-        if self.active:
-            try:
-                return await self.run(local)
-            except KafkaError as e:
-                if e.code != ErrorCode.NOT_CONTROLLER:
-                    raise
-        return await self.forward(req, version, error_response, timeout_s)
+        """Run ``local()`` if this node is the active controller, else forward ``req`` to it; while
+        no controller is known, the one asked is unreachable or answers NOT_CONTROLLER (an
+        election is under way), try again every ``RETRY_BACKOFF_S`` until ``timeout_s`` has passed
+        and only then answer NOT_CONTROLLER (Kafka's NodeToControllerRequestThread re-sends such
+        requests to the new controller rather than failing them)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if self.active:
+                try:
+                    return await self.run(local)
+                except KafkaError as e:
+                    if e.code != ErrorCode.NOT_CONTROLLER:
+                        raise
+            else:
+                resp = await self._forward_once(req, version, max(0.1, deadline - loop.time()))
+                if resp is not None:
+                    return resp
+            if loop.time() + RETRY_BACKOFF_S >= deadline:
+                return error_response(req, version, ErrorCode.NOT_CONTROLLER)
+            await asyncio.sleep(RETRY_BACKOFF_S)
 
     def on_leader_change(self, old_leader: int | None) -> None:
         """A new quorum leader: requests in flight to the old one fail now rather than at their
@@ -108,14 +122,32 @@ class ControllerService:
             self._clients.close_node(old_leader)
 
     async def forward(self, req, version: int, error_response: Callable, timeout_s: float = FORWARD_TIMEOUT_S):
+        """Send ``req`` to the active controller and return its response, retried as :meth:`call`
+        does; NOT_CONTROLLER (``error_response``) once ``timeout_s`` has passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if self.broker.quorum.leader_id == self.broker.node_id:
+                return error_response(req, version, ErrorCode.NOT_CONTROLLER)   # ask this node again
+            resp = await self._forward_once(req, version, max(0.1, deadline - loop.time()))
+            if resp is not None:
+                return resp
+            if loop.time() + RETRY_BACKOFF_S >= deadline:
+                return error_response(req, version, ErrorCode.NOT_CONTROLLER)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _forward_once(self, req, version: int, timeout_s: float):
+        """The active controller's response to ``req``, or None to try again: no other node is
+        known to lead the quorum, it could not be reached, or it answered NOT_CONTROLLER."""
         leader = self.broker.quorum.leader_id
         if leader is None or leader == self.broker.node_id:
-            return error_response(req, version, ErrorCode.NOT_CONTROLLER)
+            return None
         try:
-            return await self._clients.send(leader, req, version, timeout_s=timeout_s)
+            resp = await self._clients.send(leader, req, version, timeout_s=timeout_s)
         except (NodeConnectionError, asyncio.TimeoutError, OSError) as e:
             log.warning("forwarding %s to controller %d failed: %s", type(req).NAME, leader, e)
-            return error_response(req, version, ErrorCode.NOT_CONTROLLER)
+            return None
+        return None if _answers_not_controller(resp) else resp
 
     # -- internal operations --------------------------------------------------------------------------
 
@@ -138,10 +170,10 @@ class ControllerService:
                         name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
                         assignments=[], configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                                                  for k, v in t.configs.items()]) for t in topics])
-                resp = await self.forward(req, 7, _create_topics_error)
-                results = [TopicResult(r.name, ErrorCode(r.error_code), r.error_message, r.topic_id,
-                                       r.num_partitions, r.replication_factor) for r in resp.topics]
-                if not any(r.error == ErrorCode.NOT_CONTROLLER for r in results):
+                resp = await self._forward_once(req, 7, max(0.1, end - loop.time()))
+                if resp is not None:   # else no controller (yet) or it moved: look again below
+                    results = [TopicResult(r.name, ErrorCode(r.error_code), r.error_message, r.topic_id,
+                                           r.num_partitions, r.replication_factor) for r in resp.topics]
                     await self.broker.wait_for_topics([r.name for r in results if r.error == ErrorCode.NONE])
                     return results
             if loop.time() > end:
@@ -217,6 +249,14 @@ class ControllerService:
         self._clients.close()
 
 
-def _create_topics_error(req, version, code):
-    from kcompat.broker.handlers.create_topics import error_response
-    return error_response(req, version, code)
+def _answers_not_controller(resp) -> bool:
+    """Whether any ``error_code`` in the response (top level or in its entries) is NOT_CONTROLLER
+    (Kafka: ``response.errorCounts().containsKey(NOT_CONTROLLER)``)."""
+    for name in getattr(type(resp), "__slots__", ()):
+        value = getattr(resp, name, None)
+        if name == "error_code" and value == ErrorCode.NOT_CONTROLLER:
+            return True
+        if isinstance(value, list) and any(_answers_not_controller(item) for item in value
+                                           if hasattr(type(item), "__slots__")):
+            return True
+    return False
