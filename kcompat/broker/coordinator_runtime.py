@@ -99,6 +99,7 @@ class CoordinatorRuntime:
         self._timer_task: asyncio.Task | None = None
         self._loads: dict[int, asyncio.Task] = {}
         self._short_of_brokers: tuple[int, int] | None = None  # (wanted, registered) last logged
+        self._creating: asyncio.Future | None = None   # the internal topic being created
         self._queues: dict[int, _Queue] = {}
 
     # -- subclass hooks --------------------------------------------------------------------------
@@ -201,12 +202,27 @@ class CoordinatorRuntime:
             log.info("created %s with %d partitions", self.TOPIC, partitions)
         return self.TOPIC in broker.image.topics
 
-    async def coordinator_node(self, key: str) -> int | None:
-        """The broker leading the internal partition of ``key`` (creating the topic if needed)."""
-        if self.TOPIC not in self.broker.image.topics and not await self.ensure_topic():
+    def coordinator_node(self, key: str) -> int | None:
+        """The broker leading the internal partition of ``key``; None (the caller answers
+        COORDINATOR_NOT_AVAILABLE, which clients retry) while the topic does not exist or the
+        partition has no leader. A lookup of a missing topic starts creating it in the background,
+        as Kafka's FindCoordinator does (``AutoTopicCreationManager``) rather than holding the
+        request while 50 partitions are created."""
+        topic = self.broker.image.topics.get(self.TOPIC)
+        if topic is None:
+            if self._creating is None or self._creating.done():
+                self._creating = asyncio.ensure_future(self._create_topic())
             return None
-        partition = self.coordinator.partition_for(key)
-        return self.broker.image.topics[self.TOPIC].partitions[partition].leader
+        leader = topic.partitions[self.coordinator.partition_for(key)].leader
+        return leader if leader is not None and leader >= 0 else None
+
+    async def _create_topic(self) -> None:
+        try:
+            await self.ensure_topic()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("creating %s failed", self.TOPIC)
 
     def leader_partition(self, partition: int):
         """The Partition ``<topic>-<partition>`` if this broker leads it, else None."""

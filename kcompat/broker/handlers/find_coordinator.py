@@ -3,7 +3,8 @@
 Key types (KIP-98): 0 GROUP, 1 TRANSACTION (from v1); batched lookups of several keys from v4
 (KIP-699). A group's coordinator is the leader of its ``__consumer_offsets`` partition, a
 transactional id's the leader of its ``__transaction_state`` partition; both topics are created on
-the first lookup, as Kafka does. An unknown key type is INVALID_REQUEST.
+the first lookup, as Kafka does: in the background, the lookup answering COORDINATOR_NOT_AVAILABLE
+(which clients retry) until the topic exists. An unknown key type is INVALID_REQUEST.
 
 Advertising this API also matters to librdkafka beyond groups: it only enables LZ4 compression
 for brokers that support FindCoordinator (its feature map uses it as the 0.9+ marker) and
@@ -22,13 +23,13 @@ MAX_VERSION = 6
 GROUP, TRANSACTION = 0, 1
 
 
-async def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     if key_type == GROUP:
         broker = ctx.broker
         if not key and ctx.api_version < 4:
             return ErrorCode.INVALID_REQUEST, "Invalid group id", -1, "", -1
-        leader = await broker.groups.coordinator_node(key)
+        leader = broker.groups.coordinator_node(key)
         endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
@@ -38,7 +39,7 @@ async def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, 
         broker = ctx.broker
         if not key:
             return ErrorCode.INVALID_REQUEST, "Invalid transactional id", -1, "", -1
-        leader = await broker.txn.coordinator_node(key)
+        leader = broker.txn.coordinator_node(key)
         endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
@@ -47,17 +48,17 @@ async def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, 
     return ErrorCode.INVALID_REQUEST, f"Invalid coordinator type {key_type}", -1, "", -1
 
 
-async def handle(ctx, req):
+def handle(ctx, req):
     version = ctx.api_version
     key_type = req.key_type if version >= 1 else GROUP
     if version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            code, message, node, host, port = await _lookup(ctx, key, key_type)
+            code, message, node, host, port = _lookup(ctx, key, key_type)
             coordinators.append(R.Coordinator(key=key, node_id=node, host=host, port=port, error_code=code,
                                               error_message=message))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    code, message, node, host, port = await _lookup(ctx, req.key, key_type)
+    code, message, node, host, port = _lookup(ctx, req.key, key_type)
     return R(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=host, port=port)
 
 
