@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.broker_process import BrokerProcess
+
+# Hypothesis's per-example deadline (200 ms) and its too-slow health check are timing assertions:
+# on a loaded machine an example that takes 0.1 ms can take a second. Speed lives in bench/.
+settings.register_profile("kcompat", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kcompat")
 
 SPARK = "tests/spark/"
 

@@ -13,29 +13,16 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTP
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.read_back import read_to_end
 
 
 def _uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _read(bootstrap: str, topic: str, isolation: str, idle: float = 2.0, partitions=(0,)):
-    """Every record of the topic as (partition, offset, value), read with ``isolation``."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": _uid("r"), "isolation.level": isolation,
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in partitions])
-    out = []
-    last = time.time()
-    while time.time() - last < idle:
-        for m in c.consume(500, 0.3):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            out.append((m.partition(), m.offset(), m.value()))
-            last = time.time()
-    c.close()
-    return out
+def _read(bootstrap: str, topic: str, isolation: str, partitions=(0,)):
+    """Every record of the topic as (partition, offset, value), read with ``isolation`` to the end."""
+    return [(p, o, v) for p, o, _k, v in read_to_end(bootstrap, topic, partitions, isolation=isolation)]
 
 
 def _lso(bootstrap: str, topic: str) -> int:
@@ -144,7 +131,7 @@ def test_open_transaction_of_a_dead_producer_is_aborted_and_the_lso_moves_on(bro
     after.produce(topic, value=b"after")
     after.flush(10)
     assert _lso(broker.bootstrap, topic) == 0  # blocked by the open transaction
-    deadline = time.time() + 30  # transaction.timeout.ms=3000 + the coordinator's 10 s abort scan
+    deadline = time.time() + 60  # transaction.timeout.ms=3000 + the coordinator's 10 s abort scan (+ load)
     while _lso(broker.bootstrap, topic) == 0 and time.time() < deadline:
         time.sleep(0.5)
     assert _lso(broker.bootstrap, topic) == 22  # 20 aborted + "after" + the ABORT marker

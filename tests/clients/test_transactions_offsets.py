@@ -11,12 +11,13 @@ import uuid
 from collections import Counter
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import OffsetAndMetadata
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.read_back import read_to_end
 
 
 def _uid(prefix: str) -> str:
@@ -39,22 +40,9 @@ def _fill(bootstrap: str, topic: str, partitions: int, n: int) -> list[bytes]:
     return values
 
 
-def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str, idle: float = 2.0) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": _uid("reader"), "isolation.level": isolation,
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out = []
-    last = time.time()
-    while time.time() - last < idle:
-        for m in c.consume(500, 0.3):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(m.error())
-            out.append(m.value())
-            last = time.time()
-    c.close()
-    return out
+def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every value of the topic, partition by partition, read with ``isolation`` to the end."""
+    return [v for _p, _o, _k, v in read_to_end(bootstrap, topic, range(partitions), isolation=isolation)]
 
 
 def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:

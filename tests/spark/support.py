@@ -16,6 +16,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.read_back import read_to_end
+
 _names = itertools.count()
 
 
@@ -80,25 +82,10 @@ def produce_values(bootstrap: str, topic: str, partition: int, values: list[byte
 
 
 def consume_all(bootstrap: str, topic: str, partitions, isolation: str = "read_uncommitted",
-                idle: float = 1.5, headers: bool = False) -> list[tuple]:
-    """Every record of ``partitions`` from the start, as (partition, offset, key, value), plus the
-    headers (a list, [] for none) if ``headers``; reading stops after ``idle`` seconds without a record."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": False})
-    c.assign([TopicPartition(topic, p, -2) for p in partitions])
-    out = []
-    last = time.time()
-    try:
-        while time.time() - last < idle:
-            for m in c.consume(1000, 0.2):
-                if m.error():
-                    raise KafkaException(m.error())
-                row = (m.partition(), m.offset(), m.key(), m.value())
-                out.append(row + (m.headers() or [],) if headers else row)
-                last = time.time()
-    finally:
-        c.close()
-    return sorted(out)
+                headers: bool = False) -> list[tuple]:
+    """Every record of ``partitions`` from the start to the end (tests/support/read_back.py), as
+    (partition, offset, key, value), plus the headers (a list, [] for none) if ``headers``."""
+    return read_to_end(bootstrap, topic, partitions, isolation=isolation, headers=headers)
 
 
 def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:

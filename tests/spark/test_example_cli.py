@@ -22,7 +22,7 @@ def test_example_pipeline_command(bootstrap, tmp_path):
         [sys.executable, "-m", "spark_it", "--bootstrap", bootstrap, "--in-topic", in_topic, "--out-topic", out_topic,
          "--checkpoint", str(tmp_path / "cp"), "--seconds", "9", "--rate", "50",
          "--window-seconds", "4", "--watermark-seconds", "1", "--trigger-seconds", "1"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = [m.groups() for line in proc.stdout.splitlines() if (m := LINE.match(line))]
     assert printed, proc.stdout[-2000:]

@@ -37,7 +37,7 @@ def expected_aggregates(views, watermark_ms: int) -> list[dict]:
 
 
 def _output(bootstrap, topic):
-    rows = consume_all(bootstrap, topic, [0], isolation="read_committed", idle=1.0)
+    rows = consume_all(bootstrap, topic, [0], isolation="read_committed")
     out = [json.loads(v) for _, _, _, v in rows]
     assert [k.decode() for _, _, k, _ in rows] == [f"{a['page']}|{a['window_start']}" for a in out]
     return sorted(out, key=lambda a: (a["window_start"], a["page"]))

@@ -48,7 +48,10 @@ class BrokerProcess:
             cmd += ["--override", f"{k}={v}"]
         return cmd
 
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+    def start(self, timeout: float = 120.0) -> "BrokerProcess":
+        """Start the process and wait for its listener line (``timeout`` seconds bounds a hung
+        start only: an overloaded machine can take tens of seconds to import and start)."""
+        self.bootstrap = None   # set again from this start's listener line, never left from the last
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         logf = open(self.log_path, "a")

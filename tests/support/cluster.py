@@ -67,7 +67,7 @@ class Cluster:
             o.update(overrides or {})
             self.nodes.append(ClusterNode(root / f"node{i + 1}", o, self.cluster_id, self.client_ports[i]))
 
-    def start(self, nodes=None, timeout: float = 60.0) -> "Cluster":
+    def start(self, nodes=None, timeout: float = 120.0) -> "Cluster":
         """Start nodes in parallel (a quorum needs a majority up before any node serves)."""
         errors = []
 
@@ -219,7 +219,7 @@ class ProxiedCluster(Cluster):
     def kill9(self, node_id: int) -> None:
         self.node(node_id).kill9()
 
-    def restart(self, node_id: int, timeout: float = 60.0) -> None:
+    def restart(self, node_id: int, timeout: float = 120.0) -> None:
         """Start a stopped/killed node again over its data."""
         self.start([self.node(node_id)], timeout)
 
