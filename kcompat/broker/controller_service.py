@@ -57,7 +57,9 @@ class ControllerService:
         client closing its connection cancels its request handlers): the next operation must not
         start until this one's records are applied, or it would be validated against an image
         without them (two CreateTopics of one name would both pass and create the topic twice)."""
-        return await asyncio.shield(self._run_serially(op))
+        task = asyncio.ensure_future(self._run_serially(op))
+        task.add_done_callback(_retrieve)   # a caller that went away leaves its error unread
+        return await asyncio.shield(task)
 
     async def _run_serially(self, op: Callable[[], object]):
         async with self._lock:
@@ -260,3 +262,11 @@ def _answers_not_controller(resp) -> bool:
                                            if hasattr(type(item), "__slots__")):
             return True
     return False
+
+
+def _retrieve(task: asyncio.Future) -> None:
+    """Mark a finished operation's exception as seen: when its caller was cancelled nobody awaits
+    it, and asyncio would log "Task exception was never retrieved" with a traceback at ERROR for
+    what is an ordinary NOT_CONTROLLER after losing the quorum."""
+    if not task.cancelled():
+        task.exception()

@@ -79,6 +79,7 @@ class BrokerLifecycle:
                                      want_fence=False, want_shut_down=self.want_shut_down)
         # a heartbeat stuck on an unresponsive controller must not outlive the session
         timeout_s = max(0.5, b.config.get("broker.session.timeout.ms") / 3000.0)
+        broker_heartbeat.touch_session(b, req)
         resp = await b.controller_service.call(req, 1, lambda: broker_heartbeat.local(b, req),
                                                broker_heartbeat.error_response, timeout_s=timeout_s)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):

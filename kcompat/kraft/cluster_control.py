@@ -126,6 +126,16 @@ class ClusterControl:
 
     # -- heartbeats ------------------------------------------------------------------------------
 
+    def touch(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat from ``broker_id`` at ``broker_epoch`` arrived: its session runs from now,
+        even before :meth:`heartbeat` gets its turn behind earlier controller operations (Kafka's
+        ``BrokerHeartbeatManager.touch``, also for heartbeats that time out in the controller's
+        queue). Nothing for an unknown broker or another epoch."""
+        b = self.image.brokers.get(broker_id)
+        if b is not None and b.epoch == broker_epoch:
+            self.last_heartbeat[broker_id] = max(now_ms, self.last_heartbeat.get(broker_id, now_ms))
+            self.heard_from.add(broker_id)
+
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
                   want_shut_down: bool, now_ms: int) -> HeartbeatResult:
         """BrokerHeartbeat. Raises KafkaError (BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH)."""

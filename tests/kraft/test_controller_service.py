@@ -92,3 +92,45 @@ def test_a_cancelled_caller_does_not_let_the_next_operation_see_an_image_without
         assert len(topics) == 1
         assert broker.image.topics["__consumer_offsets"].topic_id == topics[0].topic_id
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_keeps_the_session_while_it_waits_behind_a_commit():
+    """Operations run one at a time, each until its records are committed; a broker's heartbeat
+    that waits behind a slow commit still refreshes its session on arrival (Kafka's heartbeat
+    manager touches it), so the broker is not fenced for the controller's slowness."""
+    from types import SimpleNamespace
+
+    from kcompat.broker.handlers import broker_heartbeat
+    from kcompat.kraft.cluster_control import ClusterControl
+    from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
+    from kcompat.protocol.metadata_records import RegisterBrokerRecord, UnfenceBrokerRecord
+
+    async def scenario():
+        broker = FakeBroker()
+        clock = [broker.now_ms()]
+        broker.now_ms = lambda: clock[0]
+        broker.cluster_control = ClusterControl(broker.image, broker.controller_service.sink, cluster_id="c",
+                                                session_timeout_ms=lambda: 3000)
+        broker.image.apply(RegisterBrokerRecord(broker_id=2, broker_epoch=7, fenced=True, end_points=[]), 7)
+        broker.image.apply(UnfenceBrokerRecord(id=2, epoch=7), 8)
+        broker.cluster_control.activate(clock[0])
+        svc = broker.controller_service
+        slow = asyncio.ensure_future(svc.run(lambda: broker.controller.create_topics(
+            [NewTopic("t", 1, 1)], validate_only=False, now_ms=clock[0])))
+        await _ticks()
+        assert len(broker.quorum.pending) == 1               # the commit is slow
+        clock[0] += 2500
+        req = BrokerHeartbeatRequest(broker_id=2, broker_epoch=7, current_metadata_offset=8, want_fence=False,
+                                     want_shut_down=False)
+        heartbeat = asyncio.ensure_future(broker_heartbeat.handle(SimpleNamespace(broker=broker, api_version=1), req))
+        await _ticks()
+        assert not heartbeat.done()                          # it waits its turn...
+        assert broker.cluster_control.last_heartbeat[2] == clock[0]   # ...but its session runs from now
+        clock[0] += 2000                                     # 4.5 s after activation, 2 s after the heartbeat
+        fence = asyncio.ensure_future(svc.fence_stale_brokers())
+        broker.quorum.complete_next()
+        assert (await asyncio.wait_for(heartbeat, 5)).error_code == 0
+        await asyncio.wait_for(fence, 5)
+        assert not broker.image.brokers[2].fenced
+        await slow
+    asyncio.run(scenario())

@@ -24,7 +24,17 @@ def local(broker, req) -> R:
              should_shut_down=res.should_shut_down)
 
 
+def touch_session(broker, req) -> None:
+    """On the active controller, the heartbeat keeps the broker's session from the moment it
+    arrives, before it waits its turn behind earlier controller operations and their commits
+    (:meth:`~kcompat.kraft.cluster_control.ClusterControl.touch`): on a loaded controller those can
+    take longer than a session, and brokers that heartbeat on time must not be fenced for it."""
+    if broker.controller_service.active:
+        broker.cluster_control.touch(req.broker_id, req.broker_epoch, broker.now_ms())
+
+
 def handle(ctx, req):
+    touch_session(ctx.broker, req)
     return ctx.broker.controller_service.handle(ctx, req, lambda: local(ctx.broker, req), error_response)
 
 
