@@ -71,7 +71,7 @@ class Direct:
                 if recs:
                     self.read[tp.partition] = recs[-1].offset + 1
 
-    def poll_until_reading(self, timeout: float = 30.0) -> None:
+    def poll_until_reading(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         while len(self.read) < PARTITIONS:
             assert time.monotonic() < deadline, f"{self.kind} consumer did not get and read its partitions"

@@ -143,6 +143,11 @@ def test_disk_full_produce_answers_storage_error_heals_and_loses_nothing(tmp_pat
             # consumers' FindCoordinator creates __consumer_offsets: a metadata write, done while
             # there is space (on a full disk it would halt the node, as it would halt Kafka)
             check(read_everything(b.bootstrap), acked, raw_acked)
+            # the periodic checkpoint has recorded RAW before the disk fills (its old file must stay
+            # whole afterwards); on a loaded machine the first write can take longer than 300 ms
+            rp_path = disk.path / "data" / "recovery-point-offset-checkpoint"
+            wait_until(lambda: rp_path.exists() and (RAW, 0) in read_offset_checkpoint(rp_path), 60,
+                       what="a recovery-point checkpoint naming the raw topic")
 
             # -- the disk is full --------------------------------------------------------------------
             disk.fill()
