@@ -14,7 +14,7 @@ from kcompat.log.compaction import CleaningAbandoned
 from .cleaner_helpers import NOW, TP, append_random, append_records, latest, open_log, read_all
 
 
-def _tick_until_outcome(cleaner, logs, now, timeout=60.0, between=None):
+def _tick_until_outcome(cleaner, logs, now, timeout=120.0, between=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         outs = cleaner.tick(logs, now)
