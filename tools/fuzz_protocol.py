@@ -305,15 +305,17 @@ def growth(costs, sizes) -> float:
 
 
 def growth_of_increments(costs, sizes) -> float:
-    """1 + log2 of how much faster the cost grows from the 3rd to the 4th size than from the 2nd to
-    the 3rd, per byte added: 1 when the cost is linear in the size, whatever its constant part
-    (a repeated span next to an unrepeated rest), 2 when it is quadratic. 0 when the costs do not
-    grow with the size (a repeated span that moves where an invalid input fails)."""
-    dc1, dc2 = costs[2] - costs[1], costs[3] - costs[2]
-    ds1, ds2 = sizes[2] - sizes[1], sizes[3] - sizes[2]
-    if min(dc1, dc2, ds1, ds2) <= 0:
+    """1 + log2 of how much faster the cost grows from one size to the next than the size does,
+    the smaller of the two steps 1x-2x-4x and 2x-4x-8x: 1 when the cost is linear in the size,
+    whatever its constant part (a repeated span next to an unrepeated rest), 2 when it is
+    quadratic. 0 when the cost does not grow at every step (a repeated span that only moves where
+    an invalid input fails)."""
+    dc = [costs[i + 1] - costs[i] for i in range(3)]
+    ds = [sizes[i + 1] - sizes[i] for i in range(3)]
+    if min(dc) <= 0 or min(ds) <= 0:
         return 0.0
-    return 1 + math.log2((dc2 / dc1) / (ds2 / ds1))
+    steps = [(dc[i + 1] / dc[i]) / (ds[i + 1] / ds[i]) for i in range(2)]
+    return 1 + math.log2(min(steps))
 
 
 def cost_cpu(target, data: bytes, repeat: int = 3) -> float:
