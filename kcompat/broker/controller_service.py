@@ -99,22 +99,17 @@ class ControllerService:
         election is under way), try again every ``RETRY_BACKOFF_S`` until ``timeout_s`` has passed
         and only then answer NOT_CONTROLLER (Kafka's NodeToControllerRequestThread re-sends such
         requests to the new controller rather than failing them)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
+        async def attempt(remaining_s: float):
             if self.active:
                 try:
                     return await self.run(local)
                 except KafkaError as e:
                     if e.code != ErrorCode.NOT_CONTROLLER:
                         raise
-            else:
-                resp = await self._forward_once(req, version, max(0.1, deadline - loop.time()))
-                if resp is not None:
-                    return resp
-            if loop.time() + RETRY_BACKOFF_S >= deadline:
-                return error_response(req, version, ErrorCode.NOT_CONTROLLER)
-            await asyncio.sleep(RETRY_BACKOFF_S)
+                    return None
+            return await self._forward_once(req, version, remaining_s)
+        return await _retry_until_answered(attempt, lambda: error_response(req, version, ErrorCode.NOT_CONTROLLER),
+                                           timeout_s)
 
     def on_leader_change(self, old_leader: int | None) -> None:
         """A new quorum leader: requests in flight to the old one fail now rather than at their
@@ -125,18 +120,15 @@ class ControllerService:
 
     async def forward(self, req, version: int, error_response: Callable, timeout_s: float = FORWARD_TIMEOUT_S):
         """Send ``req`` to the active controller and return its response, retried as :meth:`call`
-        does; NOT_CONTROLLER (``error_response``) once ``timeout_s`` has passed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
+        does; NOT_CONTROLLER (``error_response``) once ``timeout_s`` has passed, or at once if this
+        node leads the quorum (the caller asks it instead)."""
+        not_controller = lambda: error_response(req, version, ErrorCode.NOT_CONTROLLER)  # noqa: E731
+
+        async def attempt(remaining_s: float):
             if self.broker.quorum.leader_id == self.broker.node_id:
-                return error_response(req, version, ErrorCode.NOT_CONTROLLER)   # ask this node again
-            resp = await self._forward_once(req, version, max(0.1, deadline - loop.time()))
-            if resp is not None:
-                return resp
-            if loop.time() + RETRY_BACKOFF_S >= deadline:
-                return error_response(req, version, ErrorCode.NOT_CONTROLLER)
-            await asyncio.sleep(RETRY_BACKOFF_S)
+                return not_controller()
+            return await self._forward_once(req, version, remaining_s)
+        return await _retry_until_answered(attempt, not_controller, timeout_s)
 
     async def _forward_once(self, req, version: int, timeout_s: float):
         """The active controller's response to ``req``, or None to try again: no other node is
@@ -262,6 +254,20 @@ def _answers_not_controller(resp) -> bool:
                                            if hasattr(type(item), "__slots__")):
             return True
     return False
+
+
+async def _retry_until_answered(attempt: Callable, give_up: Callable[[], object], timeout_s: float):
+    """``await attempt(remaining seconds)`` until it returns an answer (not None), every
+    ``RETRY_BACKOFF_S``; ``give_up()`` once ``timeout_s`` has passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        answer = await attempt(max(0.1, deadline - loop.time()))
+        if answer is not None:
+            return answer
+        if loop.time() + RETRY_BACKOFF_S >= deadline:
+            return give_up()
+        await asyncio.sleep(RETRY_BACKOFF_S)
 
 
 def _retrieve(task: asyncio.Future) -> None:
