@@ -88,40 +88,32 @@ def values(resp) -> list[bytes]:
     return [r.value for pos, h in iter_batches(data) for r in iter_records(data[pos:pos + h.size])]
 
 
-def test_parked_consumer_fetch_answers_when_the_high_watermark_advances(cluster):
-    topic = "hw-wakeup"
+def parked_fetch_after_heal(cluster, topic: str, value: bytes, isolation: int):
+    """Append ``value`` with acks=1 while the follower's replication link is cut, park a consumer
+    fetch at offset 0 on the leader, heal the link; the fetch's answer (the HW advance must end it)."""
     leader, follower = replicated_topic(cluster, topic)
     cluster.mesh.set(CUT, src=follower, dst=leader, kinds=["replication"])
     try:
-        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", b"only-record", ())]), acks=1)
+        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", value, ())]), acks=1)
         assert resp.error_code == ErrorCode.NONE and resp.base_offset == 0
         with wire.connect(addr(cluster, leader), timeout=ANSWER_BOUND_S) as sock:
-            send_fetch(sock, topic, 0)
+            send_fetch(sock, topic, 0, isolation)
             assert parked(sock), "the fetch answered although the record is not replicated (HW 0)"
             cluster.mesh.heal()
             sock.settimeout(ANSWER_BOUND_S)
-            _corr, resp = wire.read_response(sock, 1, FETCH_V)
+            return wire.read_response(sock, 1, FETCH_V)[1]
     finally:
         cluster.mesh.heal()
+
+
+def test_parked_consumer_fetch_answers_when_the_high_watermark_advances(cluster):
+    resp = parked_fetch_after_heal(cluster, "hw-wakeup", b"only-record", isolation=0)
     assert values(resp) == [b"only-record"]
     assert resp.responses[0].partitions[0].high_watermark == 1
 
 
 def test_parked_read_committed_fetch_answers_when_the_high_watermark_advances(cluster):
     """read_committed reads below the LSO, which here follows the HW (no open transaction)."""
-    topic = "lso-wakeup"
-    leader, follower = replicated_topic(cluster, topic)
-    cluster.mesh.set(CUT, src=follower, dst=leader, kinds=["replication"])
-    try:
-        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", b"committed", ())]), acks=1)
-        assert resp.error_code == ErrorCode.NONE
-        with wire.connect(addr(cluster, leader), timeout=ANSWER_BOUND_S) as sock:
-            send_fetch(sock, topic, 0, isolation=1)
-            assert parked(sock)
-            cluster.mesh.heal()
-            sock.settimeout(ANSWER_BOUND_S)
-            _corr, resp = wire.read_response(sock, 1, FETCH_V)
-    finally:
-        cluster.mesh.heal()
+    resp = parked_fetch_after_heal(cluster, "lso-wakeup", b"committed", isolation=1)
     assert values(resp) == [b"committed"]
     assert resp.responses[0].partitions[0].last_stable_offset == 1
