@@ -22,13 +22,14 @@ from kcompat.log.loader import load_segments
 from kcompat.log.log_flush import LogFlush
 from kcompat.log.log_cleaning import CleaningLease, LogCleaning
 from kcompat.log.reads import LogReads
+from kcompat.log.retention import LogRetention
 from kcompat.log.segment import BatchInfo, LogSegment
 from kcompat.log.snapshots import SnapshotStore
 from kcompat.log.txn_index import AbortedTxn
 from kcompat.protocol.records import HEADER_SIZE, parse_header
 
 
-class Log(LogReads, LogCleaning, LogFlush):
+class Log(LogReads, LogRetention, LogCleaning, LogFlush):
     """The log of one partition in ``directory`` (``<log dir>/<topic>-<partition>``).
 
     Create with :meth:`open`. ``on_roll`` (optional) is called with the new active segment's base
@@ -422,96 +423,6 @@ class Log(LogReads, LogCleaning, LogFlush):
         self._dir_dirty = True
         self._invalidate()
         logger.info("%s: truncated fully, restarting at offset %d", self._directory, offset)
-
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: raise the log start offset to ``offset`` and delete the segments wholly
-        below it (Kafka ``maybeIncrementLogStartOffset`` + ``deleteLogStartOffsetBreachedSegments``).
-        The caller guarantees ``offset`` <= HW; ValueError if ``offset`` > LEO. Returns the new
-        log start offset (unchanged if ``offset`` is not above it)."""
-        self._check_open()
-        if offset > self._leo:
-            raise ValueError(f"offset {offset} is beyond the log end offset {self._leo}")
-        if offset > self._log_start_offset:
-            self._log_start_offset = offset
-            self._recovery_point = max(self._recovery_point, offset)
-            self._epochs.truncate_from_start(offset)
-            self._invalidate()
-            self._delete_old_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= offset,
-                                      None, self._clock_ms, "log start offset")
-        return self._log_start_offset
-
-    def apply_retention(self, now_ms: int, *, high_watermark: int | None = None) -> int:
-        """Delete old segments as Kafka's ``UnifiedLog.deleteOldSegments``: those wholly below the
-        log start offset; then, if ``cleanup.policy`` has ``delete``, by ``retention.bytes``
-        (while total size minus the oldest segment stays >= the limit) and by ``retention.ms``
-        (segment's largest record timestamp - or file mtime if none - older than
-        ``now_ms - retention.ms``). Never beyond ``high_watermark`` (default LEO). If every
-        segment goes, a new empty active segment is rolled first. Returns segments deleted."""
-        self._check_open()
-        self._clock_ms = now_ms
-        n = self._delete_old_segments(
-            lambda s, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
-            high_watermark, now_ms, "log start offset")
-        cfg = self._config
-        if not cfg.delete_enabled:
-            return n
-        if 0 <= cfg.retention_bytes <= self._size:
-            diff = self._size - cfg.retention_bytes
-
-            def by_size(seg: LogSegment, _nxt) -> bool:
-                nonlocal diff
-                if diff - seg.size >= 0:
-                    diff -= seg.size
-                    return True
-                return False
-            n += self._delete_old_segments(by_size, high_watermark, now_ms, "retention.bytes")
-        if cfg.retention_ms >= 0:
-            n += self._delete_old_segments(
-                lambda s, _nxt: (now_ms - s.largest_timestamp() > cfg.retention_ms
-                                 and now_ms - s.verified_largest_timestamp() > cfg.retention_ms),
-                high_watermark, now_ms, "retention.ms")
-        return n
-
-    def _delete_old_segments(self, predicate, high_watermark: int | None, now_ms: int,
-                             reason: str) -> int:
-        if self._cleaning is not None:
-            # the cleaner is rewriting the oldest segments: deletion waits for its install (Kafka
-            # runs retention of compacted logs on the cleaner thread for the same reason)
-            self._deferred_deletion = True
-            return 0
-        bound = self._leo if high_watermark is None else high_watermark
-        segs = self._segments
-        n = 0
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if not (bound >= upper and predicate(seg, nxt)):
-                break
-            n += 1
-        if n == 0:
-            return 0
-        if n == len(segs):
-            if segs[-1].size > 0:
-                self.roll(now_ms)
-            else:
-                n -= 1  # the empty active segment stays
-            if n == 0:
-                return 0
-        doomed = self._segments[:n]
-        self._log_start_offset = max(self._log_start_offset, self._bases[n])
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
-        self._epochs.truncate_from_start(self._log_start_offset)
-        for seg in doomed:
-            self._size -= seg.size
-            self._open_inactive.pop(seg.base_offset, None)
-            seg.delete()
-        del self._segments[:n]
-        del self._bases[:n]
-        self._dir_dirty = True
-        self._invalidate()
-        logger.info("%s: deleted %d segment(s) (%s); log start offset %d", self._directory, n,
-                    reason, self._log_start_offset)
-        return n
 
     def _invalidate(self) -> None:
         self._read_cache.clear()

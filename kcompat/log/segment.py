@@ -7,7 +7,6 @@ read (the owning :class:`~kcompat.log.log.Log` closes idle ones again).
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Iterable
@@ -18,11 +17,10 @@ from kcompat.log.fileio import (
     scan_headers, unlink_quiet,
 )
 from kcompat.log.index import CorruptIndexError, IndexBuilder, OffsetIndex, TimeIndex
+from kcompat.log.segment_timestamps import SegmentTimestamps, rebuilds_bad_index
 from kcompat.log.txn_index import TransactionIndex
 from kcompat.log.verify import ReadVerifier
-from kcompat.protocol.records import (
-    HEADER_SIZE, BatchHeader, CorruptRecordError, iter_records, parse_header,
-)
+from kcompat.protocol.records import HEADER_SIZE, BatchHeader, CorruptRecordError, parse_header
 
 #: (relative position, size, last offset, max timestamp) of each batch of a multi-batch append
 BatchInfo = tuple[int, int, int, int]
@@ -33,21 +31,7 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def _rebuilds_bad_index(method):
-    """Run a lookup method; if it finds the segment's index wrong (CorruptIndexError: an entry
-    that does not match its batch), rebuild both indexes from the ``.log`` and run it again."""
-    @functools.wraps(method)
-    def lookup(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except CorruptIndexError as e:
-            logger.warning("segment %s: %s; rebuilding its indexes", self.log_path, e)
-            self.rebuild(truncate=False)
-            return method(self, *args, **kwargs)
-    return lookup
-
-
-class LogSegment:
+class LogSegment(SegmentTimestamps):
     """A segment of one partition's log.
 
     ``base_offset`` is <= every offset in the segment and > every offset of earlier segments.
@@ -346,7 +330,7 @@ class LogSegment:
             raise CorruptRecordError(f"batch at {position} runs past the segment end {self.size}")
         return h
 
-    @_rebuilds_bad_index
+    @rebuilds_bad_index
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """``(position, header)`` of the first batch whose last offset is >= ``offset``, None if
         the segment ends before it (Kafka ``translateOffset``: index lookup, then header scan)."""
@@ -374,7 +358,7 @@ class LogSegment:
             yield first
         yield from it
 
-    @_rebuilds_bad_index
+    @rebuilds_bad_index
     def find_base_at_least(self, offset: int) -> tuple[int, int | None]:
         """``(position, base offset)`` of the first batch whose base offset is >= ``offset``;
         ``(size, None)`` if there is none."""
@@ -384,7 +368,7 @@ class LogSegment:
                 return pos, h.base_offset
         return self.size, None
 
-    @_rebuilds_bad_index
+    @rebuilds_bad_index
     def boundary_before(self, start: int, limit: int) -> tuple[int, int | None]:
         """The last batch boundary ``b`` with ``start <= b <= limit`` (``start`` must be a
         boundary), and the base offset of the batch starting at ``b`` if it was read. Starts
@@ -408,120 +392,6 @@ class LogSegment:
             return
         for pos, h in scan_headers(self.fd, found[0], self.size):
             yield pos, h
-
-    # -- timestamps -------------------------------------------------------------------------------
-    def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """``(max timestamp, last offset of its batch)``, ``(-1, -1)`` if no timestamp; for an
-        inactive segment read from the time index's last entry (one pread)."""
-        if self._max_ts is None:
-            te = self.time_index.last_entry()
-            self._max_ts, self._max_ts_offset = te if te else (-1, -1)
-        return self._max_ts, self._max_ts_offset
-
-    def largest_timestamp(self) -> int:
-        """Max record timestamp, else the ``.log`` mtime in ms (Kafka ``largestTimestamp``)."""
-        ts, _ = self.max_timestamp_and_offset()
-        if ts >= 0:
-            return ts
-        try:
-            return os.stat(self.log_path).st_mtime_ns // 1_000_000
-        except FileNotFoundError:
-            return -1
-
-    def checked_max_timestamp_and_offset(self) -> tuple[int, int]:
-        """:meth:`max_timestamp_and_offset`, for an inactive segment first checked (once) against
-        the batches after its last offset-index entry: a ``.timeindex`` cut at an entry boundary
-        passes the sanity check but lost its largest entries, and a timestamp lookup would skip the
-        segment. If a batch there has a larger timestamp, both indexes are rebuilt."""
-        ts, off = self.max_timestamp_and_offset()
-        if self.active or self._max_ts_checked:
-            return ts, off
-        self._max_ts_checked = True
-        le = self.offset_index.last_entry()
-        try:
-            stale = any(h.max_timestamp > ts for _pos, h in scan_headers(self.fd, le[1] if le else 0, self.size))
-        except CorruptRecordError:
-            stale = False      # the lookup itself will meet the damage and handle it
-        if stale:
-            logger.warning("segment %s: its time index misses the largest timestamps; rebuilding it", self.log_path)
-            self.rebuild(truncate=False)
-        return self.max_timestamp_and_offset()
-
-    def verified_largest_timestamp(self) -> int:
-        """:meth:`largest_timestamp`, checked against the batches (retention calls it before it
-        deletes a segment by time): the time index's last entry must name a batch with that max
-        timestamp and no later batch may have a larger one, else both indexes are rebuilt from
-        the ``.log`` first - a ``.timeindex`` damaged or cut short on disk must not make
-        retention delete a segment early. Reads the batch headers after that entry."""
-        ts, off = self.max_timestamp_and_offset()
-        try:
-            found = self.find_position(off) if ts >= 0 else None
-            ok = ts < 0 or (found is not None and found[1].last_offset == off and found[1].max_timestamp == ts)
-            if ok:
-                ok = all(h.max_timestamp <= ts for _pos, h in
-                         scan_headers(self.fd, found[0] if found else 0, self.size))
-        except CorruptRecordError:
-            ok = False
-        if not ok:
-            logger.warning("segment %s: its time index does not match the batches; rebuilding it "
-                           "before retention decides", self.log_path)
-            self.rebuild(truncate=False)
-        return self.largest_timestamp()
-
-    @_rebuilds_bad_index
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int
-                                 ) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and
-        offset >= ``starting_offset`` (Kafka ``findOffsetByTimestamp`` +
-        ``FileRecords.searchForTimestamp``): time index -> offset index -> header scan, decoding
-        only batches whose max timestamp reaches the target."""
-        self.ensure_indexes()
-        entry_ts, ts_offset = self.time_index.lookup(timestamp)
-        # a time-index entry (T, O) names the batch ending at O, whose max timestamp is T: check
-        # it, or a damaged entry would make the search start too late
-        expect = entry_ts >= 0 and ts_offset >= starting_offset
-        for pos, h in self._scan_from(*self.offset_index.lookup(max(ts_offset, starting_offset))):
-            if expect and h.last_offset >= ts_offset:
-                if h.last_offset != ts_offset or h.max_timestamp != entry_ts:
-                    raise CorruptIndexError(f"{self.time_index.path.name}: entry ({entry_ts}, {ts_offset}) "
-                                            f"does not match the batch ending at {h.last_offset}")
-                expect = False
-            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
-                for rec in iter_records(self._checked_batch(pos, h)):
-                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                        return rec.offset, rec.timestamp
-        if expect:
-            raise CorruptIndexError(f"{self.time_index.path.name}: entry ({entry_ts}, {ts_offset}) names an "
-                                    f"offset beyond the segment")
-        return None
-
-    def _checked_batch(self, pos: int, h: BatchHeader) -> bytes:
-        """The batch at ``pos`` for decoding; CorruptRecordError if its CRC does not match."""
-        data = self.read(pos, h.size)
-        if self.verifier.needs_check(pos, pos + h.size) and self.verifier.check(data, pos)[1] is not None:
-            raise CorruptRecordError(f"{self.log_path}: CRC mismatch in the batch at position {pos}")
-        return data
-
-    @_rebuilds_bad_index
-    def exact_max_timestamp_and_offset(self) -> tuple[int, int]:
-        """``(max timestamp, offset of the first record carrying it)`` (KIP-734): decodes only
-        the batch holding it, unless the append path already told us."""
-        ts, shallow = self.max_timestamp_and_offset()
-        if ts < 0:
-            return -1, -1
-        if self._max_ts_exact is None:
-            self._max_ts_exact = shallow
-            self.ensure_indexes()
-            for pos, h in self._scan_from(*self.offset_index.lookup(shallow)):
-                if h.max_timestamp == ts:
-                    for rec in iter_records(self._checked_batch(pos, h)):
-                        if rec.timestamp == ts:
-                            self._max_ts_exact = rec.offset
-                            break
-                    break
-                if h.last_offset > shallow:
-                    break
-        return ts, self._max_ts_exact
 
     # -- truncation / lifecycle ---------------------------------------------------------------------
     def truncate_to(self, offset: int, now_ms: int) -> int:
