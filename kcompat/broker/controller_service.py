@@ -89,7 +89,12 @@ class ControllerService:
 
     async def handle(self, ctx, req, local: Callable[[], object], error_response: Callable):
         """Answer a controller request: ``local()`` (building the response, queueing records) on
-        the active controller, else forward ``req`` at ``ctx.api_version``."""
+        the active controller, else forward ``req`` at ``ctx.api_version``. On a controller
+        listener a node that is not the active controller answers NOT_CONTROLLER instead, as
+        Kafka's controllers do: the sender (another node's forwarding, :meth:`call`) finds the
+        new controller itself, and a request is never passed from controller to controller."""
+        if not self.active and ctx.listener_name in self.broker.config.controller_listener_names:
+            return error_response(req, ctx.api_version, ErrorCode.NOT_CONTROLLER)
         return await self.call(req, ctx.api_version, local, error_response)
 
     async def call(self, req, version: int, local: Callable[[], object], error_response: Callable,
