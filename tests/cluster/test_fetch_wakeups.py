@@ -28,11 +28,12 @@ from tests.robustness.util import produce
 from tests.support import wire
 from tests.support.cluster import ProxiedCluster, wait_until
 from tests.support.link_proxy import CUT
-from tests.support.replication_load import partition_states
+from tests.support.replication_load import in_sync, partition_states
 
 FETCH_V = 12
 PARKED_WAIT_MS = 60_000     # far beyond the bounds below: a missed wake-up cannot pass
 ANSWER_BOUND_S = 20         # liveness bound for the answer after the HW moved
+RETRIABLE = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE}
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +51,22 @@ def addr(cluster, node: int) -> str:
 
 
 def replicated_topic(cluster, topic: str, configs: dict | None = None) -> tuple[int, int]:
-    """Create ``topic`` (1 partition, replication factor 2); returns (leader, follower) once both
-    are in the ISR."""
+    """Create ``topic`` (1 partition, replication factor 2); returns (leader, follower) once every
+    node shows both in the ISR."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 2, config=configs or {})], operation_timeout=20)[topic].result(30)
+    wait_until(lambda: in_sync(cluster, topic, [0]), 30, f"{topic} with both replicas in sync everywhere")
+    s = partition_states(addr(cluster, 1), topic)[0]
+    return s.leader, next(r for r in s.replicas if r != s.leader)
 
-    def in_sync():
-        s = partition_states(addr(cluster, 1), topic).get(0)
-        return (s.leader, [r for r in s.replicas if r != s.leader][0]) \
-            if s and s.leader > 0 and sorted(s.isr) == sorted(s.replicas) and len(s.replicas) == 2 else None
-    return wait_until(in_sync, 30, f"{topic} with both replicas in sync")
+
+def produce_to_leader(cluster, leader: int, topic: str, value: bytes):
+    """Produce ``value`` with acks=1, retrying what a client retries while the leader applies the
+    metadata that made it leader (its Metadata answer can come first)."""
+    def attempt():
+        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", value, ())]), acks=1)
+        return None if resp.error_code in RETRIABLE else resp
+    return wait_until(attempt, 30, f"a produce to {topic} on its leader {leader}")
 
 
 def send_fetch(sock: socket.socket, topic: str, offset: int, isolation: int = 0) -> None:
@@ -94,7 +101,7 @@ def parked_fetch_after_heal(cluster, topic: str, value: bytes, isolation: int):
     leader, follower = replicated_topic(cluster, topic)
     cluster.mesh.set(CUT, src=follower, dst=leader, kinds=["replication"])
     try:
-        resp = produce(addr(cluster, leader), topic, 0, build_batch([(0, b"k", value, ())]), acks=1)
+        resp = produce_to_leader(cluster, leader, topic, value)
         assert resp.error_code == ErrorCode.NONE and resp.base_offset == 0
         with wire.connect(addr(cluster, leader), timeout=ANSWER_BOUND_S) as sock:
             send_fetch(sock, topic, 0, isolation)
