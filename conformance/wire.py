@@ -382,22 +382,24 @@ def metadata(conn: Connection, topics: list[str] | None = None, version: int = 1
 
 def record_batch(values: list[bytes], *, base_timestamp: int | None = None, producer_id: int = -1,
                  producer_epoch: int = -1, base_sequence: int = -1, corrupt_crc: bool = False,
-                 keys: list[bytes | None] | None = None) -> bytes:
-    """An uncompressed RecordBatch v2 holding ``values`` with ``keys`` (default: none), no headers."""
+                 keys: list[bytes | None] | None = None, timestamp_deltas: list[int] | None = None) -> bytes:
+    """An uncompressed RecordBatch v2 holding ``values`` with ``keys`` (default: none) and record
+    timestamps ``base_timestamp + timestamp_deltas[i]`` (default: all the base), no headers."""
     import crc32c
 
     ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
+    deltas = timestamp_deltas or [0] * len(values)
     recs = Writer()
     for i, v in enumerate(values):
         key = keys[i] if keys is not None else None
-        body = Writer().i8(0).varint(0).varint(i)
+        body = Writer().i8(0).varint(deltas[i]).varint(i)
         if key is None:
             body.varint(-1)
         else:
             body.varint(len(key)).raw(key)
         body = body.varint(len(v)).raw(v).varint(0).getvalue()
         recs.varint(len(body)).raw(body)
-    after_crc = (Writer().i16(0).i32(len(values) - 1).i64(ts).i64(ts).i64(producer_id).i16(producer_epoch)
+    after_crc = (Writer().i16(0).i32(len(values) - 1).i64(ts).i64(ts + max(deltas)).i64(producer_id).i16(producer_epoch)
                  .i32(base_sequence).i32(len(values)).raw(recs.getvalue()).getvalue())
     crc = crc32c.crc32c(after_crc)
     if corrupt_crc:

@@ -152,3 +152,26 @@ def record_errors_keyless(ctx):
     ctx.expect_eq("other_records_error", others, [ck.KafkaError(ck.KafkaError._INVALID_DIFFERENT_RECORD).name()])
     with ctx.wire() as conn:
         ctx.expect_eq("log_end_offset", wire.list_offsets(conn, topic, 0, -1)["offset"], 0)
+
+
+@scenario("produce.record-errors.timestamps", area="produce",
+          title="Records outside message.timestamp.before/after.max.ms: INVALID_TIMESTAMP naming each of them "
+                "(KIP-467, KIP-937), nothing stored",
+          clients=["wire"])
+def record_errors_timestamps(ctx):
+    """Kafka checks every record's CreateTime against the topic's bounds, also one older than the
+    batch's first record, and lists each offender by batch index."""
+    topic = ctx.topic(configs={"message.timestamp.before.max.ms": "3600000",
+                               "message.timestamp.after.max.ms": "3600000"})
+    hour = 3_600_000
+    deltas = [0, -2 * hour, 0, 2 * hour, 10]        # records 1 (too old) and 3 (too new)
+    with ctx.wire() as conn:
+        res = wire.produce_v8(conn, topic, 0, wire.record_batch([b"r%d" % i for i in range(5)],
+                                                                timestamp_deltas=deltas))
+        ctx.expect_eq("produce_error", wire.error_name(res["error"]), wire.error_name(32))
+        ctx.expect_eq("record_error_indexes", [i for i, _ in res["record_errors"]], [1, 3])
+        ctx.expect_eq("error_message", res["error_message"],
+                      "One or more records have been rejected due to invalid timestamp")
+        ctx.check(all("is out of range" in (m or "") for _, m in res["record_errors"]),
+                  f"per-record messages: {res['record_errors']}")
+        ctx.expect_eq("log_end_offset", wire.list_offsets(conn, topic, 0, -1)["offset"], 0)
