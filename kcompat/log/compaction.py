@@ -39,11 +39,12 @@ import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 
 from kcompat.log.config import LogConfig
-from kcompat.log.fileio import MAX_RELATIVE_OFFSET, pread_full, pwrite_all, unlink_quiet
+from kcompat.log.fileio import MAX_RELATIVE_OFFSET, pwrite_all, unlink_quiet
 from kcompat.log.log_cleaning import CleanedGroup, delete_cleaned_files
+from kcompat.log.offset_map import OffsetMap, batch_body, iter_batches, uvarint_rest
 from kcompat.log.segment import IndexBuilder, segment_name
 from kcompat.protocol import compression
 from kcompat.protocol.records import (
@@ -54,9 +55,7 @@ from kcompat.protocol.records import (
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
-READ_CHUNK = 8 << 20          # bytes read per pread while scanning a segment
 WRITE_CHUNK = 4 << 20         # bytes buffered before a pwrite to the cleaned segment
-MAP_ENTRY_OVERHEAD = 96       # approximate bytes a dict entry costs beyond its key's length
 PARENT_CHECK_BATCHES = 4096   # batches between checks that the broker process is alive
 
 
@@ -155,21 +154,6 @@ def _check_parent() -> None:
 # varints (zigzag, as RecordBatch v2 records)
 # ------------------------------------------------------------------------------------------------
 
-def _uvarint_rest(buf, p: int, first: int) -> tuple[int, int]:
-    """Continue an unsigned varint whose first byte ``first`` (>= 0x80) was read before ``p``."""
-    v = first & 0x7F
-    shift = 7
-    while True:
-        b = buf[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return v, p
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-
-
 def _w_varint(out: bytearray, v: int) -> None:
     v = (v << 1) ^ (v >> 63)
     while v > 0x7F:
@@ -179,168 +163,8 @@ def _w_varint(out: bytearray, v: int) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# reading segments
-# ------------------------------------------------------------------------------------------------
-
-def _iter_batches(path: Path, size: int) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-    """``(position, header, batch bytes)`` of every batch of a segment file, read in
-    ``READ_CHUNK`` preads. CorruptRecordError if the framing is broken."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        buf = memoryview(b"")
-        buf_pos = pos = 0
-        while pos < size:
-            rel = pos - buf_pos
-            if rel + HEADER_SIZE > len(buf):
-                buf = memoryview(pread_full(fd, min(READ_CHUNK, size - pos), pos))
-                buf_pos, rel = pos, 0
-            h = parse_header(buf, rel)
-            if pos + h.size > size:
-                raise CorruptRecordError(f"{path}: batch at {pos} runs past the segment end {size}")
-            if rel + h.size > len(buf):
-                buf = memoryview(pread_full(fd, max(READ_CHUNK, h.size), pos))
-                buf_pos, rel = pos, 0
-                if len(buf) < h.size:
-                    raise CorruptRecordError(f"{path}: batch at {pos} is truncated")
-            yield pos, h, buf[rel:rel + h.size]
-            pos += h.size
-    finally:
-        os.close(fd)
-
-
-def _body(h: BatchHeader, batch: memoryview) -> bytes:
-    body = batch[HEADER_SIZE:]
-    if h.compression != compression.NONE:
-        try:
-            return compression.decompress(h.compression, body)
-        except compression.CompressionError as e:
-            raise CorruptRecordError(f"batch at offset {h.base_offset}: {e}") from e
-    return bytes(body)
-
-
-def first_keyless_record(batch) -> int | None:
-    """Index of the first record without a key in one complete RecordBatch v2 (decompressing it
-    if needed), None if every record has one; control batches count as keyed. For the produce
-    path of compacted topics, which Kafka rejects with INVALID_RECORD ("Compacted topic cannot
-    accept message without key"). Walks only the varint prefix of each record. Raises
-    CorruptRecordError on malformed records."""
-    mv = memoryview(batch).cast("B")
-    h = parse_header(mv, 0)
-    if h.attributes & ATTR_CONTROL:
-        return None
-    body = _body(h, mv[:h.size])
-    pos = 0
-    try:
-        for i in range(h.records_count):
-            b = body[pos]
-            pos += 1
-            if b & 0x80:
-                ln, pos = _uvarint_rest(body, pos, b)
-            else:
-                ln = b
-            end = pos + ((ln >> 1) ^ -(ln & 1))
-            p = pos + 1
-            while body[p] & 0x80:                 # timestamp delta
-                p += 1
-            p += 1
-            while body[p] & 0x80:                 # offset delta
-                p += 1
-            p += 1
-            if body[p] == 1:                      # key length -1 (zigzag 1)
-                return i
-            pos = end
-    except IndexError:
-        raise CorruptRecordError(f"truncated record in batch at offset {h.base_offset}") from None
-    return None
-
-
-# ------------------------------------------------------------------------------------------------
 # pass 1: the offset map
 # ------------------------------------------------------------------------------------------------
-
-class OffsetMap:
-    """key -> latest offset over the dirty section (Kafka ``SkimpyOffsetMap``, with exact keys
-    instead of MD5 hashes). ``latest_offset`` is the last offset covered; ``full`` says the memory
-    budget stopped the scan early. Also collects the offsets of keyless records (kept), the base
-    offsets of batches holding a tombstone, and - when asked - each producer id's last batch."""
-
-    def __init__(self, budget_bytes: int) -> None:
-        self.map: dict[bytes, int] = {}
-        self.keyless: list[int] = []
-        self.tombstone_batches: set[int] = set()
-        self.producer_last: dict[int, int] = {}
-        self.latest_offset = -1
-        self.budget = budget_bytes
-        self.used = 0
-        self.full = False
-        self.records = 0
-
-    def add_batch(self, h: BatchHeader, batch: memoryview, start: int) -> bool:
-        """Map the records of ``batch`` at offsets >= ``start``; False (and ``full``) if the
-        budget ran out in the middle (``latest_offset`` then stays before this batch)."""
-        body = _body(h, batch)
-        omap = self.map
-        base = h.base_offset
-        keyless = self.keyless
-        budget, used = self.budget, self.used
-        tomb = False
-        pos = 0
-        try:
-            for _ in range(h.records_count):
-                b = body[pos]
-                pos += 1
-                if b & 0x80:
-                    ln, pos = _uvarint_rest(body, pos, b)
-                else:
-                    ln = b
-                ln = (ln >> 1) ^ -(ln & 1)
-                end = pos + ln
-                p = pos + 1                       # record attributes
-                while body[p] & 0x80:             # timestamp delta, skipped
-                    p += 1
-                p += 1
-                b = body[p]
-                p += 1
-                if b & 0x80:
-                    od, p = _uvarint_rest(body, p, b)
-                else:
-                    od = b
-                offset = base + ((od >> 1) ^ -(od & 1))
-                b = body[p]
-                p += 1
-                if b & 0x80:
-                    kl, p = _uvarint_rest(body, p, b)
-                else:
-                    kl = b
-                kl = (kl >> 1) ^ -(kl & 1)
-                if ln < 0 or end > len(body) or p + kl > end:
-                    raise CorruptRecordError(f"record of batch {base} out of range")
-                pos = end
-                if offset < start:
-                    continue
-                if kl < 0:
-                    keyless.append(offset)
-                    continue
-                key = body[p:p + kl]
-                if key not in omap:
-                    used += kl + MAP_ENTRY_OVERHEAD
-                    if used > budget:
-                        self.full = True
-                        self.used = used
-                        return False
-                omap[key] = offset
-                if body[p + kl] == 1:             # value length -1 (zigzag 1): a tombstone
-                    tomb = True
-        except IndexError:
-            raise CorruptRecordError(f"truncated record in batch at offset {base}") from None
-        if pos != len(body):
-            raise CorruptRecordError(f"batch at offset {base}: record count does not match its bytes")
-        self.used = used
-        self.records += h.records_count
-        if tomb:
-            self.tombstone_batches.add(base)
-        return True
-
 
 def build_offset_map(task: CleanTask, stats: CleanStats) -> OffsetMap:
     """Kafka ``buildOffsetMap``: scan the dirty segments (and, with no producer state given,
@@ -357,7 +181,7 @@ def build_offset_map(task: CleanTask, stats: CleanStats) -> OffsetMap:
         if next_start <= start and not track_producers:
             continue
         path = d / f"{segment_name(base)}.log"
-        for _pos, h, batch in _iter_batches(path, size):
+        for _pos, h, batch in iter_batches(path, size):
             n += 1
             if n % PARENT_CHECK_BATCHES == 0:
                 _check_parent()
@@ -472,7 +296,7 @@ class _Filter:
     def _decode(self, h: BatchHeader, batch: memoryview, retain_empty: bool) -> bytes | memoryview | None:
         if not crc_valid(batch, 0, h):
             raise CorruptRecordError(f"CRC mismatch in batch at offset {h.base_offset}")
-        body = _body(h, batch)
+        body = batch_body(h, batch)
         base, base_ts = h.base_offset, h.base_timestamp
         has_horizon = bool(h.attributes & ATTR_DELETE_HORIZON)
         expired = has_horizon and self.now >= base_ts
@@ -485,7 +309,7 @@ class _Filter:
                 b = body[pos]
                 pos += 1
                 if b & 0x80:
-                    ln, pos = _uvarint_rest(body, pos, b)
+                    ln, pos = uvarint_rest(body, pos, b)
                 else:
                     ln = b
                 ln = (ln >> 1) ^ -(ln & 1)
@@ -497,13 +321,13 @@ class _Filter:
                 b = body[p]
                 p += 1
                 if b & 0x80:
-                    tsd, p = _uvarint_rest(body, p, b)
+                    tsd, p = uvarint_rest(body, p, b)
                 else:
                     tsd = b
                 b = body[p]
                 p += 1
                 if b & 0x80:
-                    od, p = _uvarint_rest(body, p, b)
+                    od, p = uvarint_rest(body, p, b)
                 else:
                     od = b
                 od = (od >> 1) ^ -(od & 1)
@@ -511,7 +335,7 @@ class _Filter:
                 b = body[p]
                 p += 1
                 if b & 0x80:
-                    kl, p = _uvarint_rest(body, p, b)
+                    kl, p = uvarint_rest(body, p, b)
                 else:
                     kl = b
                 kl = (kl >> 1) ^ -(kl & 1)
@@ -684,7 +508,7 @@ def run_clean_task(task: CleanTask) -> CleanResult:
             try:
                 for base, size in group:
                     stats.bytes_read += size
-                    for _pos, h, batch in _iter_batches(d / f"{segment_name(base)}.log", size):
+                    for _pos, h, batch in iter_batches(d / f"{segment_name(base)}.log", size):
                         n += 1
                         if n % PARENT_CHECK_BATCHES == 0:
                             _check_parent()

@@ -618,13 +618,3 @@ def test_build_batch_round_trip_of_rebuilt_batches(tmp_path):
     assert (h.base_offset, h.last_offset_delta, h.partition_leader_epoch, h.timestamp_type,
             h.compression, h.records_count) == (0, 3, 9, 1, compression.ZSTD, 2)
     assert [(r.offset, r.value, r.timestamp) for r in records[:2]] == [(2, b"v2", NOW + 3), (3, b"v3", NOW + 3)]
-
-
-def test_first_keyless_record():
-    from kcompat.log.compaction import first_keyless_record
-    for codec in sorted(compression.NAMES):
-        keyed = build_batch([(NOW, b"k%d" % i, b"v" * 200, ()) for i in range(100)], codec=codec)
-        assert first_keyless_record(keyed) is None
-        recs = [(NOW, b"k%d" % i if i != 70 else None, b"v" * 200, ()) for i in range(100)]
-        assert first_keyless_record(build_batch(recs, codec=codec)) == 70
-    assert first_keyless_record(build_control_batch(CONTROL_COMMIT, 1, 0, 0, NOW)) is None
