@@ -8,17 +8,23 @@ so that clients reconnect - races with every connection opened meanwhile: now an
 them holds the port and the broker cannot bind it. Ports below the ephemeral range are never
 handed to outgoing connections, so only listeners compete for them.
 
-Each process takes ports from its own slice of ``BASE``-``LIMIT`` (chosen by its pytest-xdist
-worker number, else at random), checks each with a trial bind and does not hand a port out twice
-until the slice is used up, so parallel workers and concurrent test runs on one machine do not
-collide either.
+Each process takes ports from its own slice of ``BASE``-``LIMIT``, checks each with a trial bind
+and does not hand a port out twice until the slice is used up, so parallel workers do not collide
+either. A process claims its slice with an exclusive ``flock`` on ``<tmp>/kcompat-ports-<low>.lock``
+(held until it exits), starting from the slice of its pytest-xdist worker number (else a random
+one) and moving on to the next free one: two test runs on one machine (two checkouts, or the
+nemesis soak beside the suite) then never share a slice, where a broker restarted on its old port
+could otherwise find that the other run's broker took it meanwhile. With every slice claimed, the
+process shares its preferred slice and relies on the trial bind alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import socket
+import tempfile
 import threading
 
 BASE = 12000
@@ -29,6 +35,7 @@ _lock = threading.Lock()
 _given: set[int] = set()
 _slice: tuple[int, int] | None = None
 _next = 0
+_claim = None          # the open lock file that holds this process's slice
 
 
 def _ephemeral_low() -> int:
@@ -40,10 +47,22 @@ def _ephemeral_low() -> int:
 
 
 def _my_slice() -> tuple[int, int]:
-    """[low, high) of this process: by xdist worker number, else a random slice."""
+    """[low, high) of this process: the first slice, from the one of its xdist worker number (else
+    a random one) onwards, that no other process holds; that one is then held until exit."""
+    global _claim
     slices = max(1, (min(LIMIT, _ephemeral_low()) - BASE) // SLICE)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else random.randrange(slices)
+    for k in range(slices):
+        low = BASE + ((index + k) % slices) * SLICE
+        f = open(os.path.join(tempfile.gettempdir(), f"kcompat-ports-{low}.lock"), "a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        _claim = f
+        return low, low + SLICE
     low = BASE + (index % slices) * SLICE
     return low, low + SLICE
 
