@@ -8,6 +8,34 @@ import time
 from conformance.clients.base import Consumed, Driver, GroupRun, Unsupported
 from conformance.clients.members import Member
 
+
+def subscribe_when_known(consumer, topics: list[str], listener=None, timeout: float = 10.0) -> None:
+    """``consumer.subscribe(topics)``, then wait (up to ``timeout`` s, then go on) until the
+    consumer's group coordinator has seen metadata with partitions for every topic, so that the
+    assignment of its first JoinGroup, if it leads, already covers them.
+
+    Works around a kafka-python 3.0.12 client bug, whatever the broker. A leader whose assignment
+    was computed from metadata without the topic rejoins when the metadata arrives (its
+    "assignment snapshot" differs from the metadata snapshot); ``need_rejoin()`` turns False as
+    soon as that rejoin has computed the new assignment, so when ``poll()``'s timeout expires during
+    the SyncGroup round trip the next ``poll()`` never takes the finished join: the member holds no
+    partitions and sends no heartbeats until the coordinator drops it after ``session.timeout.ms``
+    (45 s), and never rejoins. A single member polling every 5 ms got stuck 14 times in 15;
+    kcompat's ``tests/clients/test_groups_sharing.py`` (polls of 200 ms) about once in 20 runs on a
+    loaded machine. The snapshot is private state (``_coordinator._metadata_snapshot``): there is no
+    public API."""
+    if listener is None:
+        consumer.subscribe(topics)
+    else:
+        consumer.subscribe(topics, listener=listener)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snapshot = getattr(getattr(consumer, "_coordinator", None), "_metadata_snapshot", None)
+        if snapshot is None or all(snapshot.get(t) for t in topics):
+            return
+        time.sleep(0.01)
+
+
 CODEC = {"none": None, "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
 ACKS = {"0": 0, "1": 1, "all": "all"}
 
@@ -182,7 +210,7 @@ class KafkaPythonDriver(Driver):
     def group_consume(self, topic, group, count, *, timeout_s=30.0, commit=True, **options):
         c = self.consumer(group_id=group, auto_offset_reset="earliest", session_timeout_ms=10000,
                           heartbeat_interval_ms=1000, **options)
-        c.subscribe([topic])
+        subscribe_when_known(c, [topic])
         run = GroupRun()
         deadline = time.monotonic() + timeout_s
         while len(run.records) < count and time.monotonic() < deadline:
@@ -255,7 +283,7 @@ class KafkaPythonMember(Member):
             def on_partitions_assigned(self, assigned):
                 member._assigned([(tp.topic, tp.partition) for tp in assigned])
 
-        self.consumer.subscribe([topic], listener=Listener())
+        subscribe_when_known(self.consumer, [topic], listener=Listener())
         self._commit = commit
         self._stop = threading.Event()
         self._leave = True

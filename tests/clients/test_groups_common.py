@@ -41,6 +41,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KpTopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from conformance.clients.kafka_python import subscribe_when_known
 from tests.clients.common import Rec, Sent, ck_admin, ck_produce, ck_producer, close_ck_producer, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -355,7 +356,7 @@ class KpMember(_ThreadMember):
         config.update(self.config)
         c = self.consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, **config)
         try:
-            c.subscribe([self.topic], listener=_KpListener(self))
+            subscribe_when_known(c, [self.topic], listener=_KpListener(self))
             while not self._stopping.is_set():
                 for tp, records in c.poll(timeout_ms=200).items():
                     for r in records:

@@ -27,6 +27,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import MemberToRemove
 
+from conformance.clients.kafka_python import subscribe_when_known
 from tests.clients.common import topic_name
 from tests.clients.test_groups_common import (
     KINDS, Members, broker_committed, create_topic, produce, unique, wait_balanced,
@@ -58,7 +59,7 @@ class Direct:
             self.c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                    auto_offset_reset="earliest",
                                    **{k.replace(".", "_"): v for k, v in settings.items()})
-            self.c.subscribe([topic])
+            subscribe_when_known(self.c, [topic])
         self.read: dict[int, int] = {}
 
     def poll(self, seconds: float = 0.1) -> None:

@@ -23,6 +23,7 @@ from kafka import TopicPartition as KTP
 from kafka import errors as kerr
 from kafka.structs import OffsetAndMetadata
 
+from conformance.clients.kafka_python import subscribe_when_known
 from tests.clients.common import wait_until
 from tests.clients.test_transactions import _read
 from tests.clients.test_transactions_offsets import _committed, _create, _end_offsets, _fill, _read_all, _uid
@@ -64,7 +65,7 @@ class _KafkaPython(_Confluent):
         self.bs, self.src, self.tid, self.producer = bs, src, tid, None
         self.consumer = KafkaConsumer(bootstrap_servers=bs, group_id=group, isolation_level="read_committed",
                                       enable_auto_commit=False, auto_offset_reset="earliest")
-        self.consumer.subscribe([src])
+        subscribe_when_known(self.consumer, [src])
 
     def new_producer(self) -> None:
         if self.producer is not None:

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import OffsetAndMetadata
 
+from conformance.clients.kafka_python import subscribe_when_known
 from tests.support.broker_process import BrokerProcess
 from tests.support.read_back import read_to_end
 
@@ -146,7 +147,7 @@ def test_kafka_python_consume_transform_produce_with_random_aborts(broker):
     rng = random.Random(98)
     consumer = KafkaConsumer(bootstrap_servers=bs, group_id=group, isolation_level="read_committed",
                              enable_auto_commit=False, auto_offset_reset="earliest")
-    consumer.subscribe([src])
+    subscribe_when_known(consumer, [src])
     producer = KafkaProducer(bootstrap_servers=bs, transactional_id=_uid("kp-eos-tid"))
     producer.init_transactions()
     done: Counter = Counter()
