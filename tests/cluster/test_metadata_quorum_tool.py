@@ -27,17 +27,38 @@ def _quorum_tool(lib, bootstrap: str, *args: str) -> str:
     return proc.stdout
 
 
+def _leadership(cluster) -> tuple[int, int] | None:
+    q = cluster.quorum()
+    return (q.leader_id, q.leader_epoch) if q is not None and q.leader_id >= 0 else None
+
+
+def _with_stable_leader(cluster, call, attempts: int = 5) -> tuple[str, tuple[int, int]]:
+    """``call()``'s output and the (leader id, leader epoch) it must show: those the cluster
+    reports before and after the call, which must be the same. The suite's clusters use short Raft
+    timeouts (``controller.quorum.fetch.timeout.ms=1000``), so on a loaded machine - each tool run
+    starts a JVM - an election can come between two calls; a call during which one happened is
+    made again."""
+    for _ in range(attempts):
+        before = wait_until(lambda: _leadership(cluster), 15, "a leader")
+        out = call()
+        if _leadership(cluster) == before:
+            return out, before
+    raise AssertionError(f"the quorum elected a new leader during each of {attempts} tool runs")
+
+
 def test_kafka_metadata_quorum_describes_a_three_voter_quorum(tmp_path, kafka_lib):
     with Cluster(tmp_path) as cluster:
         leader = wait_until(cluster.leader_id, 15, "a leader")
         follower_port = next(p for i, p in enumerate(cluster.client_ports) if i + 1 != leader)
-        status = _quorum_tool(kafka_lib, f"127.0.0.1:{follower_port}", "--status")
+        status, (leader, epoch) = _with_stable_leader(
+            cluster, lambda: _quorum_tool(kafka_lib, f"127.0.0.1:{follower_port}", "--status"))
         fields = dict(re.findall(r"^(\w+):\s+(.*)$", status, re.M))
         assert fields["ClusterId"] == cluster.cluster_id
-        assert int(fields["LeaderId"]) == leader
+        assert (int(fields["LeaderId"]), int(fields["LeaderEpoch"])) == (leader, epoch)
         assert int(fields["HighWatermark"]) > 0
         assert sorted(int(i) for i in re.findall(r'"id": (\d+)', fields["CurrentVoters"])) == [1, 2, 3]
-        replication = _quorum_tool(kafka_lib, f"127.0.0.1:{follower_port}", "--replication")
+        replication, (leader, _) = _with_stable_leader(
+            cluster, lambda: _quorum_tool(kafka_lib, f"127.0.0.1:{follower_port}", "--replication"))
         rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
         assert sorted(int(r[0]) for r in rows) == [1, 2, 3]
         assert [r[-1] for r in rows if int(r[0]) == leader] == ["Leader"]
