@@ -35,23 +35,15 @@ class KafkaClusterNode(ReferenceKafka):
         self.overrides = dict(overrides)
         self.voters = ""
 
-    def properties(self) -> str:
-        h = self.host
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
-            "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://{h}:{self.port},CONTROLLER://{h}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{h}:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.data_dir),
-            "num.partitions": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            **self.overrides,
-        }
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+    def server_properties(self) -> dict[str, str]:
+        """The reference node's properties as a voter of this cluster: its own id, the cluster's
+        voters, the internal topics at Kafka's default replication, and ``overrides``."""
+        props = super().server_properties()
+        for single_node_only in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                                 "transaction.state.log.min.isr"):
+            del props[single_node_only]
+        props.update({"node.id": str(self.node_id), "controller.quorum.voters": self.voters, **self.overrides})
+        return props
 
 
 class KafkaCluster:

@@ -69,9 +69,10 @@ class ReferenceKafka(ProcessTarget):
         self.stdout_path = self.workdir / "stdout.log"
         self._formatted = False
 
-    def properties(self) -> str:
+    def server_properties(self) -> dict[str, str]:
+        """``server.properties`` of this single KRaft node (broker and controller), as a dict."""
         h = self.host
-        props = {
+        return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{h}:{self.controller_port}",
@@ -87,7 +88,9 @@ class ReferenceKafka(ProcessTarget):
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
         }
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def properties(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
 
     def _java(self, main: str, args: list[str], heap: str = "512m", quick: bool = True,
               jvm_opts: tuple[str, ...] = ()) -> list[str]:
