@@ -309,6 +309,21 @@ LOAD_PRODUCER = {"acks": "all", "linger.ms": 100, "batch.size": 1_000_000, "queu
                  "queue.buffering.max.kbytes": 1_048_576, "enable.idempotence": False}
 
 
+def produce_round_robin(p: Producer, topic: str, value: bytes, records: int, partitions: int, on_delivery) -> None:
+    """Produce ``records`` copies of ``value`` to ``topic``, record i to partition i % ``partitions``,
+    waiting out a full local queue (BufferError) and serving delivery reports every 1000 records;
+    the caller flushes."""
+    for i in range(records):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 1000 == 0:
+            p.poll(0)
+
+
 def load_topic(bootstrap: str, topic: str, partitions: int, records: int, size: int, meter: LoadMeter) -> dict:
     """Produce ``records`` of ``size`` bytes round-robin over the partitions (acks=all); MB/s and load."""
     p = Producer({"bootstrap.servers": bootstrap, **LOAD_PRODUCER, "log_level": 3})
@@ -320,15 +335,7 @@ def load_topic(bootstrap: str, topic: str, partitions: int, records: int, size: 
         if err is not None:
             errors.append(str(err))
     a = meter.snapshot()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 1000 == 0:
-            p.poll(0)
+    produce_round_robin(p, topic, value, records, partitions, on_delivery)
     left = p.flush(300)
     b = meter.snapshot()
     load = LoadMeter.between(a, b)

@@ -53,6 +53,8 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from cluster_clients import produce_round_robin  # noqa: E402
+
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.cluster import FAST, Cluster, wait_until  # noqa: E402
 from tests.support.replication_load import (  # noqa: E402
@@ -116,15 +118,7 @@ def throughput(bootstrap: str, topic: str, partitions: int, acks: str, records: 
     p.list_topics(topic, timeout=10)  # metadata before the clock starts
     cpu0 = _cpu_seconds(broker_pids)
     t0 = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 1000 == 0:
-            p.poll(0)
+    produce_round_robin(p, topic, value, records, partitions, on_delivery)
     left = p.flush(120)
     elapsed = time.perf_counter() - t0
     cpu = _cpu_seconds(broker_pids) - cpu0
