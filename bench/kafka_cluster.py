@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conformance import maven, procs
 from conformance.reference import ReferenceKafka
-from kcompat.broker.broker import new_cluster_id
+from kcompat.broker.cluster_id import new_cluster_id
 
 # KAFKA_JVM_PERFORMANCE_OPTS of Kafka's bin/kafka-run-class.sh
 KAFKA_JVM_OPTS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",

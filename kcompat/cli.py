@@ -80,7 +80,7 @@ async def _serve(config, cluster_id: str | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "random-uuid":
-        from kcompat.broker.broker import new_cluster_id
+        from kcompat.broker.cluster_id import new_cluster_id
         print(new_cluster_id())
         return 0
     setup_logging(args.log_level)

@@ -43,7 +43,7 @@ def _readme_table() -> list[tuple[str, int, int, int]]:
 
 def test_readme_api_table_matches_live_api_versions(broker):
     """The README table is what a real ApiVersions v3 request to a running broker returns."""
-    from tests.support.wire import api_versions
+    from kcompat.testing.wire import api_versions
     live = api_versions(broker.bootstrap)
     from kcompat.protocol.messages import API_NAMES
     expected = [(API_NAMES[k], k, lo, hi) for k, lo, hi in sorted(live)]

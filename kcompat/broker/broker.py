@@ -22,14 +22,13 @@ producer snapshots, flushes and closes every log and marks a clean shutdown.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import socket
 import time
-import uuid
 from pathlib import Path
 
 from kcompat.broker.cleaner_driver import CleanerDriver
+from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
@@ -56,16 +55,6 @@ log = logging.getLogger("kcompat.broker")
 SHUTDOWN_GRACE_S = 10.0
 PERIODIC_INTERVAL_S = 1.0
 FENCE_CHECK_INTERVAL_S = 0.2
-
-
-def new_cluster_id() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` prints it (url-safe base64, no padding); like
-    Kafka's ``Uuid.randomUuid`` never starting with "-", which a command line would take for an
-    option."""
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
 
 
 def now_ms() -> int:

@@ -7,7 +7,7 @@ import uuid
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
-from tests.support import wire
+from kcompat.testing import wire
 
 
 def test_legacy_alter_configs_replaces_the_whole_set(broker):

@@ -16,7 +16,7 @@ from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.messages.produce import ProduceRequest
 from tests.support.broker_process import ROOT, BrokerProcess
-from tests.support import wire
+from kcompat.testing import wire
 
 
 def _run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess:

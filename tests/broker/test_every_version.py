@@ -28,7 +28,7 @@ from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as LOReq
 from kcompat.protocol.messages.metadata import MetadataRequest as MReq
 from kcompat.protocol.messages.produce import ProduceRequest as PReq
 from kcompat.protocol.primitives import ZERO_UUID
-from tests.support import wire
+from kcompat.testing import wire
 
 UNSUPPORTED_VERSION, UNKNOWN_TOPIC = 35, 3
 TOPIC, BROKER = 2, 4                               # config resource types

@@ -16,7 +16,7 @@ from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 from kcompat.protocol.messages.delete_records import DeleteRecordsRequest
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.produce import ProduceRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess
 
 TOPIC = "fetch-max-bytes"

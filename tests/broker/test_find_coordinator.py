@@ -5,7 +5,7 @@ COORDINATOR_NOT_AVAILABLE (15), which clients retry, until the topic has leaders
 from __future__ import annotations
 
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.broker_process import wait_for
 
 COORDINATOR_NOT_AVAILABLE = 15

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.broker.handlers.list_offsets import timestamp_unsupported
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
-from tests.support import wire
+from kcompat.testing import wire
 
 UNSUPPORTED_VERSION, NONE, UNKNOWN_TOPIC_OR_PARTITION = 35, 0, 3
 

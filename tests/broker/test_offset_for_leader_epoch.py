@@ -16,7 +16,7 @@ from kcompat.log import Log, LogConfig
 from kcompat.protocol import records as rb
 from kcompat.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest as Q
 from kcompat.protocol.messages.produce import ProduceRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess
 
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 3, 6, 74, 75

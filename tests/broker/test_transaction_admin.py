@@ -9,7 +9,7 @@ from confluent_kafka import Producer
 from kcompat.protocol.messages.describe_producers import DescribeProducersRequest
 from kcompat.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from kcompat.protocol.messages.list_transactions import ListTransactionsRequest
-from tests.support import wire
+from kcompat.testing import wire
 
 
 def test_transaction_admin_apis_show_an_open_transaction(broker):

@@ -14,7 +14,7 @@ import pytest
 
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import ProxiedCluster, wait_until
 from tests.support.replication_load import partition_states
 

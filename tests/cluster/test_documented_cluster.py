@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kcompat.broker.broker import new_cluster_id
+from kcompat.broker.cluster_id import new_cluster_id
 from tests.support.broker_process import ROOT, BrokerProcess
 
 BOOTSTRAP = "127.0.0.1:9092,127.0.0.2:9092,127.0.0.3:9092"

@@ -24,7 +24,7 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.records import iter_batches
 from tests.robustness.util import batch, produce
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 from tests.support.replication_load import partition_states
 

@@ -25,7 +25,7 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.records import build_batch, iter_batches, iter_records
 from tests.robustness.util import produce
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import ProxiedCluster, wait_until
 from tests.support.link_proxy import CUT
 from tests.support.replication_load import in_sync, partition_states

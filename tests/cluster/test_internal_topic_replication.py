@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 COORDINATOR_NOT_AVAILABLE = 15

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.elect_leaders import ElectLeadersRequest as Q
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 

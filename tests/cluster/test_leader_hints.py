@@ -12,7 +12,7 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.messages.produce import ProduceRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 TOPIC = "hinted"

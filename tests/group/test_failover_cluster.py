@@ -12,7 +12,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 

@@ -11,7 +11,7 @@ from kcompat.kraft.partition_control import IsrChange, alter_partition
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.alter_partition import AlterPartitionRequest
 from tests.kraft.test_cluster_control import T0, Harness
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 

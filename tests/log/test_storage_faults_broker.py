@@ -32,7 +32,7 @@ from tests.clients.common import (
     _CK_TS_TYPE, Sent, assert_same_reads, assert_same_records, ck_admin, ck_consume, ck_produce, kp_consume,
     make_records, now_ms, wait_until,
 )
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.small_disk import SmallDisk, SmallDiskBroker
 
 DISK = 24 << 20

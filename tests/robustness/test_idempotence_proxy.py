@@ -23,7 +23,7 @@ import pytest
 
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from tests.robustness.util import batch, create_topic, produce_request, read_records
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess
 from tests.support.tcp_proxy import Faults, TcpProxy
 

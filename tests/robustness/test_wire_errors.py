@@ -1,4 +1,4 @@
-"""Wire-level behaviour and error codes, checked with raw requests (tests/support/wire.py).
+"""Wire-level behaviour and error codes, checked with raw requests (kcompat/testing/wire.py).
 
 Every expectation is Apache Kafka's: KIP-35/KIP-511 for ApiVersions, KIP-98 for idempotent
 sequences, the Produce/Fetch validation of ``UnifiedLog``/``LogValidator``/``ReplicaManager``,
@@ -28,7 +28,7 @@ from tests.robustness.util import (
     FETCH_V, batch, create_topic, fetch, fetch_request, init_producer_id, produce, produce_request,
     read_records,
 )
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess, wait_for
 
 API_VERSIONS_RANGE = (0, 4)

@@ -1,4 +1,4 @@
-"""Raw-protocol helpers shared by the robustness tests (built on tests/support/wire.py)."""
+"""Raw-protocol helpers shared by the robustness tests (built on kcompat/testing/wire.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
 from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.protocol.records import build_batch, iter_batches, iter_records
-from tests.support import wire
+from kcompat.testing import wire
 
 FETCH_V = 12        # flexible, topics by name
 PRODUCE_V = 9

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kcompat.protocol.messages.describe_producers import DescribeProducersRequest
 from tests.spark.support import consume_all, create_topic, unique
-from tests.support import wire
+from kcompat.testing import wire
 
 
 def _idempotent_records_written(bootstrap, topic, partitions) -> int:

@@ -1,139 +1,18 @@
-"""Start and stop a real ``python -m kcompat serve`` process for tests and benchmarks.
-
-The broker listens on ``127.0.0.1:0`` (a free port chosen by the OS); the port is read from its
-``started listener <host>:<port>`` log line. Data lives in a directory the caller owns, so a test
-can restart (``stop`` + ``start``) or ``kill9`` + ``start`` the same broker over the same data.
-"""
+"""The broker process the tests start: :class:`kcompat.testing.process.BrokerProcess` (the same
+class the pytest plugin and ``kcompat.testing.Broker`` use), run from the repository root."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
-from tests.support.ports import free_ports
+from kcompat.testing.process import BrokerProcess as _BrokerProcess
+from kcompat.testing.process import wait_for  # noqa: F401 - re-exported for the tests
 
-_LISTENER = re.compile(r"started listener (\S+):(\d+)")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class BrokerProcess:
-    """A kcompat broker subprocess. ``bootstrap`` is ``host:port`` once started."""
+class BrokerProcess(_BrokerProcess):
+    """A broker subprocess whose working directory is the repository root."""
 
-    LISTENER_RE = _LISTENER  # the log line that says the process serves, with its address
-
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0, log_path: Path | None = None) -> None:
-        self.data_dir = Path(data_dir)
-        self.overrides = dict(overrides or {})
-        self.host = host
-        # a port of our own below the ephemeral range, kept across restarts (tests/support/ports.py)
-        self.port = port or free_ports(1, host)[0]
-        self.proc: subprocess.Popen | None = None
-        self.bootstrap: str | None = None
-        self.log_path = log_path or (self.data_dir.parent / f"{self.data_dir.name}-broker.log")
-        self._log_lines: list[str] = []
-        self._reader: threading.Thread | None = None
-
-    def args(self) -> list[str]:
-        overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir)}
-        overrides.update(self.overrides)
-        cmd = [sys.executable, "-m", "kcompat", "serve"]
-        for k, v in overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        return cmd
-
-    def start(self, timeout: float = 120.0) -> "BrokerProcess":
-        """Start the process and wait for its listener line (``timeout`` seconds bounds a hung
-        start only: an overloaded machine can take tens of seconds to import and start)."""
-        self.bootstrap = None   # set again from this start's listener line, never left from the last
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        logf = open(self.log_path, "a")
-        # a session of its own: kill9 takes the broker's worker processes (log cleaner) down with
-        # it, as a crash of the machine would, instead of leaving them holding its stderr open
-        self.proc = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env=env, cwd=str(ROOT), start_new_session=True)
-        found = threading.Event()
-
-        def read():
-            for line in self.proc.stderr:
-                logf.write(line)
-                logf.flush()
-                self._log_lines.append(line)
-                m = self.LISTENER_RE.search(line)
-                if m and not found.is_set():
-                    self.bootstrap = f"{m.group(1)}:{m.group(2)}"
-                    # keep the same port across restarts so clients can reconnect
-                    self.port = int(m.group(2))
-                    found.set()
-            logf.close()
-            found.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        if not found.wait(timeout) or self.bootstrap is None or self.proc.poll() is not None:
-            self.kill9()
-            raise RuntimeError(f"broker did not start; log:\n{''.join(self._log_lines[-50:])}")
-        return self
-
-    def log_text(self) -> str:
-        return "".join(self._log_lines)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait; returns the exit code."""
-        if self.proc is None:
-            return 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-            raise RuntimeError("broker did not stop within the timeout after SIGTERM")
-        finally:
-            if self._reader is not None:
-                self._reader.join(5)
-        self.proc = None
-        return rc
-
-    def kill9(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(5)
-        self.proc = None
-
-    def restart(self) -> "BrokerProcess":
-        self.stop()
-        return self.start()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        if self.proc is not None:
-            try:
-                self.stop()
-            except Exception:
-                self.kill9()
-
-
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    def __init__(self, *args, cwd: Path | None = ROOT, **kwargs) -> None:
+        super().__init__(*args, cwd=cwd, **kwargs)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from kcompat.protocol.messages.metadata import MetadataRequest
-from tests.support import wire
+from kcompat.testing import wire
 
 METADATA_VERSION = 12
 

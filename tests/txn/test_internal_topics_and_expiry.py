@@ -28,7 +28,7 @@ from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_producers import DescribeProducersRequest
 from tests.clients.common import ck_admin, ck_consumer, ck_producer, ck_produce, close_ck_producer, make_records
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess
 
 INTERNAL = {"__consumer_offsets": 50, "__transaction_state": 50}   # Kafka's default partition counts

@@ -25,7 +25,7 @@ from kcompat.protocol.messages.offset_fetch import OffsetFetchRequest
 from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from tests.group.test_failover_cluster import coordinator
-from tests.support import wire
+from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 TID = "remote-verify"

@@ -1,4 +1,4 @@
-"""tests/support/ports.py: processes on one machine never share a slice of listener ports."""
+"""kcompat/testing/ports.py: processes on one machine never share a slice of listener ports."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import ports
+from kcompat.testing import ports
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CLAIM = """
 import sys
 sys.path.insert(0, {root!r})
-from tests.support import ports
+from kcompat.testing import ports
 ports.free_ports(1)
 print(ports._slice[0], ports._claim is not None, flush=True)
 sys.stdin.read()            # hold the slice until the test closes stdin

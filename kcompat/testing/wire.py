@@ -1,4 +1,5 @@
-"""Raw protocol access for tests: send one request with our codecs over a plain socket."""
+"""Raw protocol access: one request at a time with kcompat's codecs over a plain blocking socket
+(used by the test fixtures' admin calls and by tests that need exact wire control)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def send_request(sock: socket.socket, request, version: int, correlation_id: int = 1,
-                 client_id: str = "kcompat-tests") -> None:
+                 client_id: str = "kcompat-testing") -> None:
     req_cls = type(request)
     flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
     body = bytearray()
@@ -55,7 +56,7 @@ def call(bootstrap: str, request, version: int):
 
 def api_versions(bootstrap: str) -> list[tuple[int, int, int]]:
     from kcompat.protocol.messages.api_versions import ApiVersionsRequest
-    resp = call(bootstrap, ApiVersionsRequest(client_software_name="kcompat-tests",
+    resp = call(bootstrap, ApiVersionsRequest(client_software_name="kcompat-testing",
                                               client_software_version="1"), 3)
     assert resp.error_code == 0
     return [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys]
