@@ -14,6 +14,8 @@ settings.load_profile("kcompat")
 
 SPARK = "tests/spark/"
 
+pytest_plugins = ["pytester"]   # tests/testing runs the kcompat pytest plugin in inner pytest sessions
+
 
 def pytest_collection_modifyitems(config, items):
     """The Spark tests first: they are the longest unit of work (about 3 minutes), so a worker
