@@ -143,7 +143,10 @@ class Broker:
             fetch_timeout_ms=cfg.get("controller.quorum.fetch.timeout.ms"),
             request_timeout_ms=cfg.get("controller.quorum.request.timeout.ms"),
             retry_backoff_ms=cfg.get("controller.quorum.retry.backoff.ms"),
-            segment_bytes=cfg.get("metadata.log.segment.bytes"))
+            segment_bytes=cfg.get("metadata.log.segment.bytes"),
+            # the marker covers the metadata log when it lives in a log dir: stop() flushes and
+            # closes the quorum's log before the log manager writes the marker
+            clean_shutdown=self.log_manager.had_clean_shutdown.get(metadata_dir, False))
         self.quorum.start()
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])

@@ -60,14 +60,15 @@ class QuorumRuntime:
                  on_delivered: Callable[[], None] | None = None,
                  election_timeout_ms: int = 1000, fetch_timeout_ms: int = 2000,
                  request_timeout_ms: int = 2000, retry_backoff_ms: int = 20,
-                 segment_bytes: int = 1 << 30) -> None:
+                 segment_bytes: int = 1 << 30, clean_shutdown: bool = False) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
         self._now = now_ms
         self._on_event = on_event
         self._on_delivered = on_delivered
         part_dir = Path(directory) / f"{METADATA_TOPIC}-0"
-        self.log = DiskRaftLog(part_dir, now_ms(), segment_bytes=segment_bytes, check_snapshots=True)
+        self.log = DiskRaftLog(part_dir, now_ms(), segment_bytes=segment_bytes, check_snapshots=True,
+                               clean_shutdown=clean_shutdown)
         self.store = FileQuorumStateStore(part_dir / FileQuorumStateStore.FILE_NAME)
         self.config = RaftConfig(node_id=node_id, voters=frozenset(voters), cluster_id=cluster_id,
                                  election_timeout_ms=election_timeout_ms, fetch_timeout_ms=fetch_timeout_ms,

@@ -71,10 +71,12 @@ def check_snapshot(path: Path) -> None:
 class DiskRaftLog:
     """``__cluster_metadata-0`` in ``directory`` (created if missing). ``check_snapshots``: the
     snapshots hold record batches (the metadata quorum's do; the Raft core treats them as opaque)
-    and start-up checks them with :func:`check_snapshot`."""
+    and start-up checks them with :func:`check_snapshot`. ``clean_shutdown``: the log dir's
+    ``.kafka_cleanshutdown`` marker was there (the node flushed and closed this log before writing
+    it), so the segments are loaded without recovery; otherwise every segment is recovered."""
 
     def __init__(self, directory: Path, now_ms: int, *, segment_bytes: int = 1 << 30,
-                 check_snapshots: bool = False) -> None:
+                 check_snapshots: bool = False, clean_shutdown: bool = False) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._snapshots = sorted(SnapshotId(int(m.group(1)), int(m.group(2)))
@@ -87,7 +89,7 @@ class DiskRaftLog:
             p.unlink()
         start = self._snapshots[-1].offset if self._snapshots else 0
         self._log = Log.open(self.directory, LogConfig(segment_bytes=segment_bytes), recovery_point=0,
-                             log_start_offset=start, clean_shutdown=False, now_ms=now_ms)
+                             log_start_offset=start, clean_shutdown=clean_shutdown, now_ms=now_ms)
         if self._log.log_start_offset < start:
             self._log.delete_records_before(min(start, self._log.log_end_offset))
         if self._log.log_end_offset < start:  # the log is behind its own snapshot: start there

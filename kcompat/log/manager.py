@@ -94,10 +94,12 @@ class LogManager:
         or an I/O error reading them. Nothing is changed on disk before the checks pass for a
         partition. A missing or empty checkpoint reads as no entries, as in Kafka."""
         plans = []
+        new_dirs: set[Path] = set()   # no meta.properties yet: formatted by this start
         seen: dict[TopicPartition, Path] = {}
         for d in self.log_dirs:   # first every check, so that a refusal changes nothing on disk
             d.mkdir(parents=True, exist_ok=True)
-            self._check_meta(d, cluster_id, node_id)
+            if self._check_meta(d, cluster_id, node_id):
+                new_dirs.add(d)
             rps = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             lsos = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
@@ -140,12 +142,16 @@ class LogManager:
             if clean:
                 unlink_quiet(marker)
                 fsync_dir(d)
-            logger.info("log dir %s: %s shutdown, %d partition(s)", d,
-                        "clean" if clean else "unclean",
-                        sum(1 for v in self._dir_of.values() if v == d))
+            count = sum(1 for v in self._dir_of.values() if v == d)
+            if d in new_dirs and not count:
+                logger.info("log dir %s: new, formatted for cluster %s", d, cluster_id)
+            else:
+                logger.info("log dir %s: %s shutdown, %d partition(s)", d, "clean" if clean else "unclean", count)
         self._last_retention = self._last_flush = self._last_checkpoint = now_ms
 
-    def _check_meta(self, d: Path, cluster_id: str, node_id: int) -> None:
+    def _check_meta(self, d: Path, cluster_id: str, node_id: int) -> bool:
+        """Check ``meta.properties`` of ``d`` (LogDirError if it names another cluster or node),
+        writing it if missing; returns True for a new dir (there was none)."""
         path = d / META_PROPERTIES
         try:
             props = read_meta_properties(path)
@@ -160,7 +166,7 @@ class LogManager:
                                          "node.id": str(node_id),
                                          "directory.id": topic_id_to_str(dir_id)})
             self.directory_ids[d] = dir_id
-            return
+            return True
         stored_node = props.get("node.id", props.get("broker.id"))
         if props.get("cluster.id") != cluster_id:
             raise LogDirError(f"{path}: cluster.id {props.get('cluster.id')!r} does not match "
@@ -176,6 +182,7 @@ class LogManager:
             self.directory_ids[d] = topic_id_from_str(props["directory.id"])
         except CheckpointError as e:   # Kafka: Uuid.fromString fails the start-up
             raise LogDirError(f"{path}: directory.id: {e}") from None
+        return False
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

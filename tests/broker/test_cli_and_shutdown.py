@@ -116,3 +116,25 @@ def test_idempotent_retry_after_restart_is_deduplicated(fresh_broker):
     later = wire.call(b.bootstrap, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                          producer_id=-1, producer_epoch=-1), 4).producer_id
     assert later > pid
+
+
+def test_start_up_lines_tell_new_clean_and_crashed_data_dirs_apart(tmp_path):
+    """A new data dir is not an unclean shutdown; after SIGTERM the metadata log is trusted like
+    every partition (no recovery); after kill -9 it is recovered."""
+    b = BrokerProcess(tmp_path / "data")
+    metadata_recovery = "__cluster_metadata-0: unclean shutdown; recovering"
+    b.start()
+    first = b.log_text()
+    assert "log dir" in first and "new, formatted for cluster" in first
+    assert "unclean" not in first
+    b.stop()
+    seen = len(b.log_text())
+    b.start()
+    second = b.log_text()[seen:]
+    assert "clean shutdown, 0 partition(s)" in second and "unclean" not in second
+    b.kill9()
+    seen = len(b.log_text())
+    b.start()
+    third = b.log_text()[seen:]
+    assert "unclean shutdown" in third and metadata_recovery in third
+    b.stop()
