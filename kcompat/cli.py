@@ -1,4 +1,5 @@
-"""Command line: ``kcompat serve [--config server.properties] [--override key=value ...]``.
+"""Command line: ``kcompat serve [--config server.properties] [--override key=value ...]``, and
+``kcompat container`` / ``kcompat healthcheck`` for the container image (:mod:`kcompat.container`).
 
 Like ``kafka-server-start.sh``: a Kafka ``server.properties`` file plus ``--override`` pairs, with
 Kafka's configuration names and defaults. With no configuration at all it starts a single-node
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -56,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cluster id for new (unformatted) log directories, the same on every node of a "
                             "cluster (as kafka-storage format --cluster-id); existing directories must match")
     sub.add_parser("random-uuid", help="print a new cluster id (as kafka-storage random-uuid)")
+    container = sub.add_parser("container", help="run a node configured by KAFKA_* environment variables and "
+                                                 "CLUSTER_ID, as the apache/kafka image (the kcompat image's entry point)")
+    container.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    health = sub.add_parser("healthcheck", help="exit 0 if the node answers an ApiVersions request, else 1")
+    health.add_argument("--bootstrap", metavar="HOST:PORT",
+                        help="address to check (default: the first client listener of the KAFKA_* environment)")
+    health.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
     return parser
 
 
@@ -83,11 +92,22 @@ def main(argv: list[str] | None = None) -> int:
         from kcompat.broker.cluster_id import new_cluster_id
         print(new_cluster_id())
         return 0
+    if args.command == "healthcheck":
+        return _healthcheck(args)
     setup_logging(args.log_level)
     from kcompat.config import BrokerConfig, ConfigError
 
+    cluster_id = getattr(args, "cluster_id", None)
     try:
-        config = BrokerConfig.load(args.config, args.override)
+        if args.command == "container":
+            from kcompat.container import ContainerConfigError, load_config
+            try:
+                config, cluster_id = load_config(os.environ)
+            except ContainerConfigError as e:
+                print(f"kcompat: invalid configuration: {e}", file=sys.stderr)
+                return EXIT_CONFIG_ERROR
+        else:
+            config = BrokerConfig.load(args.config, args.override)
     except ConfigError as e:
         print(f"kcompat: invalid configuration: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
@@ -97,8 +117,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
-        return asyncio.run(_serve(config, args.cluster_id))
-    return uvloop.run(_serve(config, args.cluster_id))
+        return asyncio.run(_serve(config, cluster_id))
+    return uvloop.run(_serve(config, cluster_id))
+
+
+def _healthcheck(args) -> int:
+    from kcompat.container import ContainerConfigError, healthcheck
+
+    try:
+        status, message = healthcheck(os.environ, args.bootstrap, args.timeout)
+    except (ContainerConfigError, ValueError) as e:
+        status, message = 1, f"unhealthy: {e}"
+    print(message, file=sys.stderr if status else sys.stdout)
+    return status
 
 
 if __name__ == "__main__":

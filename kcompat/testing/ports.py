@@ -26,6 +26,7 @@ import random
 import socket
 import tempfile
 import threading
+from contextlib import contextmanager
 
 BASE = 12000
 LIMIT = 32000          # below the default ephemeral range
@@ -101,3 +102,16 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             _given.difference_update(range(low, high))
             _given.update(out)
     raise RuntimeError(f"no {n} free ports left in {low}-{high}")
+
+
+@contextmanager
+def machine_lock(name: str):
+    """An exclusive lock shared by every process on this machine (``<tmp>/kcompat-<name>.lock``),
+    for what tests cannot choose per process: a well-known port (``machine_lock("port-9092")``:
+    apache/kafka's defaults advertise localhost:9092), a Docker image tag being built."""
+    with open(os.path.join(tempfile.gettempdir(), f"kcompat-{name}.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -10,6 +10,7 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.broker.cluster_id import new_cluster_id
+from kcompat.testing.ports import machine_lock
 from tests.support.broker_process import ROOT, BrokerProcess
 
 BOOTSTRAP = "127.0.0.1:9092,127.0.0.2:9092,127.0.0.3:9092"
@@ -29,6 +30,11 @@ class DocumentedNode(BrokerProcess):
 
 
 def test_the_documented_three_node_cluster_starts_and_shows_three_brokers(tmp_path):
+    with machine_lock("port-9092"):     # the documented ports; the container tests publish 127.0.0.1:9092
+        run_documented_cluster(tmp_path)
+
+
+def run_documented_cluster(tmp_path) -> None:
     cid = new_cluster_id()
     nodes = [DocumentedNode(i, tmp_path / f"node{i}", cid) for i in (1, 2, 3)]
     threads = [threading.Thread(target=n.start) for n in nodes]
