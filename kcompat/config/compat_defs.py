@@ -58,7 +58,6 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     # general
     _d("broker.id.generation.enable", BOOLEAN, True, None, RO, "Generate broker ids (ZooKeeper mode)."),
     _d("reserved.broker.max.id", INT, 1000, at_least(0), RO, "Largest configurable broker.id (ZooKeeper mode)."),
-    _d("broker.rack", STRING, None, None, RO, "Rack of the broker, for rack-aware replica placement."),
     _d("num.replica.alter.log.dirs.threads", INT, None, None, RO, "Threads moving replicas between log directories."),
     _d("early.start.listeners", STRING, None, None, RO, "Listeners started before the authorizer is ready."),
     _d("authorizer.class.name", STRING, "", None, RO, "Authorizer class; empty = no authorization."),

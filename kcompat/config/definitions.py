@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .compat_defs import COMPAT_CONFIGS, METADATA_VERSION
 from .endpoints import parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
+from .errors import invalid_value
 from .keydef import (BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PB, RO, SHORT, STRING, ConfigKey,
                      define as d)
 from .types import LONG_MAX, Custom, ValidList, ValidString, at_least, between, one_of_or_range
@@ -51,6 +52,17 @@ _gzip_level = one_of_or_range([-1], between(1, 9))
 _lz4_level = between(1, 17)
 _zstd_level = between(-131072, 22)
 _protocols = ValidString(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+
+
+def _check_replica_selector(name: str, value: str) -> None:
+    """Kafka instantiates the class at start-up and fails on one it cannot load; kcompat has
+    Kafka's one implementation."""
+    if value.strip() != "org.apache.kafka.common.replica.RackAwareReplicaSelector":
+        raise invalid_value(name, value, f"Class {value} cannot be found (kcompat implements "
+                                         f"org.apache.kafka.common.replica.RackAwareReplicaSelector)")
+
+
+_replica_selector = Custom(_check_replica_selector, "[org.apache.kafka.common.replica.RackAwareReplicaSelector]")
 
 _CORE: list[ConfigKey] = [
     # ---------------------------------------------------------------- KRaft / server basics
@@ -228,7 +240,11 @@ _CORE: list[ConfigKey] = [
     d("leader.imbalance.check.interval.seconds", LONG, 300, at_least(1), RO, True, "How often (s) leader balance is checked."),
     d("unclean.leader.election.enable", BOOLEAN, False, None, CW, True, "Allow out-of-sync replicas to become leader (data loss)."),
     d("inter.broker.protocol.version", STRING, "3.9-IV0", METADATA_VERSION, RO, False, "Inter-broker protocol version (ZooKeeper mode)."),
-    d("replica.selector.class", STRING, None, None, RO, False, "ReplicaSelector for fetch-from-follower (KIP-392)."),
+    d("broker.rack", STRING, None, None, RO, True,
+      "Rack of the broker: rack-aware replica placement and fetch from the closest replica (KIP-36, KIP-392)."),
+    d("replica.selector.class", STRING, None, _replica_selector, RO, True,
+      "ReplicaSelector for fetch from the closest replica (KIP-392): null (leader only) or "
+      "org.apache.kafka.common.replica.RackAwareReplicaSelector."),
     d("controller.socket.timeout.ms", INT, 30000, None, RO, False, "Socket timeout (ms) of controller-to-broker channels."),
     d("controlled.shutdown.enable", BOOLEAN, True, None, RO, True, "Move leadership away before shutting down."),
     d("controlled.shutdown.max.retries", INT, 3, None, RO, False, "Controlled shutdown retries (ZooKeeper mode)."),

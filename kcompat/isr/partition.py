@@ -106,6 +106,9 @@ class Partition(ReplicationMixin):
         # (transactional id, producer id, epoch, topic, partition) -> error code or 0 (KIP-890)
         self.txn_verifier: Callable[[str, int, int, str, int], int] | None = None
         self._waiters: set[Callable[[], None]] = set()
+        # record bytes served to consumers while leading / while following (KIP-392 reads)
+        self.consumer_bytes_as_leader = 0
+        self.consumer_bytes_as_follower = 0
         self._load_producer_state()
         self.log.on_roll = self._on_roll
         self._init_replication(local_id, high_watermark)
@@ -370,6 +373,13 @@ class Partition(ReplicationMixin):
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
         except STORAGE_ERRORS as e:   # a damaged batch on disk (CORRUPT_MESSAGE) or an I/O error
             raise storage_kafka_error(e) from e
+
+    def count_consumer_bytes(self, n: int) -> None:
+        """Count ``n`` bytes of records served to a consumer, as leader or as a follower."""
+        if self.is_leader:
+            self.consumer_bytes_as_leader += n
+        else:
+            self.consumer_bytes_as_follower += n
 
     # -- fetch waiters (delayed fetch, DESIGN.md section 8) --------------------------------------
 

@@ -123,10 +123,19 @@ class ReplicaManager:
     def topic_partitions(self, topic: str) -> list[Partition]:
         return [p for (t, _), p in sorted(self.partitions.items()) if t == topic]
 
+    def log_consumer_bytes(self) -> None:
+        """One log line: bytes of records served to consumers per partition since start-up, as
+        leader and as follower (``consumer bytes served (leader/follower): t-0=10/0 ...``)."""
+        served = [f"{p.topic}-{p.partition_id}={p.consumer_bytes_as_leader}/{p.consumer_bytes_as_follower}"
+                  for p in self.partitions.values() if p.consumer_bytes_as_leader or p.consumer_bytes_as_follower]
+        if served:
+            log.info("consumer bytes served (leader/follower): %s", " ".join(sorted(served)))
+
     def shutdown(self) -> None:
         """Write producer-state snapshots at the LEO of every partition and the HW checkpoint
         (clean shutdown)."""
         self.checkpoint_high_watermarks()
+        self.log_consumer_bytes()
         failed: list[str] = []
         error = None
         for p in self.partitions.values():

@@ -1,6 +1,6 @@
 """Current-leader hints (KIP-951) over the wire against a real three-node cluster: a Produce v10+
-or Fetch v16+ sent to a broker that does not lead the partition names the leader and its
-endpoint, older versions carry no hint, and after a leadership change a fetch at the old leader
+sent to a broker that does not lead the partition, or a Fetch v16+ to one that holds no replica of
+it, names the leader and its endpoint, older versions carry no hint, and after a leadership change a fetch at the old leader
 epoch gets FENCED_LEADER_EPOCH with the new leader."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kcompat.testing import wire
 from tests.support.cluster import Cluster, wait_until
 
 TOPIC = "hinted"
+PAIR = "hinted-pair"   # replicas on nodes 1 and 2 only
 
 
 def _address(cluster: Cluster, node_id: int) -> str:
@@ -39,9 +40,9 @@ def _fetch(address: str, topic_id, current_leader_epoch: int = -1):
     return wire.call(address, req, 16)
 
 
-def _state(address: str):
+def _state(address: str, topic: str = TOPIC):
     """(topic id, leader, leader epoch, isr) of partition 0 as ``address`` sees it."""
-    resp = wire.call(address, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)]), 12)
+    resp = wire.call(address, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
     t = resp.topics[0]
     if t.error_code or not t.partitions:
         return None
@@ -70,12 +71,17 @@ def test_produce_and_fetch_name_the_current_leader(tmp_path):
         assert old.node_endpoints == []
         assert _produce(_address(cluster, 1), 11).responses[0].partition_responses[0].error_code == 0
 
-        # Fetch v16 to a follower: the same hint
-        resp = _fetch(_address(cluster, 3), topic_id)
+        # Fetch v16 to a broker that holds no replica: the same hint (a follower serves consumers'
+        # v11+ fetches itself, KIP-392)
+        admin.create_topics([NewTopic(PAIR, 1, replica_assignment=[[1, 2]])])[PAIR].result(15)
+        wait_until(lambda: (_state(_address(cluster, 3), PAIR) or (0, 0, 0, []))[1:] == (1, 0, [1, 2]), 20,
+                   "node 3 knows the pair topic's leader")
+        resp = _fetch(_address(cluster, 3), _state(_address(cluster, 3), PAIR)[0])
         part = resp.responses[0].partitions[0]
         assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (1, 0)
         assert [e.node_id for e in resp.node_endpoints] == [1]
+        assert _fetch(_address(cluster, 3), topic_id).responses[0].partitions[0].error_code == 0
         ok = _fetch(_address(cluster, 1), topic_id, current_leader_epoch=0)
         assert ok.responses[0].partitions[0].error_code == 0 and ok.node_endpoints == []
 

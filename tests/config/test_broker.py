@@ -408,3 +408,15 @@ def test_set_dynamic_replaces_layers():
     cfg = BrokerConfig({})
     cfg.set_dynamic(per_broker={"log.cleaner.threads": "2"}, cluster_default={"log.cleaner.threads": "3"})
     assert cfg.get("log.cleaner.threads") == 2
+
+
+def test_replica_selector_class_is_kafkas_rack_aware_selector_or_nothing():
+    """KIP-392: kcompat has Kafka's one ReplicaSelector; any other class fails the start as a class
+    Kafka cannot load would; broker.rack now has an effect (no 'accepted without effect' warning)."""
+    from kcompat.isr.replica_selector import RACK_AWARE_SELECTOR
+    cfg = BrokerConfig.load(None, [f"replica.selector.class={RACK_AWARE_SELECTOR}", "broker.rack=rack-a"])
+    assert cfg.get("replica.selector.class") == RACK_AWARE_SELECTOR and cfg.get("broker.rack") == "rack-a"
+    assert cfg.ignored_keys() == []
+    assert BrokerConfig.load(None, []).get("replica.selector.class") is None
+    with pytest.raises(ConfigError, match="replica.selector.class"):
+        BrokerConfig.load(None, ["replica.selector.class=com.example.NearestSelector"])

@@ -21,7 +21,13 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
   follower's ``last_fetched_epoch`` does not match this log (KIP-320); its long poll also ends
   when the HW moves, so followers learn the HW promptly;
 - v16+: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH partitions carry ``current_leader`` and the
-  response the leaders' ``node_endpoints`` (KIP-951, :mod:`kcompat.broker.leader_hints`).
+  response the leaders' ``node_endpoints`` (KIP-951, :mod:`kcompat.broker.leader_hints`);
+- fetch from the closest replica (KIP-392): a consumer's fetch from v11 (which carries its
+  ``rack_id``) may be served by a follower, up to the follower's high watermark (LSO for
+  read_committed; OFFSET_OUT_OF_RANGE above its log end offset); the leader, when
+  ``replica.selector.class`` is Kafka's RackAwareReplicaSelector, answers such a fetch with
+  ``preferred_read_replica`` and no records when a follower in the consumer's rack should serve it
+  (:mod:`kcompat.isr.replica_selector`), and answers at once. Older consumers read from the leader.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 
 from kcompat.broker.leader_hints import FETCH_HINT_ERRORS, add_leader_hints
+from kcompat.isr.replica_selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.fetch import FetchResponse as R
 
@@ -37,6 +44,7 @@ MIN_VERSION = 4
 MAX_VERSION = 16
 
 READ_COMMITTED = 1
+FOLLOWER_READS_MIN_VERSION = 11   # Fetch v11 carries rack_id: Kafka's ClientMetadata (KIP-392)
 
 
 class _Plan:
@@ -54,7 +62,8 @@ def handle(ctx, req):
     if version >= 7 and req.session_id != 0:
         return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     plan = _resolve(broker, req, version)
-    responses, total, has_error = _read_all(broker, req, plan, version, _replica_of(req, version))
+    responses, total, has_error = _read_all(broker, req, plan, version, _replica_of(req, version),
+                                            ctx.listener_name)
     if req.max_wait_ms <= 0 or total >= max(req.min_bytes, 1) or has_error or not plan.entries \
             or broker.shutting_down:
         return _response(ctx, responses)
@@ -72,6 +81,8 @@ def _replica_of(req, version: int) -> tuple[int, int]:
 def _resolve(broker, req, version: int) -> _Plan:
     plan = _Plan()
     image = broker.image
+    # a consumer with client metadata may read from a follower (Kafka FetchParams.fetchOnlyLeader)
+    any_replica = version >= FOLLOWER_READS_MIN_VERSION and _replica_of(req, version)[0] < 0
     for ft in req.topics:
         if version >= 13:
             t = image.topics_by_id.get(ft.topic_id)
@@ -88,8 +99,8 @@ def _resolve(broker, req, version: int) -> _Plan:
                 leader = broker.leader_of(name, fp.partition)
                 if target is None and leader is None:
                     target = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif target is None or leader != broker.node_id:
-                    target = ErrorCode.NOT_LEADER_OR_FOLLOWER  # reads go to the leader (no KIP-392)
+                elif target is None or (leader != broker.node_id and not any_replica):
+                    target = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 elif version >= 9 and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != target.leader_epoch:
                     target = (ErrorCode.FENCED_LEADER_EPOCH if fp.current_leader_epoch < target.leader_epoch
                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -97,10 +108,15 @@ def _resolve(broker, req, version: int) -> _Plan:
     return plan
 
 
-def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] = (-1, -1)):
-    """Read every partition of the plan; returns (topic responses, bytes read, any error)."""
+def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] = (-1, -1),
+              listener_name: str | None = None):
+    """Read every partition of the plan; returns (topic responses, bytes read, answer now: an
+    error, a diverging epoch or a preferred read replica)."""
     replica_id, replica_epoch = replica
-    now = broker.now_ms() if replica_id >= 0 else 0
+    now = broker.now_ms()
+    selector = broker.config.get("replica.selector.class") \
+        if replica_id < 0 and version >= FOLLOWER_READS_MIN_VERSION and req.rack_id else None
+    racks = None
     isolation = req.isolation_level if replica_id < 0 else 0
     limit = req.max_bytes if version >= 3 else 2**31 - 1
     min_one = True
@@ -125,6 +141,19 @@ def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] =
             by_topic[key].append(_error_partition(fp.partition, ErrorCode.UNKNOWN_SERVER_ERROR))
             continue
         diverging = None
+        if selector is not None and p.is_leader:
+            if racks is None:
+                racks = {node: rack for node, _h, _p, rack in broker.live_broker_endpoints(listener_name)}
+            preferred = preferred_read_replica(selector, p, req.rack_id, fp.fetch_offset, now,
+                                               lambda b: (b in racks, racks.get(b)))
+            if preferred != NO_PREFERRED_REPLICA:
+                has_error = True   # answer at once (Kafka: "has a preferred read replica")
+                by_topic[key].append(R.PartitionData(
+                    partition_index=fp.partition, error_code=ErrorCode.NONE, high_watermark=p.high_watermark,
+                    last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
+                    aborted_transactions=None if isolation != READ_COMMITTED else [],
+                    preferred_read_replica=preferred, records=b""))
+                continue
         try:
             if replica_id >= 0:
                 records, diverging = p.read_for_follower(
@@ -140,6 +169,8 @@ def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] =
             has_error = True
         n = len(records)
         if n:
+            if replica_id < 0:
+                p.count_consumer_bytes(n)
             min_one = False
             limit = max(0, limit - n)
             total += n
@@ -212,6 +243,7 @@ def _delayed(ctx, req, plan: _Plan, version: int):
     replica_id = _replica_of(req, version)[0]
     isolation = req.isolation_level if replica_id < 0 else 0
     partitions = [t for _, _, t in plan.entries if not isinstance(t, ErrorCode)]
+    roles = [(p.is_leader, p.leader_epoch) for p in partitions]
     ends = [_visible_end(p, replica_id, isolation) for p in partitions]
     start_hws = [p.high_watermark for p in partitions]
     event = asyncio.Event()
@@ -219,10 +251,11 @@ def _delayed(ctx, req, plan: _Plan, version: int):
     for p in partitions:
         p.add_waiter(wake)
     broker.fetch_waiters.add(wake)
-    return _wait(ctx, req, version, partitions, ends, start_hws, event)
+    return _wait(ctx, req, version, partitions, roles, ends, start_hws, event)
 
 
-async def _wait(ctx, req, version: int, partitions: list, ends: list, start_hws: list, event: asyncio.Event):
+async def _wait(ctx, req, version: int, partitions: list, roles: list, ends: list, start_hws: list,
+                event: asyncio.Event):
     """Wait for ``event`` (set by the partitions' wake-ups); re-read only when some partition's
     visible end moved (Kafka ``DelayedFetch.tryComplete``) and answer once ``min_bytes`` are read,
     on an error, on a leadership change, for a follower when a high watermark moved (so followers
@@ -244,9 +277,9 @@ async def _wait(ctx, req, version: int, partitions: list, ends: list, start_hws:
             except asyncio.TimeoutError:
                 break
             event.clear()
-            if any(broker.replica_manager.get(p.topic, p.partition_id) is not p or not p.is_leader
-                   for p in partitions):
-                break
+            if any(broker.replica_manager.get(p.topic, p.partition_id) is not p
+                   or (p.is_leader, p.leader_epoch) != role for p, role in zip(partitions, roles)):
+                break   # a leadership change: answer, the client finds the new leader
             if replica[0] >= 0 and any(p.high_watermark != h for p, h in zip(partitions, start_hws)):
                 break   # a follower learns the new HW now, not after replica.fetch.wait.max.ms
             now_ends = [_visible_end(p, replica[0], isolation) for p in partitions]
@@ -254,7 +287,7 @@ async def _wait(ctx, req, version: int, partitions: list, ends: list, start_hws:
                 continue
             ends = now_ends
             plan = _resolve(broker, req, version)
-            responses, total, has_error = _read_all(broker, req, plan, version, replica)
+            responses, total, has_error = _read_all(broker, req, plan, version, replica, ctx.listener_name)
             if total >= need or has_error:
                 return _response(ctx, responses)
     finally:
@@ -262,7 +295,7 @@ async def _wait(ctx, req, version: int, partitions: list, ends: list, start_hws:
             p.remove_waiter(wake)
         broker.fetch_waiters.discard(wake)
     plan = _resolve(broker, req, version)
-    responses, _total, _err = _read_all(broker, req, plan, version, replica)
+    responses, _total, _err = _read_all(broker, req, plan, version, replica, ctx.listener_name)
     return _response(ctx, responses)
 
 
