@@ -7,7 +7,7 @@ duplicates nothing for a committing consumer."""
 
 from __future__ import annotations
 
-import re
+import subprocess
 import threading
 import time
 import uuid
@@ -16,43 +16,16 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kcompat.isr.replica_selector import RACK_AWARE_SELECTOR
+from conformance import maven
+from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
 from kcompat.testing import wire
-from kcompat.testing.cluster import Cluster, wait_until
+from kcompat.testing.cluster import wait_until
+from tests.support.racks import rack_cluster, rack_of, served
 
-RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
-SERVED = re.compile(r"consumer bytes served \(leader/follower\): (.*)")
-
-
-def rack_cluster(root, selector: bool) -> Cluster:
-    overrides = {"default.replication.factor": "3", "min.insync.replicas": "2",
-                 "offsets.topic.replication.factor": "3"}
-    if selector:
-        overrides["replica.selector.class"] = RACK_AWARE_SELECTOR
-    c = Cluster(root, 3, overrides)
-    for node_id, node in enumerate(c.nodes, start=1):
-        node.overrides["broker.rack"] = RACKS[node_id]
-    return c
-
-
-def served(cluster: Cluster, topic: str) -> dict[int, tuple[int, int]]:
-    """Node id -> (bytes served to consumers as leader, as follower) of ``topic``-0, from each
-    node's shutdown line (all nodes are stopped first)."""
-    cluster.stop()
-    out = {}
-    for node_id, node in enumerate(cluster.nodes, start=1):
-        lead = follow = 0
-        for m in SERVED.finditer(node.log_text()):
-            for item in m.group(1).split():
-                name, _, counts = item.rpartition("=")
-                if name == f"{topic}-0":
-                    a, b = counts.split("/")
-                    lead, follow = lead + int(a), follow + int(b)
-        out[node_id] = (lead, follow)
-    return out
+RACKS = {n: rack_of(n) for n in (1, 2, 3)}
 
 
 class EdgeLoad:
@@ -220,3 +193,28 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
         assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     finally:
         cluster.stop()
+
+
+def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path):
+    """Kafka 4.3.1's console consumer (the Java client) with ``client.rack``: every record, and
+    the bytes of its partition served by the follower of its rack, none by the leader."""
+    lib = maven.resolve_kafka("4.3.1")
+    cluster = rack_cluster(tmp_path, True).start()
+    try:
+        topic, leader, _ = make_topic(cluster.bootstrap)
+        follower = next(n for n in (1, 2, 3) if n != leader)
+        p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+        values = [b"%05d" % i for i in range(2000)]
+        for v in values:
+            p.produce(topic, v)
+        assert p.flush(60) == 0
+        cmd = java_command(lib, "org.apache.kafka.tools.consumer.ConsoleConsumer", [
+            "--bootstrap-server", cluster.bootstrap, "--topic", topic, "--from-beginning",
+            "--max-messages", str(len(values)), "--timeout-ms", "60000", "--group", "java-rack",
+            "--command-property", f"client.rack={RACKS[follower]}"])
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.split() == [v.decode() for v in values]
+    finally:
+        counts = served(cluster, topic)
+    assert counts[follower][1] > 0 and counts[leader][0] == 0, counts
