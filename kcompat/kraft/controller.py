@@ -10,6 +10,11 @@ Errors are Kafka's (CreateTopics / DeleteTopics / CreatePartitions / Incremental
 INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED.
+
+Partitions created without a manual assignment are placed by :mod:`kcompat.kraft.replica_placer`
+(Kafka's ``StripedReplicaPlacer``: rack-aware, leaders spread over racks and brokers) on the
+usable brokers, registered and not in controlled shutdown; a fenced broker may get a follower
+replica, outside the ISR, when there are not enough unfenced ones (as in Kafka).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from kcompat.kraft.replica_placer import UsableBroker, place_replicas
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
     ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord, TopicRecord,
@@ -33,6 +39,10 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # in one request fails with POLICY_VIOLATION (a huge count must not stall the broker placing them).
 MAX_PARTITIONS_PER_BATCH = 10_000
 METADATA_VERSION = 20  # Kafka 3.8-IV0
+
+
+def _unfenced(usable: list[UsableBroker]) -> list[int]:
+    return sorted(b.broker_id for b in usable if not b.fenced)
 
 
 def validate_topic_name(name: str) -> None:
@@ -83,21 +93,27 @@ class Controller:
     they are applied before running the next operation, as Kafka's ``QuorumController`` event
     queue). ``defaults``: callable returning (num.partitions, default.replication.factor);
     ``validate_topic_configs``: callable normalizing a {name: value} dict, raising an exception
-    with ``key`` and a message on bad input; ``live_brokers``: callable returning the ids of
-    brokers that may host new replicas (default: the image's unfenced brokers).
+    with ``key`` and a message on bad input; ``usable_brokers``: callable returning the
+    :class:`UsableBroker` list new replicas may go to (default: the image's registered brokers
+    that are not in controlled shutdown, with rack and fenced flag, as Kafka's
+    ``ClusterControlManager.usableBrokers``); ``seed``: seeds the controller's ``random.Random``
+    (Kafka's placer ``Random``), so placement is deterministic for a given seed and sequence of
+    operations (None: seeded from the OS).
     """
 
     def __init__(self, image: MetadataImage, sink: Callable[[list, int], None], *, node_id: int,
                  defaults: Callable[[], tuple[int, int]],
                  validate_topic_configs: Callable[[dict], dict],
                  delete_topic_enable: Callable[[], bool],
-                 live_brokers: Callable[[], list[int]] | None = None) -> None:
+                 usable_brokers: Callable[[], list[UsableBroker]] | None = None,
+                 seed: int | None = None) -> None:
         self.image = image
         self._sink = sink
         self.node_id = node_id
         self._defaults = defaults
         self._validate_configs = validate_topic_configs
-        self._live_brokers = live_brokers or image.unfenced_brokers
+        self._usable_brokers = usable_brokers or self._image_usable_brokers
+        self.random = random.Random(seed)
         self._delete_enabled = delete_topic_enable
 
     # -- commit ----------------------------------------------------------------------------------
@@ -183,15 +199,19 @@ class Controller:
         except Exception as e:  # ConfigError from kcompat.config
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from e
 
+    def _image_usable_brokers(self) -> list[UsableBroker]:
+        return [UsableBroker(b.broker_id, b.rack, b.fenced) for b in self.image.brokers.values()
+                if not b.in_controlled_shutdown]
+
     def _topic_records(self, t: NewTopic):
-        brokers = sorted(self._live_brokers())
+        usable = self._usable_brokers()
         default_partitions, default_rf = self._defaults()
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  "Both numPartitions or replicationFactor and replicasAssignments were set. "
                                  "Both cannot be used at the same time.")
-            assignment = self._check_assignments(t.assignments, 0, brokers)
+            assignment = self._check_assignments(t.assignments, 0, _unfenced(usable))
         else:
             n = default_partitions if t.num_partitions == -1 else t.num_partitions
             rf = default_rf if t.replication_factor == -1 else t.replication_factor
@@ -201,25 +221,15 @@ class Controller:
             if rf <= 0:
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  "Replication factor must be larger than 0, or -1 to use the default value.")
-            if rf > len(brokers):
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Unable to replicate the partition {rf} time(s): The target replication "
-                                 f"factor of {rf} cannot be reached because only {len(brokers)} broker(s) "
-                                 f"are registered.")
-            assignment = self._place(0, n, rf, brokers)
+            try:
+                assignment = place_replicas(usable, 0, n, rf, self.random)
+            except KafkaError as e:  # ReplicationControlManager.createTopic's wording
+                raise KafkaError(e.code, f"Unable to replicate the partition {rf} time(s): {e.message}") from e
         topic_id = uuid.uuid4()
         records: list = [TopicRecord(name=t.name, topic_id=topic_id)]
-        records += self._partition_records(topic_id, assignment)
+        records += self._partition_records(topic_id, assignment, _unfenced(usable))
         rf_out = len(next(iter(assignment.values())))
         return records, topic_id, len(assignment), rf_out
-
-    def _place(self, first: int, count: int, rf: int, brokers: list[int]) -> dict[int, list[int]]:
-        """Round-robin placement from a random starting broker (Kafka's rack-unaware assignment):
-        partition p leads on brokers[(start + p) % n], its replicas on the brokers after it, so
-        the leaders of a topic, and of many small topics, spread over the cluster."""
-        n = len(brokers)
-        start = random.randrange(n)
-        return {p: [brokers[(start + p + i) % n] for i in range(rf)] for p in range(first, first + count)}
 
     def _check_assignments(self, assignments: dict[int, list[int]], first: int, brokers: list[int]):
         indexes = sorted(assignments)
@@ -243,10 +253,17 @@ class Controller:
                                      f"broker is registered.")
         return {p: list(assignments[p]) for p in indexes}
 
-    def _partition_records(self, topic_id: uuid.UUID, assignment: dict[int, list[int]]) -> list:
-        return [PartitionRecord(partition_id=p, topic_id=topic_id, replicas=list(r), isr=list(r),
-                                leader=r[0], leader_epoch=0, partition_epoch=0)
-                for p, r in assignment.items()]
+    @staticmethod
+    def _partition_records(topic_id: uuid.UUID, assignment: dict[int, list[int]], active: list[int]) -> list:
+        """PartitionRecords with the ISR = the replicas on active brokers (Kafka's
+        ``buildPartitionRegistration``: leader = first of the ISR); the placer's leader is active."""
+        records = []
+        active_ids = set(active)
+        for p, r in assignment.items():
+            isr = [b for b in r if b in active_ids]
+            records.append(PartitionRecord(partition_id=p, topic_id=topic_id, replicas=list(r), isr=isr,
+                                           leader=isr[0], leader_epoch=0, partition_epoch=0))
+        return records
 
     def delete_topics(self, names: list[str], ids: list[uuid.UUID], *, now_ms: int) -> tuple[list, list]:
         """DeleteTopics by name and by id; returns (results by name, results by id) where each
@@ -300,22 +317,19 @@ class Controller:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
                              f"Cannot add another element to the list because it would exceed the maximum "
                              f"length of {MAX_PARTITIONS_PER_BATCH}")
-        brokers = sorted(self._live_brokers())
+        usable = self._usable_brokers()
+        active = _unfenced(usable)
         rf = len(next(iter(t.partitions.values())).replicas) if t.partitions else 1
         if assignments is not None:
             if len(assignments) != count - current:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Attempted to add {count - current} additional partition(s), but only "
                                  f"{len(assignments)} assignment(s) were specified.")
-            new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current, brokers)
-        else:
-            if rf > len(brokers):
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Unable to replicate the partition {rf} time(s): only {len(brokers)} "
-                                 f"broker(s) are registered.")
-            new = self._place(current, count - current, rf, brokers)
+            new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current, active)
+        else:  # the placer's message as it is (Kafka's createPartitionsForTopic adds no prefix)
+            new = place_replicas(usable, current, count - current, rf, self.random)
         if not validate_only:
-            self.commit(self._partition_records(t.topic_id, new), now_ms)
+            self.commit(self._partition_records(t.topic_id, new, active), now_ms)
 
     # -- configs ---------------------------------------------------------------------------------
 

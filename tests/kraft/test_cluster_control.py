@@ -142,12 +142,26 @@ def test_controlled_shutdown_moves_leadership_then_says_shut_down(h):
     assert h.image.brokers[1].fenced and h.image.brokers[1].in_controlled_shutdown
 
 
-def test_new_replicas_go_only_to_unfenced_brokers(h):
+def test_new_replicas_prefer_unfenced_brokers_and_reach_fenced_ones_only_as_followers(h):
+    """Kafka's placer sees every registered broker not in controlled shutdown: a fenced one
+    counts for the replication factor and may hold a follower (outside the ISR), never a leader."""
+    (res,) = h.controller.create_topics([NewTopic("none", 1, 1)], validate_only=False, now_ms=T0)
+    assert (res.error, res.message) == (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                        "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")
     h.join(1)
     h.register(2)  # registered, still fenced
-    (res,) = h.controller.create_topics([NewTopic("x", 1, 2)], validate_only=False, now_ms=T0)
-    assert res.error == ErrorCode.INVALID_REPLICATION_FACTOR
-    assert h.topic("y", 4, 1).partitions[3].replicas == [1]
+    assert all(p.replicas == [1] for p in h.topic("y", 4, 1).partitions.values())   # unfenced first
+    x = h.topic("x", 3, 2)
+    assert all((p.replicas, p.isr, p.leader) == ([1, 2], [1], 1) for p in x.partitions.values())
+    (res,) = h.controller.create_topics([NewTopic("z", 1, 3)], validate_only=False, now_ms=T0)
+    assert (res.error, res.message) == (
+        ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 3 time(s): The target "
+        "replication factor of 3 cannot be reached because only 2 broker(s) are registered.")
+    h.join(3)
+    h.cc.heartbeat(3, h.image.brokers[3].epoch, h.image.offset, False, True, T0 + 10)  # controlled shutdown
+    assert h.image.brokers[3].in_controlled_shutdown
+    (res,) = h.controller.create_topics([NewTopic("z", 1, 3)], validate_only=False, now_ms=T0)
+    assert res.error == ErrorCode.INVALID_REPLICATION_FACTOR and "only 2 broker(s)" in res.message
 
 
 def test_the_image_round_trips_through_snapshot_records(h):

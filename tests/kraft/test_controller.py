@@ -15,6 +15,7 @@ from kcompat.kraft.controller import (
 )
 from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, record_type_of
 from kcompat.kraft.metadata_log import METADATA_TOPIC, MetadataLog, decode_record, encode_record
+from kcompat.kraft.replica_placer import UsableBroker
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
@@ -44,7 +45,8 @@ class Node:
         self.replayed = self.log.replay(self.image)
         self.controller = Controller(
             self.image, self._commit, node_id=1, defaults=lambda: (self.num_partitions, 1),
-            validate_topic_configs=validate_topic_configs, live_brokers=lambda: self.brokers,
+            validate_topic_configs=validate_topic_configs,
+            usable_brokers=lambda: [UsableBroker(b, None, False) for b in self.brokers],
             delete_topic_enable=lambda: self.delete_enabled)
         self.controller.bootstrap(NOW)
 

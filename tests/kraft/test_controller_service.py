@@ -12,6 +12,7 @@ from kcompat.broker.controller_service import ControllerService
 from kcompat.kraft.controller import Controller, NewTopic
 from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import decode_record
+from kcompat.kraft.replica_placer import UsableBroker
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.metadata_records import TopicRecord
@@ -56,7 +57,8 @@ class FakeBroker:
         self.controller_service = ControllerService(self)
         self.controller = Controller(self.image, self.controller_service.sink, node_id=1,
                                      defaults=lambda: (1, 1), validate_topic_configs=dict,
-                                     delete_topic_enable=lambda: True, live_brokers=lambda: [1])
+                                     delete_topic_enable=lambda: True,
+                                     usable_brokers=lambda: [UsableBroker(1, None, False)])
 
     @staticmethod
     def now_ms() -> int:
