@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from conformance import maven
 from conformance.reference import java_command
+from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
@@ -151,14 +152,25 @@ def test_kill9_of_the_serving_follower_and_a_leader_change_lose_nothing(tmp_path
         cluster.stop()
 
 
-def fetch(address: str, topic: str, offset: int, version: int, rack: str = ""):
+def fetch(address: str, topic: str, offset: int, version: int, rack: str = "", isolation: int = 0):
     """One consumer Fetch of ``topic``-0 (no waiting); the partition's response."""
     F = FetchRequest
-    req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+    req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation, session_id=0,
             session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
                 partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
                 partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=rack)
     return wire.call(address, req, version).responses[0].partitions[0]
+
+
+def offsets_of(records) -> list[int]:
+    """Offsets of the records of a fetched record set."""
+    return [r.offset for _pos, _h, batch in _batches(records) for r in rb.iter_records(batch)]
+
+
+def _batches(records):
+    data = memoryview(bytes(records or b""))
+    for pos, h in rb.iter_batches(data):
+        yield pos, h, data[pos:pos + h.size]
 
 
 def test_wire_answers_of_leader_and_follower(tmp_path):
@@ -187,6 +199,19 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
         assert served_by_follower.preferred_read_replica == -1
         assert fetch(at[follower], topic, 15, 11).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
         assert fetch(at[follower], topic, 0, 10).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # read_committed on the follower stops at its last stable offset: an open transaction
+        txn = ck.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"t-{topic}"})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        txn.produce(topic, b"open")
+        txn.flush(30)
+        wait_until(lambda: fetch(at[follower], topic, 0, 11).high_watermark == 11, 10, "the open record replicated")
+        committed_view = fetch(at[follower], topic, 0, 11, isolation=1)
+        assert (committed_view.high_watermark, committed_view.last_stable_offset) == (11, 10)
+        assert [o for o in offsets_of(committed_view.records)] == list(range(10))
+        txn.commit_transaction(30)
+        wait_until(lambda: fetch(at[follower], topic, 0, 11, isolation=1).last_stable_offset == 12, 10,
+                   "the follower's LSO after the commit marker")
         L = ListOffsetsRequest
         listed = wire.call(at[follower], L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
             name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 7)
