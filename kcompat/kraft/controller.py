@@ -211,7 +211,7 @@ class Controller:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  "Both numPartitions or replicationFactor and replicasAssignments were set. "
                                  "Both cannot be used at the same time.")
-            assignment = self._check_assignments(t.assignments, 0, _unfenced(usable))
+            assignment = self._check_assignments(t.assignments, 0, usable)
         else:
             n = default_partitions if t.num_partitions == -1 else t.num_partitions
             rf = default_rf if t.replication_factor == -1 else t.replication_factor
@@ -231,26 +231,48 @@ class Controller:
         rf_out = len(next(iter(assignment.values())))
         return records, topic_id, len(assignment), rf_out
 
-    def _check_assignments(self, assignments: dict[int, list[int]], first: int, brokers: list[int]):
+    def _check_assignments(self, assignments: dict[int, list[int]], first: int, usable: list[UsableBroker],
+                           replication_factor: int | None = None) -> dict[int, list[int]]:
+        """Manual assignments as Kafka's ``ReplicationControlManager`` checks them: partitions
+        numbered consecutively from ``first``; each replica list non-empty, of registered brokers
+        (fenced ones too), without repeats, as long as the others (or ``replication_factor``, the
+        existing partitions' for CreatePartitions); at least one replica on an ``active`` broker
+        (unfenced, not shutting down), which leads. ``usable``: the brokers new replicas may go to
+        (registered ones in controlled shutdown count as registered too). Raises
+        KafkaError(INVALID_REPLICA_ASSIGNMENT)."""
         indexes = sorted(assignments)
         if indexes != list(range(first, first + len(indexes))):
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "Partitions should be numbered consecutively starting from "
                              f"{first}; got {indexes}.")
-        sizes = {len(r) for r in assignments.values()}
-        if len(sizes) != 1 or 0 in sizes:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "All partitions should have the same non-zero number of replicas.")
-        for p, replicas in assignments.items():
-            if len(set(replicas)) != len(replicas):
+        registered = set(self.image.brokers) | {b.broker_id for b in usable}
+        active_ids = set(_unfenced(usable))
+        rf = replication_factor
+        for p in indexes:
+            replicas = assignments[p]
+            if not replicas:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Duplicate brokers not allowed in replica assignment: {replicas} "
-                                 f"for partition id {p}.")
-            for b in replicas:
-                if b not in brokers:
+                                 "The manual partition assignment includes an empty replica list.")
+            previous = None
+            for b in sorted(replicas):
+                if b not in registered:
                     raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      f"The manual partition assignment includes broker {b}, but no such "
                                      f"broker is registered.")
+                if b == previous:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"The manual partition assignment includes the broker {b} more than once.")
+                previous = b
+            if rf is not None and len(replicas) != rf:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes a partition with {len(replicas)} "
+                                 f"replica(s), but this is not consistent with previous partitions, which have "
+                                 f"{rf} replica(s).")
+            rf = len(replicas)
+            if not any(b in active_ids for b in replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"All brokers specified in the manual partition assignment for partition {p} "
+                                 f"are fenced or in controlled shutdown.")
         return {p: list(assignments[p]) for p in indexes}
 
     @staticmethod
@@ -325,7 +347,8 @@ class Controller:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Attempted to add {count - current} additional partition(s), but only "
                                  f"{len(assignments)} assignment(s) were specified.")
-            new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current, active)
+            new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current, usable,
+                                          rf if t.partitions else None)
         else:  # the placer's message as it is (Kafka's createPartitionsForTopic adds no prefix)
             new = place_replicas(usable, current, count - current, rf, self.random)
         if not validate_only:

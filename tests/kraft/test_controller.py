@@ -364,3 +364,35 @@ def test_stored_batches_have_null_keys_and_framed_values(node):
     assert all(r.key is None for r in recs)
     assert [type(decode_record(r.value)).__name__ for r in recs] == [
         "FeatureLevelRecord", "TopicRecord", "PartitionRecord", "PartitionRecord"]
+
+
+def test_manual_assignments_as_kraft_checks_them(tmp_path):
+    """ReplicationControlManager's rules: any registered broker, fenced ones too (outside the ISR,
+    never leading); not when every replica of a partition is fenced; no unregistered broker, no
+    repeats, the replication factor of the other (or existing) partitions."""
+    n = Node(tmp_path, brokers=(1, 2, 3))
+    fenced = {3}
+    n.controller._usable_brokers = lambda: [UsableBroker(b, None, b in fenced) for b in (1, 2, 3)]
+    try:
+        ok = n.create(NewTopic("m", assignments={0: [3, 1], 1: [2, 3]}))[0]
+        assert ok.error == ErrorCode.NONE
+        parts = n.image.topics["m"].partitions
+        assert (parts[0].replicas, parts[0].isr, parts[0].leader) == ([3, 1], [1], 1)
+        assert (parts[1].replicas, parts[1].isr, parts[1].leader) == ([2, 3], [2], 2)
+        cases = [
+            ({0: [3]}, "All brokers specified in the manual partition assignment for partition 0 are fenced or in "
+                       "controlled shutdown."),
+            ({0: [1, 9]}, "The manual partition assignment includes broker 9, but no such broker is registered."),
+            ({0: [2, 2]}, "The manual partition assignment includes the broker 2 more than once."),
+            ({0: []}, "The manual partition assignment includes an empty replica list."),
+            ({0: [1], 1: [1, 2]}, "The manual partition assignment includes a partition with 2 replica(s), but this "
+                                  "is not consistent with previous partitions, which have 1 replica(s)."),
+        ]
+        for i, (assignment, message) in enumerate(cases):
+            r = n.create(NewTopic(f"bad{i}", assignments=assignment))[0]
+            assert (r.error, r.message) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+        with pytest.raises(KafkaError) as e:   # CreatePartitions: the topic's replication factor
+            n.controller.create_partitions("m", 3, [[1]], validate_only=False, now_ms=NOW)
+        assert e.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "which have 2 replica(s)" in e.value.message
+    finally:
+        n.close()
