@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -13,6 +17,16 @@ settings.register_profile("kcompat", deadline=None, suppress_health_check=[Healt
 settings.load_profile("kcompat")
 
 SPARK = "tests/spark/"
+
+# Where the environment forbids bytecode files (PYTHONDONTWRITEBYTECODE, as on this project's CI
+# machines), every broker process a test starts compiles kcompat's modules again: about 0.3 s of
+# CPU per start (bench/README.md, fixture_start), over thousands of starts. The suite keeps the
+# bytecode in a cache outside the checkout instead (Python's own PYTHONPYCACHEPREFIX; stale
+# entries are detected by source mtime and size, writes are atomic renames).
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "kcompat-pycache"))
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
 
 pytest_plugins = ["pytester"]   # tests/testing runs the kcompat pytest plugin in inner pytest sessions
 
