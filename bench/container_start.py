@@ -47,7 +47,7 @@ def one_run(image: str) -> dict:
         docker("stop", name)
         t_stop = time.monotonic() - t1
     finally:
-        docker("rm", "-f", name, check=False)
+        docker("rm", "-f", "-v", name, check=False)   # -v: the image's anonymous data volume too
     return {"run_returned": t_run - t0, "acked": t_ack - t0, "healthy": t_healthy - t0, "stop": t_stop}
 
 
