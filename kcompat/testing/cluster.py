@@ -150,13 +150,15 @@ class Cluster:
         return self._paused_set
 
     def stop(self) -> None:
-        """Stop every running node with SIGTERM (a paused one is resumed first to see it)."""
+        """Stop every running node with SIGTERM (a paused one is resumed first to see it);
+        broker-only nodes before the controllers, as Kafka's operations guide orders it: a broker's
+        controlled shutdown needs the quorum, and without it waits out its grace period."""
         for node_id in list(self._paused):
             try:
                 self.resume(node_id)
             except (RuntimeError, ProcessLookupError):
                 self._paused.discard(node_id)
-        for n in self.nodes:
+        for n in sorted(self.nodes, key=lambda n: "controller" in n.overrides.get("process.roles", "")):
             if n.proc is not None:
                 try:
                     n.stop()
