@@ -66,6 +66,7 @@ def test_named_topics_and_bad_cursors(broker):
     assert [(t.name, t.error_code) for t in negative.topics] == [("Alpha", ErrorCode.INVALID_REQUEST)]
 
 
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka's jars from Maven Central
 @pytest.mark.parametrize("version", ["3.9.2", "4.3.1"])
 def test_kafka_topics_describe(broker, version):
     lib = maven.resolve_kafka(version)

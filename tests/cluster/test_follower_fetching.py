@@ -220,6 +220,7 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
         cluster.stop()
 
 
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
 def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path):
     """Kafka 4.3.1's console consumer (the Java client) with ``client.rack``: every record, and
     the bytes of its partition served by the follower of its rack, none by the leader."""

@@ -21,6 +21,9 @@ import pytest
 from kcompat.testing.ports import free_ports, machine_lock
 from tests.container.images import ROOT, build_image, docker, logs, volume_digest, wait_healthy
 
+# the first test of a run builds the base image (debootstrap) and the kcompat image (pip from PyPI)
+pytestmark = pytest.mark.timeout(900)
+
 COMPOSE_CLUSTER = ROOT / "examples" / "docker-compose" / "cluster" / "docker-compose.yml"
 COMPOSE_SINGLE = ROOT / "examples" / "docker-compose" / "single-node" / "docker-compose.yml"
 CLUSTER_ID = "4L6g3nShT-eMCtK--X86sw"
