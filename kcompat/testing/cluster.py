@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 
 from kcompat.broker.cluster_id import new_cluster_id
@@ -18,7 +17,7 @@ from kcompat.protocol.messages.describe_quorum import DescribeQuorumRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.testing import wire
 from kcompat.testing.ports import free_ports
-from kcompat.testing.process import BrokerProcess
+from kcompat.testing.process import BrokerProcess, wait_for
 
 # fast failure detection for tests (Kafka's defaults: 9000 / 2000 / 1000 / 2000)
 FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300",
@@ -173,10 +172,5 @@ class Cluster:
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    """:func:`kcompat.testing.process.wait_for` with the argument order the cluster tests use."""
+    return wait_for(predicate, timeout, interval, what)

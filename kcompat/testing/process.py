@@ -165,8 +165,10 @@ class BrokerProcess:
 
 
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    """``predicate()``'s first truthy value, polled every ``interval`` s; AssertionError naming
+    ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value

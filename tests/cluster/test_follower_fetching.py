@@ -97,8 +97,8 @@ class EdgeLoad:
             time.sleep(0.05)
 
 
-def make_topic(bootstrap: str) -> tuple[str, int, list[int]]:
-    """A 1-partition RF 3 topic: (name, leader, replicas)."""
+def make_topic(bootstrap: str) -> tuple[str, int, int]:
+    """A 1-partition RF 3 topic with its full ISR: (name, leader, a follower)."""
     topic = f"racks-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
@@ -106,7 +106,7 @@ def make_topic(bootstrap: str) -> tuple[str, int, list[int]]:
     while True:
         p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
         if p.leader >= 0 and sorted(p.isrs) == [1, 2, 3]:
-            return topic, p.leader, list(p.replicas)
+            return topic, p.leader, next(n for n in p.replicas if n != p.leader)
         assert time.monotonic() < deadline, p
         time.sleep(0.1)
 
@@ -115,8 +115,7 @@ def make_topic(bootstrap: str) -> tuple[str, int, list[int]]:
 def test_consumer_reads_from_the_replica_in_its_rack(tmp_path, selector):
     cluster = rack_cluster(tmp_path, selector).start()
     try:
-        topic, leader, _ = make_topic(cluster.bootstrap)
-        follower = next(n for n in (1, 2, 3) if n != leader)
+        topic, leader, follower = make_topic(cluster.bootstrap)
         load = EdgeLoad(cluster.bootstrap, topic, RACKS[follower]).start()
         load.wait_acked(3000)
         load.finish()
@@ -133,8 +132,7 @@ def test_consumer_reads_from_the_replica_in_its_rack(tmp_path, selector):
 def test_kill9_of_the_serving_follower_and_a_leader_change_lose_nothing(tmp_path):
     cluster = rack_cluster(tmp_path, True).start()
     try:
-        topic, leader, _ = make_topic(cluster.bootstrap)
-        follower = next(n for n in (1, 2, 3) if n != leader)
+        topic, leader, follower = make_topic(cluster.bootstrap)
         load = EdgeLoad(cluster.bootstrap, topic, RACKS[follower]).start()
         load.wait_acked(1000)
         cluster.kill(follower)                               # the replica serving the consumer
@@ -179,8 +177,7 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
     NOT_LEADER_OR_FOLLOWER to older fetches and to ListOffsets (which stays on the leader)."""
     cluster = rack_cluster(tmp_path, True).start()
     try:
-        topic, leader, _ = make_topic(cluster.bootstrap)
-        follower = next(n for n in (1, 2, 3) if n != leader)
+        topic, leader, follower = make_topic(cluster.bootstrap)
         p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
         for i in range(10):
             p.produce(topic, b"%d" % i)
@@ -227,8 +224,7 @@ def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path):
     lib = maven.resolve_kafka("4.3.1")
     cluster = rack_cluster(tmp_path, True).start()
     try:
-        topic, leader, _ = make_topic(cluster.bootstrap)
-        follower = next(n for n in (1, 2, 3) if n != leader)
+        topic, leader, follower = make_topic(cluster.bootstrap)
         p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
         values = [b"%05d" % i for i in range(2000)]
         for v in values:
