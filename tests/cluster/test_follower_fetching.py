@@ -97,25 +97,32 @@ class EdgeLoad:
             time.sleep(0.05)
 
 
-def make_topic(bootstrap: str) -> tuple[str, int, int]:
-    """A 1-partition RF 3 topic with its full ISR: (name, leader, a follower)."""
-    topic = f"racks-{uuid.uuid4().hex[:8]}"
+def make_topic(bootstrap: str, topic: str) -> tuple[int, int]:
+    """Create ``topic`` with 1 partition at RF 3 and wait for its full ISR: (leader, a follower).
+    CreateTopics returns once the controller committed the topic; the broker librdkafka asks for
+    metadata may not have applied it yet and answers UNKNOWN_TOPIC_OR_PART (as Kafka's would)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
     deadline = time.monotonic() + 30
     while True:
-        p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
-        if p.leader >= 0 and sorted(p.isrs) == [1, 2, 3]:
-            return topic, p.leader, next(n for n in p.replicas if n != p.leader)
-        assert time.monotonic() < deadline, p
+        t = admin.list_topics(topic, timeout=10).topics[topic]
+        p = t.partitions.get(0)
+        if t.error is None and p is not None and p.leader >= 0 and sorted(p.isrs) == [1, 2, 3]:
+            return p.leader, next(n for n in p.replicas if n != p.leader)
+        assert time.monotonic() < deadline, (t.error, p)
         time.sleep(0.1)
+
+
+def new_topic_name() -> str:
+    return f"racks-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.mark.parametrize("selector", [True, False], ids=["selector", "leader-only"])
 def test_consumer_reads_from_the_replica_in_its_rack(tmp_path, selector):
     cluster = rack_cluster(tmp_path, selector).start()
+    topic = new_topic_name()
     try:
-        topic, leader, follower = make_topic(cluster.bootstrap)
+        leader, follower = make_topic(cluster.bootstrap, topic)
         load = EdgeLoad(cluster.bootstrap, topic, RACKS[follower]).start()
         load.wait_acked(3000)
         load.finish()
@@ -132,7 +139,8 @@ def test_consumer_reads_from_the_replica_in_its_rack(tmp_path, selector):
 def test_kill9_of_the_serving_follower_and_a_leader_change_lose_nothing(tmp_path):
     cluster = rack_cluster(tmp_path, True).start()
     try:
-        topic, leader, follower = make_topic(cluster.bootstrap)
+        topic = new_topic_name()
+        leader, follower = make_topic(cluster.bootstrap, topic)
         load = EdgeLoad(cluster.bootstrap, topic, RACKS[follower]).start()
         load.wait_acked(1000)
         cluster.kill(follower)                               # the replica serving the consumer
@@ -177,7 +185,8 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
     NOT_LEADER_OR_FOLLOWER to older fetches and to ListOffsets (which stays on the leader)."""
     cluster = rack_cluster(tmp_path, True).start()
     try:
-        topic, leader, follower = make_topic(cluster.bootstrap)
+        topic = new_topic_name()
+        leader, follower = make_topic(cluster.bootstrap, topic)
         p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
         for i in range(10):
             p.produce(topic, b"%d" % i)
@@ -224,7 +233,8 @@ def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path):
     lib = maven.resolve_kafka("4.3.1")
     cluster = rack_cluster(tmp_path, True).start()
     try:
-        topic, leader, follower = make_topic(cluster.bootstrap)
+        topic = new_topic_name()
+        leader, follower = make_topic(cluster.bootstrap, topic)
         p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
         values = [b"%05d" % i for i in range(2000)]
         for v in values:

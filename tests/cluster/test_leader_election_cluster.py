@@ -30,8 +30,8 @@ def _elect(bootstrap: str, kind: ElectionType, *tps: tuple[str, int]) -> dict:
 
 def _partition(bootstrap: str, topic: str):
     md = _admin(bootstrap).list_topics(topic, timeout=10)
-    p = md.topics[topic].partitions[0]
-    return p.leader, sorted(p.isrs)
+    p = md.topics[topic].partitions.get(0)   # None until the answering broker applied the topic
+    return None if p is None else (p.leader, sorted(p.isrs))
 
 
 def test_preferred_and_unclean_elections_and_unclean_config(tmp_path):

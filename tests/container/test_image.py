@@ -19,6 +19,7 @@ import kafka
 import pytest
 
 from kcompat.testing.ports import free_ports, machine_lock
+from kcompat.testing.process import wait_for
 from tests.container.images import ROOT, build_image, docker, logs, volume_digest, wait_healthy
 
 # the first test of a run builds the base image (debootstrap) and the kcompat image (pip from PyPI)
@@ -225,8 +226,9 @@ def test_compose_cluster_keeps_acknowledged_records_when_the_leader_is_killed(im
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("orders", 1)])["orders"].result(60)
 
-        def partition():
-            return admin.list_topics("orders", timeout=30).topics["orders"].partitions[0]
+        def partition():  # a broker that has not applied the new topic yet answers without it
+            return wait_for(lambda: admin.list_topics("orders", timeout=30).topics["orders"].partitions.get(0),
+                            30, what="orders-0 in the metadata")
         assert sorted(partition().replicas) == [1, 2, 3]                # RF 3 from the environment
         acked: list[bytes] = []
         errors: list = []
