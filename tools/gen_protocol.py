@@ -31,6 +31,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = ROOT.parent / "shared" / "kafka-specs"
+# Specs taken from Kafka 4.3.1's copy (a sibling ``kafka-specs-4.3.1`` of ``--specs``) for the APIs
+# and records kcompat serves at their Kafka 4 versions; globs relative to the spec root. Kafka 4
+# dropped old versions of other APIs that kcompat keeps serving, so the rest stays on the older specs.
+NEWER_SPECS_DIR = "kafka-specs-4.3.1"
+FROM_NEWER_SPECS = (
+    "message/ConsumerGroupDescribe*.json",       # v1: MemberType (KIP-1099)
+    "group-coordinator/ConsumerGroup*.json",     # KIP-848 records incl. RegularExpression (type 16)
+)
 OUT_DIR = ROOT / "kcompat" / "protocol"
 
 FIXED = {  # type -> (struct name in primitives, size)
@@ -185,7 +193,8 @@ def parse_message(path: Path) -> Message:
         valid=Versions.parse(spec["validVersions"]),
         flexible=Versions.parse(spec.get("flexibleVersions", "none")),
         root=Struct(spec["name"], []), listeners=spec.get("listeners", []),
-        source=f"{path.parent.name}/{path.name}",
+        source=(f"{path.parent.name}/{path.name}" if path.parent.parent.name != NEWER_SPECS_DIR
+                else f"{path.parent.name}/{path.name} of {NEWER_SPECS_DIR}"),
     )
     common = {c["name"]: c for c in spec.get("commonStructs", [])}
     built: dict[str, Struct] = {}
@@ -634,14 +643,28 @@ TARGETS = {
 def generate(specs: Path) -> dict[str, dict[str, str]]:
     """Return {package: {file name: source}} for every generated module."""
     result = {}
+    newer = specs.parent / NEWER_SPECS_DIR
     for subdir, (package, by_api) in TARGETS.items():
-        result[package] = generate_dir(specs / subdir, subdir, package, by_api)
+        result[package] = generate_dir(spec_files(specs, newer, subdir), subdir, package, by_api)
     return result
 
 
-def generate_dir(spec_dir: Path, subdir: str, package: str, by_api: bool) -> dict[str, str]:
+def spec_files(specs: Path, newer: Path, subdir: str) -> list[Path]:
+    """The spec files of ``subdir``: ``specs``'s, with those matching :data:`FROM_NEWER_SPECS`
+    taken from (or added from) ``newer`` instead."""
+    files = {p.name: p for p in (specs / subdir).glob("*.json")}
+    for pattern in FROM_NEWER_SPECS:
+        folder, _, glob = pattern.partition("/")
+        if folder == subdir:
+            if not newer.is_dir():
+                raise SystemExit(f"{newer} not found (needed for {pattern})")
+            files.update({p.name: p for p in (newer / subdir).glob(glob)})
+    return [files[name] for name in sorted(files)]
+
+
+def generate_dir(paths: list[Path], subdir: str, package: str, by_api: bool) -> dict[str, str]:
     groups: dict[str, list[Message]] = {}
-    for path in sorted(spec_dir.glob("*.json")):
+    for path in paths:
         msg = parse_message(path)
         if msg.kind == "header":
             mod = "headers"

@@ -3,6 +3,34 @@
 """Record types of kafka-specs/group-coordinator: ``RECORD_TYPES`` maps a record type id (the spec's
 ``apiKey``) to its class."""
 
+from kcompat.protocol.group_records.consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
+from kcompat.protocol.group_records.consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue
+from kcompat.protocol.group_records.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+from kcompat.protocol.group_records.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from kcompat.protocol.group_records.consumer_group_metadata_key import ConsumerGroupMetadataKey
+from kcompat.protocol.group_records.consumer_group_metadata_value import ConsumerGroupMetadataValue
+from kcompat.protocol.group_records.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+from kcompat.protocol.group_records.consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+from kcompat.protocol.group_records.consumer_group_regular_expression_key import ConsumerGroupRegularExpressionKey
+from kcompat.protocol.group_records.consumer_group_regular_expression_value import ConsumerGroupRegularExpressionValue
+from kcompat.protocol.group_records.consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
+from kcompat.protocol.group_records.consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
+from kcompat.protocol.group_records.consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
+from kcompat.protocol.group_records.consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue
 
 RECORD_TYPES = {
+    3: ConsumerGroupMetadataKey,
+    3: ConsumerGroupMetadataValue,
+    4: ConsumerGroupPartitionMetadataKey,
+    4: ConsumerGroupPartitionMetadataValue,
+    5: ConsumerGroupMemberMetadataKey,
+    5: ConsumerGroupMemberMetadataValue,
+    6: ConsumerGroupTargetAssignmentMetadataKey,
+    6: ConsumerGroupTargetAssignmentMetadataValue,
+    7: ConsumerGroupTargetAssignmentMemberKey,
+    7: ConsumerGroupTargetAssignmentMemberValue,
+    8: ConsumerGroupCurrentMemberAssignmentKey,
+    8: ConsumerGroupCurrentMemberAssignmentValue,
+    16: ConsumerGroupRegularExpressionKey,
+    16: ConsumerGroupRegularExpressionValue,
 }
