@@ -19,6 +19,7 @@ from kcompat.broker.handlers import (
     offset_commit, offset_delete, offset_fetch, produce, sync_group, txn_offset_commit,
 )
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
+from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
@@ -31,6 +32,7 @@ _MODULES = (
     incremental_alter_configs, offset_delete, describe_cluster, add_partitions_to_txn, add_offsets_to_txn,
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
     describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions,
+    consumer_group_heartbeat, consumer_group_describe,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

@@ -22,6 +22,7 @@ import itertools
 
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
+from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
@@ -40,6 +41,44 @@ def group_config(cfg) -> GroupConfig:
         num_partitions=cfg.get("offsets.topic.num.partitions"))
 
 
+def consumer_protocol_config(cfg) -> ConsumerProtocolConfig:
+    """The KIP-848 broker configs (``group.consumer.*``, ``group.coordinator.rebalance.protocols``)."""
+    return ConsumerProtocolConfig(
+        enabled="consumer" in [p.strip().lower() for p in cfg.get("group.coordinator.rebalance.protocols")],
+        heartbeat_interval_ms=cfg.get("group.consumer.heartbeat.interval.ms"),
+        session_timeout_ms=cfg.get("group.consumer.session.timeout.ms"),
+        max_size=cfg.get("group.consumer.max.size"),
+        assignors=ConsumerProtocolConfig.assignor_names(cfg.get("group.consumer.assignors")))
+
+
+class ImageTopics:
+    """The broker's metadata image as KIP-848 consumer groups see it (:class:`TopicsView`): the
+    racks of a partition are those of the brokers holding its replicas."""
+
+    def __init__(self, image) -> None:
+        self._image = image
+
+    def version(self) -> int:
+        return self._image.offset
+
+    def topic_names(self):
+        return self._image.topics.keys()
+
+    def topic(self, name: str) -> TopicInfo | None:
+        t = self._image.topics.get(name)
+        if t is None:
+            return None
+        brokers = self._image.brokers
+        racks = {}
+        for p, pi in t.partitions.items():
+            racks[p] = frozenset(brokers[r].rack for r in pi.replicas if r in brokers and brokers[r].rack)
+        return TopicInfo(t.topic_id, name, len(t.partitions), racks)
+
+    def name_of(self, topic_id) -> str | None:
+        t = self._image.topics_by_id.get(topic_id)
+        return None if t is None else t.name
+
+
 class GroupRuntime(CoordinatorRuntime):
     """The broker's group coordinator service. ``broker`` is the :class:`Broker`."""
 
@@ -49,7 +88,8 @@ class GroupRuntime(CoordinatorRuntime):
     def __init__(self, broker) -> None:
         self.config = group_config(broker.config)
         super().__init__(broker, GroupCoordinator(self.config, partition_exists=broker.image.has_partition,
-                                                  txn_verifier=self._verify_txn))
+                                                  txn_verifier=self._verify_txn, topics=ImageTopics(broker.image),
+                                                  consumer_config=consumer_protocol_config(broker.config)))
 
     def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int) -> int:
         """KIP-890 verification of a TxnOffsetCommit, as the produce path does it
@@ -91,6 +131,8 @@ class GroupRuntime(CoordinatorRuntime):
             ids = req.groups_names
         elif method == "offset_fetch" and ctx.api_version >= 8:
             ids = [g.group_id for g in req.groups]
+        elif method == "consumer_group_describe":
+            ids = req.group_ids
         else:
             group_id = getattr(req, "group_id", None)
             if not isinstance(group_id, str):
@@ -119,7 +161,7 @@ class GroupRuntime(CoordinatorRuntime):
                  "segment.bytes": str(self.broker.config.get("offsets.topic.segment.bytes"))})
 
     def submit(self, method: str, ctx, req, *extra):
-        if method == "join_group":
+        if method in ("join_group", "consumer_group_heartbeat"):
             host = ctx.peer.rsplit(":", 1)[0]
             extra = (ctx.client_id or "", f"/{host}")
         return super().submit(method, ctx, req, *extra)

@@ -70,8 +70,8 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("server.max.startup.time.ms", LONG, LONG_MAX, at_least(0), RO, "Maximum start-up time (ms).", internal=True),
     _d("sasl.mechanism.controller.protocol", STRING, "GSSAPI", None, RO, "SASL mechanism for controller traffic."),
     # group coordinator (KIP-848 and the new coordinator)
-    _d("group.coordinator.rebalance.protocols", LIST, "classic", ValidList(["consumer", "classic", "share"]), RO,
-       "Enabled rebalance protocols; consumer is early access in 3.9."),
+    _d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", ValidList(["consumer", "classic", "share"]),
+       RO, "Enabled rebalance protocols (Kafka 4 default: classic,consumer; KIP-848)."),
     _d("group.coordinator.threads", INT, 1, at_least(1), RO, "Threads of the group coordinator."),
     _d("group.coordinator.append.linger.ms", INT, 10, at_least(0), RO, "Linger (ms) of group coordinator writes.", internal=True),
     _d("group.coordinator.new.enable", BOOLEAN, False, None, RO, "Use the new group coordinator.", internal=True),
@@ -82,10 +82,8 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1), RO, _GRP_DOC),
     _d("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1), RO, _GRP_DOC),
     _d("group.consumer.max.size", INT, INT_MAX, at_least(1), RO, _GRP_DOC),
-    _d("group.consumer.assignors", LIST,
-       "org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.assignor.RangeAssignor",
-       None, RO, _GRP_DOC),
-    _d("group.consumer.migration.policy", STRING, "disabled",
+    _d("group.consumer.assignors", LIST, "uniform,range", None, RO, _GRP_DOC),
+    _d("group.consumer.migration.policy", STRING, "bidirectional",
        ValidString(["disabled", "downgrade", "upgrade", "bidirectional"], case_insensitive=True), RO, _GRP_DOC),
     # dynamic-only throttles (DynamicConfig.Broker / QuotaConfigs)
     _d("leader.replication.throttled.rate", LONG, LONG_MAX, at_least(0), CW, "Leader-side replication throttle (bytes/s)."),

@@ -41,9 +41,11 @@ from typing import Callable, Iterable
 from kcompat.group import records as rec
 from kcompat.group.coordinator_types import (
     log, EMPTY, COMPLETING, STABLE, UNKNOWN_MEMBER_ID, NO_GENERATION, GroupConfig, NO_PRODUCER_ID, Record,
-    TxnMarker, Result, _Api, _EMPTY_GROUP_ID_ALLOWED, partition_for, _Positioned, _LoadState,
+    TxnMarker, Result, _Api, _EMPTY_GROUP_ID_ALLOWED, partition_for, _Positioned, _LoadState, GROUP_OPERATIONS,
 )
 from kcompat.group.coordinator_types import java_string_hash, java_string_length
+from kcompat.group.consumer_group import NO_TOPICS, ConsumerProtocolConfig, TopicsView
+from kcompat.group.consumer_groups import ConsumerGroupManager
 from kcompat.group.membership import MembershipMixin
 from kcompat.group.model import Group, Member, Waiter
 from kcompat.group.offsets import OffsetsMixin
@@ -52,6 +54,8 @@ from kcompat.group.storage import StorageMixin
 from kcompat.group.timers import Timers
 from kcompat.group.write_errors import coordinator_error, with_error
 from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.consumer_group_describe import ConsumerGroupDescribeResponse
+from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
 from kcompat.protocol.messages.join_group import JoinGroupResponse
 from kcompat.protocol.messages.sync_group import SyncGroupResponse
 
@@ -63,10 +67,14 @@ __all__ = ["GroupConfig", "GroupCoordinator", "Record", "Result", "TxnMarker", "
 class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
     def __init__(self, config: GroupConfig, *, partition_exists: Callable[[str, int], bool],
                  new_uuid: Callable[[], str] | None = None,
-                 txn_verifier: Callable[[str, int, int, int], int] | None = None) -> None:
+                 txn_verifier: Callable[[str, int, int, int], int] | None = None,
+                 topics: TopicsView | None = None,
+                 consumer_config: ConsumerProtocolConfig | None = None) -> None:
         """``txn_verifier(transactional_id, producer_id, producer_epoch, partition)`` checks that
         the ``__consumer_offsets`` partition is in the producer's ongoing transaction before a
-        TxnOffsetCommit is written (KIP-890 verification): 0, or the error a produce would get."""
+        TxnOffsetCommit is written (KIP-890 verification): 0, or the error a produce would get.
+        ``topics`` is the metadata image as KIP-848 consumer groups see it (without one, there
+        are no topics to assign), ``consumer_config`` their broker configs."""
         self.config = config
         self._partition_exists = partition_exists
         self._txn_verifier = txn_verifier
@@ -86,6 +94,11 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
         # (Kafka's openGroupsForProducer); a hint, the groups' pending_txn is the truth
         self._open_txns: dict[tuple[int, int], set[str]] = {}
         self._positions: dict[int, int] = {}  # last log offset replayed, per partition
+        self.consumer_config = consumer_config or ConsumerProtocolConfig()
+        self.consumer_groups = ConsumerGroupManager(
+            self.consumer_config, topics or NO_TOPICS, self._groups,
+            emit=lambda partition, key, value: self._emit(partition, key, value, applied=True),
+            timers=self._timers, new_group=self._new_group, drop_group=self._remove_group, now=lambda: self._now)
 
     # ------------------------------------------------------------------------------------------
     # partitions of __consumer_offsets
@@ -151,6 +164,21 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
             if offsets or pending:
                 group = Group(group_id, partition, EMPTY, now_ms)
                 self._set_loaded_offsets(group, offsets, pending)
+                self._groups[group_id] = group
+                loaded.append(group)
+        for group_id, records in state.consumer.items():
+            group = self._groups.get(group_id)
+            if group is not None and group.has_live_members():
+                log.warning("group %s: both classic and consumer group records; keeping the classic group", group_id)
+                continue
+            fresh = group is None
+            group = group if group is not None else Group(group_id, partition, EMPTY, now_ms)
+            try:
+                restored = self.consumer_groups.restore(group, records)
+            except (ValueError, RecordFormatError) as e:
+                log.warning("group %s: cannot restore its consumer group records: %s", group_id, e)
+                restored = False
+            if restored and fresh:
                 self._groups[group_id] = group
                 loaded.append(group)
         for group in loaded:
@@ -249,9 +277,43 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
         self._self_applied.clear()
         self._open_txns.clear()
         self._positions.clear()
-        self._timers = Timers()
+        self._timers.clear()
         self._active = False
         return self._end(None)
+
+    # ------------------------------------------------------------------------------------------
+    # KIP-848 consumer groups (kcompat.group.consumer_groups)
+    # ------------------------------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, reply_to, req, version: int, client_id: str, client_host: str,
+                                 now_ms: int) -> Result:
+        """ConsumerGroupHeartbeat 0-1 (KIP-848), answered once its records are committed."""
+        self._begin(now_ms)
+        error = self._check_group(req.group_id, _Api.CONSUMER_HEARTBEAT) if req.group_id else None
+        if error is not None:
+            response = ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0, heartbeat_interval_ms=0)
+        elif not self.consumer_config.enabled:
+            response = ConsumerGroupHeartbeatResponse(
+                error_code=int(ErrorCode.UNSUPPORTED_VERSION), member_epoch=0, heartbeat_interval_ms=0,
+                error_message="The consumer group protocol is not enabled (group.coordinator.rebalance.protocols).")
+        else:
+            response = self.consumer_groups.heartbeat(req, version, client_id, client_host)
+        self._reply((reply_to, version), response)
+        return self._end(now_ms)
+
+    def consumer_group_describe(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """ConsumerGroupDescribe 0-1 (KIP-848): GROUP_ID_NOT_FOUND for classic or unknown groups."""
+        self._begin(now_ms)
+        groups = []
+        for group_id in req.group_ids:
+            error = self._check_group(group_id, _Api.CONSUMER_DESCRIBE)
+            if error is not None:
+                groups.append(ConsumerGroupDescribeResponse.DescribedGroup(error_code=int(error), group_id=group_id))
+            else:
+                groups.append(self.consumer_groups.describe(group_id, req.include_authorized_operations,
+                                                            GROUP_OPERATIONS))
+        self._reply((reply_to, version), ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups))
+        return self._end(now_ms)
 
     # ------------------------------------------------------------------------------------------
     # timers and results
@@ -307,6 +369,8 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
                 self._on_join_timer(key[1], payload)
             elif kind == "sync":
                 self._on_sync_expired(key[1], payload)
+            elif kind in ("cg-session", "cg-revoke"):
+                self.consumer_groups.on_timer(kind, key[1], key[2], payload)
             elif kind == "expire":
                 self._expire_offsets(now_ms)
                 interval = max(1, self.config.offsets_retention_check_interval_ms)

@@ -90,6 +90,8 @@ class _Api(enum.Enum):
     DELETE = "DeleteGroups"
     OFFSET_DELETE = "OffsetDelete"
     TXN_COMMIT = "TxnOffsetCommit"
+    CONSUMER_HEARTBEAT = "ConsumerGroupHeartbeat"
+    CONSUMER_DESCRIBE = "ConsumerGroupDescribe"
 
 
 # Kafka's isValidGroupId: these APIs accept the empty group id (backwards compatibility).
@@ -136,10 +138,12 @@ class _LoadState:
     offsets, and transactional offsets per producer whose marker has not been read yet
     (GroupMetadataManager.loadGroupsAndOffsets' pendingOffsets)."""
 
-    __slots__ = ("groups", "offsets", "pending", "last_offset")
+    __slots__ = ("groups", "offsets", "pending", "last_offset", "consumer")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
+        # KIP-848 records: group id -> (record type, member id or regex) -> latest value
+        self.consumer: dict[str, dict[tuple[int, str | None], bytes]] = {}
         self.offsets: dict[str, dict[tuple[str, int], _Positioned]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], _Positioned]]] = {}
         self.last_offset = -1

@@ -48,6 +48,17 @@ class MembershipMixin:
               protocols: list[tuple[str, bytes]], reason: str) -> None:
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self._groups.get(group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                # a consumer group with members: mixed groups (classic members inside a consumer
+                # group, KIP-848's online migration) are not implemented
+                log.info("group %s: classic JoinGroup refused: the group uses the consumer protocol", group_id)
+                self._reply_join_error(waiter, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                return
+            log.info("group %s: the empty consumer group becomes a classic group", group_id)
+            self.consumer_groups.delete_records(group)
+            group.consumer = None
+            group.protocol_type = None
         if group is None:
             if not unknown:  # a member id for a group that does not exist
                 self._reply_join_error(waiter, ErrorCode.UNKNOWN_MEMBER_ID, member_id)

@@ -97,7 +97,7 @@ class Group:
                  "generation_id", "leader_id", "members", "static_members", "pending_members",
                  "pending_sync", "num_awaiting_join", "supported_protocols", "new_member_added",
                  "subscribed_topics", "offsets", "offset_positions", "pending_commits", "pending_txn",
-                 "transitions")
+                 "transitions", "consumer")
 
     def __init__(self, group_id: str, partition: int, state: GroupState, now_ms: int | None) -> None:
         self.group_id = group_id
@@ -125,6 +125,18 @@ class Group:
         # partition -> (log offset of the record, offset); not visible to OffsetFetch
         self.pending_txn: dict[int, dict[tuple[str, int], tuple[int, OffsetAndMetadata]]] = {}
         self.transitions: list[tuple[GroupState, GroupEvent, GroupState]] = []
+        # a KIP-848 consumer group's membership (kcompat.group.consumer_group.ConsumerGroup); None
+        # for a classic group. Classic membership stays empty while it is set.
+        self.consumer = None
+
+    @property
+    def type_name(self) -> str:
+        """ListGroups' group type: "consumer" for a KIP-848 group, "classic" otherwise."""
+        return "classic" if self.consumer is None else "consumer"
+
+    def has_live_members(self) -> bool:
+        """Members of either protocol (a group with members is never removed or expired)."""
+        return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from kcompat.group import records as rec
 from kcompat.group.coordinator_types import (
     log, EMPTY, PREPARING, COMPLETING, STABLE, DEAD, UNKNOWN_MEMBER_ID, NO_GENERATION, NO_OFFSET,
-    GROUP_TYPE_CLASSIC, GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED, Record, Result, _Api,
+    GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED, Record, Result, _Api,
     TXN_VERIFY_ERRORS, java_string_length,
 )
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
@@ -84,6 +84,10 @@ class OffsetsMixin:
             return (ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION), None
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if group.consumer is not None:
+            error = self.consumer_groups.validate_offset_commit(group, member_id, generation, version,
+                                                                transactional=False)
+            return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
@@ -183,6 +187,9 @@ class OffsetsMixin:
             return (None, None) if generation < 0 else (ErrorCode.ILLEGAL_GENERATION, None)
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if group.consumer is not None:
+            error = self.consumer_groups.validate_offset_commit(group, member_id, generation, 9, transactional=True)
+            return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
@@ -245,7 +252,8 @@ class OffsetsMixin:
             groups = []
             for g in req.groups:
                 wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-                error, topics = self._fetch_offsets(g.group_id, wanted, require_stable)
+                member = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+                error, topics = self._fetch_offsets(g.group_id, wanted, require_stable, member)
                 groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=int(error or 0), topics=[
                     R.OffsetFetchResponseTopics(name=name, partitions=[
                         R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
@@ -269,7 +277,8 @@ class OffsetsMixin:
         self._reply((reply_to, version), response)
         return self._end(now_ms)
 
-    def _fetch_offsets(self, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool):
+    def _fetch_offsets(self, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool,
+                       member: tuple[str | None, int] = (None, -1)):
         """(group error or None, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
         Missing offsets are -1 with no error; ``wanted`` None means every committed offset (v2+).
         Transactional offsets are never returned: without ``require_stable`` a partition gives
@@ -280,6 +289,10 @@ class OffsetsMixin:
             return error, []
         group = self._groups.get(group_id)
         live = group is not None and not group.is_(DEAD)
+        if live and group.consumer is not None:
+            error = self.consumer_groups.validate_offset_fetch(group, *member)
+            if error is not None:
+                return error, []
         offsets = group.offsets if live else {}
         unstable = group.pending_txn_partitions() if live and require_stable and group.pending_txn else set()
 
@@ -314,7 +327,9 @@ class OffsetsMixin:
                 described.append(D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="",
                                                   protocol_type="", protocol_data="", members=[],
                                                   authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-            elif group is None:
+            elif group is None or group.consumer is not None:
+                # a consumer group is not a classic group: Kafka describes it as Dead here (the
+                # admin client asks ConsumerGroupDescribe first)
                 described.append(D.DescribedGroup(error_code=0, group_id=group_id, group_state=str(DEAD),
                                                   protocol_type="", protocol_data="", members=[],
                                                   authorized_operations=ops))
@@ -343,12 +358,12 @@ class OffsetsMixin:
             types = {t.lower() for t in (req.types_filter or ())} if version >= 5 else set()
             error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE
             listed = []
-            if not types or GROUP_TYPE_CLASSIC in types:
-                for group in self._groups.values():
-                    if states and str(group.state).lower() not in states:
-                        continue
-                    listed.append(L.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
-                                                group_state=str(group.state), group_type=GROUP_TYPE_CLASSIC))
+            for group in self._groups.values():
+                state = str(group.state) if group.consumer is None else group.consumer.state.value
+                if (types and group.type_name not in types) or (states and state.lower() not in states):
+                    continue
+                listed.append(L.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
+                                            group_state=state, group_type=group.type_name))
             response = L(throttle_time_ms=0, error_code=int(error), groups=listed)
         self._reply((reply_to, version), response)
         return self._end(now_ms)
@@ -364,7 +379,7 @@ class OffsetsMixin:
                 group = self._groups.get(group_id)
                 if group is None or group.is_(DEAD):
                     error = ErrorCode.GROUP_ID_NOT_FOUND
-                elif group.is_(EMPTY):
+                elif group.is_(EMPTY) and not group.has_live_members():
                     log.info("group %s: deleted with %d committed offsets", group_id, len(group.offsets))
                     self._cleanup_group(group, group.offset_partitions(), force_dead=True)
                     error = ErrorCode.NONE
@@ -392,8 +407,16 @@ class OffsetsMixin:
         if error is None:
             if group is None or group.is_(DEAD):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
-            elif group.is_(EMPTY):
+            elif group.is_(EMPTY) and not group.has_live_members():
                 eligible = candidates
+            elif group.consumer is not None:
+                subscribed = group.consumer.subscribed_names()
+                eligible = []
+                for tp in candidates:
+                    if tp[0] in subscribed:
+                        codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                    else:
+                        eligible.append(tp)
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
                 eligible = []
                 for tp in candidates:

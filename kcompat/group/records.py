@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kcompat.group import consumer_records as crec
 from kcompat.protocol.group_records.group_metadata_key import GroupMetadataKey
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
 from kcompat.protocol.group_records.offset_commit_key import OffsetCommitKey
@@ -106,8 +107,10 @@ def _read_struct(cls, buf: memoryview, version: int):
     return obj
 
 
-def parse_key(key: bytes) -> OffsetKey | GroupKey | None:
-    """The decoded key; None for record types a classic coordinator does not use (versions 3+)."""
+def parse_key(key: bytes):
+    """The decoded key: :class:`OffsetKey`, :class:`GroupKey`, a
+    :class:`kcompat.group.consumer_records.ConsumerKey` for KIP-848 consumer group records (types
+    3-8, 16); None for other record types (share and streams groups)."""
     buf, version = _read_version(key)
     if version in (0, 1):
         k = _read_struct(OffsetCommitKey, buf, version)
@@ -116,6 +119,11 @@ def parse_key(key: bytes) -> OffsetKey | GroupKey | None:
         return GroupKey(_read_struct(GroupMetadataKey, buf, version).group)
     if version < 0:
         raise RecordFormatError(f"negative key version {version}")
+    if version in crec.CONSUMER_RECORD_TYPES:
+        try:
+            return crec.parse_key(version, key)
+        except crec.ConsumerRecordError as e:
+            raise RecordFormatError(str(e)) from e
     return None
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from kcompat.group import records as rec
 from kcompat.group.coordinator_types import log, EMPTY, STABLE, Record, Result, _LoadState
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member
+from kcompat.group.consumer_records import ConsumerKey
 from kcompat.group.records import GroupKey, OffsetAndMetadata, OffsetKey, RecordFormatError
 from kcompat.group.state import GroupEvent
 from kcompat.protocol.errors import ErrorCode
@@ -47,7 +48,14 @@ class StorageMixin:
         """GroupMetadata.removeExpiredOffsets (KIP-211)."""
         retention = self.config.offsets_retention_ms
         exclude: set[str] = set()
-        if group.protocol_type is not None and group.is_(EMPTY):
+        if group.consumer is not None:
+            # ConsumerGroup's expiration: from each commit, for topics the group does not
+            # subscribe to (all of them once it is empty)
+            exclude = group.consumer.subscribed_names()
+
+            def base(om: OffsetAndMetadata) -> int:
+                return om.commit_timestamp
+        elif group.protocol_type is not None and group.is_(EMPTY):
             # no members: retention counts from when the group became Empty (from the commit for
             # group metadata without a state timestamp)
             def base(om: OffsetAndMetadata) -> int:
@@ -85,7 +93,8 @@ class StorageMixin:
         for topic, partition in sorted(removed):
             self._emit(group.partition, rec.offset_commit_key(group.group_id, topic, partition), None, applied=False)
         remaining = group.offset_partitions() - removed
-        if force_dead or (group.is_(EMPTY) and not remaining and not group.pending_members):
+        if force_dead or (group.is_(EMPTY) and not remaining and not group.pending_members
+                          and not group.has_live_members()):
             self._remove_group(group)
 
     def _remove_group(self, group: Group) -> None:
@@ -93,7 +102,9 @@ class StorageMixin:
         group.transition(GroupEvent.REMOVE, self._now)
         del self._groups[group.group_id]
         self._timers.cancel_group(group.group_id)
-        if group.generation_id > 0:
+        if group.consumer is not None:
+            self.consumer_groups.delete_records(group)
+        elif group.generation_id > 0:
             # generation 0: the group only stored offsets and never had a metadata record
             self._emit(group.partition, rec.group_metadata_key(group.group_id), None, applied=True)
 
@@ -240,6 +251,12 @@ class StorageMixin:
                     state.groups.pop(key.group, None)
                 else:
                     state.groups[key.group] = rec.parse_group_value(value)
+            elif isinstance(key, ConsumerKey):
+                records = state.consumer.setdefault(key.group, {})
+                if value is None:
+                    records.pop((key.record_type, key.sub), None)
+                else:
+                    records[(key.record_type, key.sub)] = value
         except RecordFormatError as e:
             log.warning("skipping a __consumer_offsets record that cannot be read: %s", e)
 

@@ -21,6 +21,12 @@ class Timers:
         self._by_group: dict[str, set[TimerKey]] = defaultdict(set)
         self._seq = 0
 
+    def clear(self) -> None:
+        """Cancel every timer."""
+        self._heap.clear()
+        self._entries.clear()
+        self._by_group.clear()
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+
+from kcompat.group.consumer_records import ConsumerKey
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -103,7 +105,8 @@ def test_keys_parse_and_other_record_types_are_skipped():
     assert parse_key(offset_commit_key("g", "t", 1)) == OffsetKey("g", "t", 1)
     assert parse_key(struct.pack(">h", 0) + s16("g") + s16("t") + struct.pack(">i", 1)) == OffsetKey("g", "t", 1)
     assert parse_key(group_metadata_key("g")) == GroupKey("g")
-    assert parse_key(struct.pack(">h", 3) + s16("g")) is None  # a KIP-848 consumer group record
+    assert parse_key(struct.pack(">h", 3) + s16("g")) == ConsumerKey(3, "g")  # a KIP-848 consumer group record
+    assert parse_key(struct.pack(">h", 9) + s16("g")) is None  # a share group record: skipped
     for bad in (b"", b"\x00", struct.pack(">h", 1) + b"\x00\x05ab", struct.pack(">h", 2) + s16("g") + b"x"):
         with pytest.raises(RecordFormatError):
             parse_key(bad)
