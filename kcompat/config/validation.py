@@ -59,6 +59,24 @@ def validate_broker(cfg: "BrokerConfig") -> None:
         raise ConfigError("log.retention.ms", "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
     if not cfg.log_dirs:
         raise ConfigError("log.dirs", "At least one log directory must be defined via log.dirs or log.dir.")
+    _validate_consumer_group_bounds(cfg)
+
+
+def _validate_consumer_group_bounds(cfg: "BrokerConfig") -> None:
+    """GroupCoordinatorConfig's checks of the KIP-848 intervals, with Kafka's messages."""
+    hb, ses = "group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"
+    rules = [("group.consumer.max.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+             (hb, ">=", "group.consumer.min.heartbeat.interval.ms"),
+             (hb, "<=", "group.consumer.max.heartbeat.interval.ms"),
+             ("group.consumer.max.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+             (ses, ">=", "group.consumer.min.session.timeout.ms"),
+             (ses, "<=", "group.consumer.max.session.timeout.ms"),
+             (hb, "<", ses)]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    for left, op, right in rules:
+        a, b = cfg.get(left), cfg.get(right)
+        if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
+            raise ConfigError(left, f"{left} must be {words[op]} {right}")
 
 def _validate_listeners(cfg: "BrokerConfig", roles: list[str]) -> None:
     listeners = parse_listeners("listeners", cfg.get("listeners"))

@@ -18,7 +18,8 @@ from conformance.clients.members import Member
 from kcompat.testing import Broker
 from kcompat.testing.process import wait_for
 
-GROUP_CONFIGS = {"group.consumer.session.timeout.ms": "6000", "group.consumer.heartbeat.interval.ms": "500",
+GROUP_CONFIGS = {"group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "6000",
+                 "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
                  "group.initial.rebalance.delay.ms": "0"}
 
 

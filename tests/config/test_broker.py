@@ -420,3 +420,20 @@ def test_replica_selector_class_is_kafkas_rack_aware_selector_or_nothing():
     assert BrokerConfig.load(None, []).get("replica.selector.class") is None
     with pytest.raises(ConfigError, match="replica.selector.class"):
         BrokerConfig.load(None, ["replica.selector.class=com.example.NearestSelector"])
+
+
+@pytest.mark.parametrize("props,fragment", [
+    ({"group.consumer.heartbeat.interval.ms": "500"},
+     "group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms"),
+    ({"group.consumer.session.timeout.ms": "90000"},
+     "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"),
+    ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "1000",
+      "group.consumer.min.heartbeat.interval.ms": "1000"},
+     "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"),
+])
+def test_consumer_group_protocol_bounds_as_kafka(props, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        BrokerConfig(props)
+    ok = BrokerConfig({"group.consumer.heartbeat.interval.ms": "500",
+                       "group.consumer.min.heartbeat.interval.ms": "500"})
+    assert ok.get("group.consumer.heartbeat.interval.ms") == 500 and not ok.ignored_keys()

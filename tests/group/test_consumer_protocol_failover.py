@@ -36,7 +36,8 @@ def poll_all(consumers, seen: set[int], until: int, timeout: float) -> None:
 
 def test_consumer_group_survives_a_kill9_of_its_coordinator(tmp_path):
     overrides = {"offsets.topic.replication.factor": "3", "group.consumer.heartbeat.interval.ms": "500",
-                 "group.consumer.session.timeout.ms": "20000"}
+                 "group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "20000",
+                 "group.consumer.min.session.timeout.ms": "20000"}
     with Cluster(tmp_path, 3, overrides=overrides) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})  # alive until the result arrives
         admin.create_topics([NewTopic("t", 4, 3)])["t"].result(15)
