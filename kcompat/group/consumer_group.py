@@ -62,11 +62,34 @@ class ConsumerProtocolConfig:
     session_timeout_ms: int = 45000               # group.consumer.session.timeout.ms
     max_size: int = 2**31 - 1                     # group.consumer.max.size
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    migration_policy: str = "bidirectional"       # group.consumer.migration.policy (KIP-848 online migration)
+    classic_max_size: int = 2**31 - 1             # group.max.size
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")
 
     @staticmethod
     def assignor_names(values: Iterable[str]) -> tuple[str, ...]:
         """``group.consumer.assignors`` entries (short names or Kafka's class names) -> names."""
         return tuple(_ASSIGNOR_CLASSES.get(v.strip(), v.strip()) for v in values if v.strip())
+
+
+class ClassicGroups(Protocol):
+    """What the consumer group manager needs from the classic group coordinator when a group
+    changes protocol online (KIP-848's upgrade and downgrade)."""
+
+    def abandon_classic_members(self, group, error) -> None:
+        """Answer the waiting JoinGroup/SyncGroup requests of ``group``'s classic members with
+        ``error`` and drop its classic membership and timers (it becomes a consumer group)."""
+
+    def adopt_classic_members(self, group, generation: int, members: list) -> None:
+        """Make ``group`` a classic group again at ``generation`` with ``members``
+        (``[(ConsumerMember, assignment bytes)]``, all classic members), store it and rebalance."""
 
 
 class _NoTopics:
@@ -112,8 +135,18 @@ class ConsumerGroupState(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class ClassicMetadata:
+    """A classic member of a consumer group (it speaks JoinGroup/SyncGroup/Heartbeat during an
+    online migration): its session timeout and JoinGroup protocols (ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class ConsumerMember:
-    """One member (Kafka's ConsumerGroupMember); immutable, replaced on every change."""
+    """One member (Kafka's ConsumerGroupMember); immutable, replaced on every change. ``classic``
+    is set for a member that uses the classic protocol."""
 
     member_id: str
     instance_id: str | None = None
@@ -129,11 +162,16 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_fields(self) -> tuple:
         """What ConsumerGroupMemberMetadataValue stores: a change writes a new record."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
     def assignment_fields(self) -> tuple:
         """What ConsumerGroupCurrentMemberAssignmentValue stores."""
@@ -306,6 +344,10 @@ def restore(group_id: str, records: dict[tuple[int, str | None], bytes]) -> Cons
                 client_host=v.client_host, subscribed_topic_names=tuple(v.subscribed_topic_names),
                 subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
                 server_assignor=v.server_assignor)
+            if v.classic_member_metadata is not None:
+                member = replace(member, classic=ClassicMetadata(
+                    v.classic_member_metadata.session_timeout_ms,
+                    tuple((p.name, bytes(p.metadata)) for p in v.classic_member_metadata.supported_protocols)))
             current = records.get((crec.CURRENT_ASSIGNMENT, sub))
             if current is not None:
                 c = crec.parse_value(crec.CURRENT_ASSIGNMENT, current)

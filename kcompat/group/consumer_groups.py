@@ -28,8 +28,9 @@ import re2
 
 from kcompat.group import consumer_records as crec
 from kcompat.group.consumer_assignors import ASSIGNORS, MemberSpec, TopicSpec
+from kcompat.group.consumer_migration import ClassicRequestError, Migration
 from kcompat.group.consumer_group import (
-    ConsumerProtocolConfig, TopicInfo, TopicsView, restore, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
+    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, restore, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
     MemberState, reconcile,
 )
 from kcompat.group.consumer_records import Assignment
@@ -58,10 +59,11 @@ class ConsumerGroupManager:
     def __init__(self, config: ConsumerProtocolConfig, topics: TopicsView, groups: dict[str, Group], *,
                  emit: Callable[[int, bytes, bytes | None], None], timers: Timers,
                  new_group: Callable[[str], Group], drop_group: Callable[[Group], None],
-                 now: Callable[[], int]) -> None:
+                 now: Callable[[], int], classic: ClassicGroups | None = None) -> None:
         """``emit(partition, key, value)`` writes a record whose effect is already applied;
         ``new_group(group_id)`` registers a new Empty group; ``drop_group(group)`` removes one
-        (classic tombstone included, as the classic coordinator removes groups)."""
+        (classic tombstone included, as the classic coordinator removes groups); ``classic`` is the
+        classic coordinator, for groups changing protocol (:mod:`kcompat.group.consumer_migration`)."""
         self.config = config
         self.topics = topics
         self.groups = groups
@@ -70,6 +72,8 @@ class ConsumerGroupManager:
         self._new_group = new_group
         self._drop_group = drop_group
         self._now = now
+        self.classic = classic
+        self.migration = Migration(self)
         for name in config.assignors:
             if name not in ASSIGNORS:
                 raise ValueError(f"group.consumer.assignors: unknown assignor {name!r}")
@@ -142,12 +146,20 @@ class ConsumerGroupManager:
             if not create:
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self._new_group(group_id)
+        if group.consumer is not None and group.members:
+            raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if group.consumer is None and create and group.members and self.classic is not None \
+                and self.migration.can_upgrade(group):
+            try:
+                self.migration.upgrade(group)
+            except ClassicRequestError as e:
+                raise _error(e.code, str(e)) from None
         if group.consumer is None:
             if not create or group.members or group.pending_members or group.state.name != "EMPTY":
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if group.generation_id > 0 or group.protocol_type is not None:
                 log.info("group %s: the empty classic group becomes a consumer group", group_id)
-                self._classic_tombstone(group)
+                self.classic_tombstone(group)
             group.consumer = ConsumerGroup(group_id)
             group.protocol_type = CONSUMER_PROTOCOL_TYPE
         cg = group.consumer
@@ -156,7 +168,7 @@ class ConsumerGroupManager:
                          f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
         return group, cg
 
-    def _classic_tombstone(self, group: Group) -> None:
+    def classic_tombstone(self, group: Group) -> None:
         from kcompat.group import records as rec
         self._emit(group.partition, rec.group_metadata_key(group.group_id), None)
         group.generation_id = 0
@@ -180,29 +192,11 @@ class ConsumerGroupManager:
                                     else member.subscribed_topic_names),
             subscribed_topic_regex=(req.subscribed_topic_regex if req.subscribed_topic_regex is not None
                                     else member.subscribed_topic_regex),
-            client_id=client_id, client_host=client_host)
+            client_id=client_id, client_host=client_host, classic=None)
         if req.subscribed_topic_regex == "":
             updated = replace(updated, subscribed_topic_regex=None)
-        subscription_changed = (member.subscribed_topic_names != updated.subscribed_topic_names
-                                or member.subscribed_topic_regex != updated.subscribed_topic_regex
-                                or member_id not in cg.members)
-        if member.metadata_fields() != updated.metadata_fields() or member_id not in cg.members:
-            self._emit_member_metadata(group, updated)
-        cg.put(updated)
-        self._maybe_bump_epoch(group, cg, subscription_changed)
-        if cg.group_epoch > cg.assignment_epoch:
-            self._update_target_assignment(group, cg)
-        before = cg.members[member_id]
-        after = reconcile(before, cg.assignment_epoch, cg.target.get(member_id, {}), owned,
-                          cg.current_partition_epoch)
-        if after.assignment_fields() != before.assignment_fields():
-            cg.put(after)
-            self._emit_current_assignment(group, after)
-            if after.state is MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_revocation(group, after)
-            else:
-                self._timers.cancel(("cg-revoke", group.group_id, member_id))
-        self._schedule_session(group, member_id)
+        after = self.update_member(group, cg, member, updated, owned)
+        self.schedule_session(group, member_id)
         full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                               and req.topic_partitions is not None)
         assignment = None
@@ -213,6 +207,34 @@ class ConsumerGroupManager:
         return HeartbeatResponse(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
                                  member_epoch=after.member_epoch,
                                  heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment)
+
+    def update_member(self, group: Group, cg: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                      owned: Assignment | None) -> ConsumerMember:
+        """Store ``updated`` (the member as its request describes it), bump the group epoch if its
+        subscription changed, recompute the target assignment if the epoch moved, and reconcile
+        the member towards its target (steps 1-3 of Kafka's consumerGroupHeartbeat); records for
+        what changed. Returns the member as reconciled."""
+        member_id = updated.member_id
+        subscription_changed = (member.subscribed_topic_names != updated.subscribed_topic_names
+                                or member.subscribed_topic_regex != updated.subscribed_topic_regex
+                                or member_id not in cg.members)
+        if member.metadata_fields() != updated.metadata_fields() or member_id not in cg.members:
+            self.emit_member_metadata(group, updated)
+        cg.put(updated)
+        self._maybe_bump_epoch(group, cg, subscription_changed)
+        if cg.group_epoch > cg.assignment_epoch:
+            self._update_target_assignment(group, cg)
+        before = cg.members[member_id]
+        after = reconcile(before, cg.assignment_epoch, cg.target.get(member_id, {}), owned,
+                          cg.current_partition_epoch)
+        if after.assignment_fields() != before.assignment_fields():
+            cg.put(after)
+            self.emit_current_assignment(group, after)
+            if after.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_revocation(group, after)
+            else:
+                self._timers.cancel(("cg-revoke", group.group_id, member_id))
+        return after
 
     def _member(self, group: Group, cg: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None,
                 owned: Assignment | None) -> ConsumerMember:
@@ -228,20 +250,7 @@ class ConsumerGroupManager:
                     raise _error(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {instance_id} cannot join the group "
                                  f"because the instance id is owned by {existing.member_id} member.")
-                # the static member comes back under a new member id: it takes over the old one's
-                # assignment and target (Kafka's replaceMember)
-                target = cg.target.get(existing.member_id, {})
-                self._remove_member_records(group, existing.member_id)
-                cg.remove(existing.member_id)
-                new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-                cg.put(new)
-                cg.target[member_id] = target
-                self._emit_member_metadata(group, new)
-                self._emit(group.partition, crec.key(crec.TARGET_MEMBER, group.group_id, member_id),
-                           crec.target_member_value(target))
-                self._emit_current_assignment(group, new)
-                log.info("group %s: static member %s rejoins as %s", group.group_id, instance_id, member_id)
-                return new
+                return self.replace_static_member(group, existing, member_id)
             if existing is None:
                 raise _error(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
             if existing.member_id != member_id:
@@ -271,13 +280,30 @@ class ConsumerGroupManager:
                          f"partitions and rejoin.")
         return member
 
+    def replace_static_member(self, group: Group, existing: ConsumerMember, member_id: str) -> ConsumerMember:
+        """The static member ``existing`` comes back under ``member_id``: the new member takes over
+        its assignment and target (Kafka's replaceMember)."""
+        cg = group.consumer
+        target = cg.target.get(existing.member_id, {})
+        self._remove_member_records(group, existing.member_id)
+        self.cancel_timers(group, existing.member_id)
+        cg.remove(existing.member_id)
+        new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        cg.put(new)
+        cg.target[member_id] = target
+        self.emit_member_metadata(group, new)
+        self.emit_target(group, member_id)
+        self.emit_current_assignment(group, new)
+        log.info("group %s: static member %s rejoins as %s", group.group_id, existing.instance_id, member_id)
+        return new
+
     def _rejoin(self, group: Group, cg: ConsumerGroup, member: ConsumerMember) -> ConsumerMember:
         """A known member joins again with epoch 0 (after being fenced, or a restart keeping its
         id): it has given up its partitions, so it starts from nothing."""
         fresh = replace(member, member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE, assigned={},
                         pending_revocation={})
         cg.put(fresh)
-        self._emit_current_assignment(group, fresh)
+        self.emit_current_assignment(group, fresh)
         return fresh
 
     # ------------------------------------------------------------------------------------------
@@ -293,12 +319,11 @@ class ConsumerGroupManager:
             return
         cg.metadata_version = version
         self._resolve_regexes(group, cg)
-        metadata_hash = self._metadata_hash(cg)
+        metadata_hash = self.metadata_hash(cg)
         if subscription_changed or metadata_hash != cg.metadata_hash or cg.group_epoch == 0:
             cg.metadata_hash = metadata_hash
             cg.group_epoch += 1
-            self._emit(group.partition, crec.key(crec.GROUP_METADATA, group.group_id),
-                       crec.group_metadata_value(cg.group_epoch, metadata_hash))
+            self.emit_group_epoch(group)
             log.info("group %s: group epoch %d", group.group_id, cg.group_epoch)
 
     def _resolve_regexes(self, group: Group, cg: ConsumerGroup) -> None:
@@ -326,7 +351,7 @@ class ConsumerGroupManager:
                 out[name] = info
         return out
 
-    def _metadata_hash(self, cg: ConsumerGroup) -> int:
+    def metadata_hash(self, cg: ConsumerGroup) -> int:
         """A 63-bit digest of the subscribed topics (id, name, partitions, racks): kcompat's
         ConsumerGroupMetadataValue.MetadataHash (Kafka hashes the same facts with Murmur3)."""
         h = hashlib.blake2b(digest_size=8)
@@ -367,11 +392,9 @@ class ConsumerGroupManager:
             new = {uuid.UUID(t): frozenset(ps) for t, ps in result.get(member_id, {}).items() if ps}
             if new != cg.target.get(member_id):
                 cg.target[member_id] = new
-                self._emit(group.partition, crec.key(crec.TARGET_MEMBER, group.group_id, member_id),
-                           crec.target_member_value(new))
+                self.emit_target(group, member_id)
         cg.assignment_epoch = cg.group_epoch
-        self._emit(group.partition, crec.key(crec.TARGET_METADATA, group.group_id),
-                   crec.target_metadata_value(cg.assignment_epoch, self._now()))
+        self.emit_target_metadata(group)
 
     # ------------------------------------------------------------------------------------------
     # leaving, fencing and timers
@@ -396,7 +419,7 @@ class ConsumerGroupManager:
                 # a static member going away for a while keeps its assignment for its session
                 leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
                 cg.put(leaving)
-                self._emit_current_assignment(group, leaving)
+                self.emit_current_assignment(group, leaving)
                 log.info("group %s: static member %s (%s) left temporarily", group.group_id, req.member_id,
                          req.instance_id)
             else:
@@ -405,29 +428,48 @@ class ConsumerGroupManager:
                                  member_epoch=req.member_epoch, heartbeat_interval_ms=0, assignment=None)
 
     def fence(self, group: Group, member_id: str) -> None:
-        """Remove a member (it left, or its session or revocation timed out): tombstones for its
-        records, a new group epoch and target assignment without it (consumerGroupFenceMember)."""
+        """Remove a member (it left, or its session, revocation, join or sync timed out):
+        tombstones for its records, a new group epoch and target assignment without it
+        (consumerGroupFenceMember) -- or, if it was the last member using the consumer protocol
+        beside classic members, the group becomes classic (:mod:`kcompat.group.consumer_migration`)."""
         cg = group.consumer
+        if self.classic is not None and self.migration.maybe_downgrade(group, member_id):
+            return
         self._remove_member_records(group, member_id)
         cg.remove(member_id)
-        self._timers.cancel(("cg-session", group.group_id, member_id))
-        self._timers.cancel(("cg-revoke", group.group_id, member_id))
+        self.cancel_timers(group, member_id)
         self._maybe_bump_epoch(group, cg, True)
         if cg.members:
             self._update_target_assignment(group, cg)
         else:
             cg.assignment_epoch = cg.group_epoch
-            self._emit(group.partition, crec.key(crec.TARGET_METADATA, group.group_id),
-                       crec.target_metadata_value(cg.assignment_epoch, self._now()))
+            self.emit_target_metadata(group)
             group.state_timestamp = self._now()   # offsets' retention counts from now (KIP-211)
+
+    MEMBER_TIMERS = ("cg-session", "cg-revoke", "cg-join", "cg-sync")
+
+    def cancel_timers(self, group: Group, member_id: str) -> None:
+        for kind in self.MEMBER_TIMERS:
+            self._timers.cancel((kind, group.group_id, member_id))
+
+    def cancel_timer(self, group: Group, kind: str, member_id: str) -> None:
+        self._timers.cancel((kind, group.group_id, member_id))
+
+    def schedule_timer(self, group: Group, kind: str, member_id: str, delay_ms: int, *, if_absent: bool = False) -> None:
+        """A ``cg-join`` or ``cg-sync`` deadline of a classic member: fenced when it fires."""
+        key = (kind, group.group_id, member_id)
+        if not (if_absent and key in self._timers):
+            self._timers.schedule(key, self._now() + max(delay_ms, 0))
 
     def _remove_member_records(self, group: Group, member_id: str) -> None:
         for record_type in (crec.CURRENT_ASSIGNMENT, crec.TARGET_MEMBER, crec.MEMBER_METADATA):
             self._emit(group.partition, crec.key(record_type, group.group_id, member_id), None)
 
-    def _schedule_session(self, group: Group, member_id: str) -> None:
-        self._timers.schedule(("cg-session", group.group_id, member_id),
-                              self._now() + self.config.session_timeout_ms)
+    def schedule_session(self, group: Group, member_id: str) -> None:
+        member = group.consumer.members.get(member_id)
+        timeout = (member.classic.session_timeout_ms if member is not None and member.classic is not None
+                   else self.config.session_timeout_ms)
+        self._timers.schedule(("cg-session", group.group_id, member_id), self._now() + timeout)
 
     def _schedule_revocation(self, group: Group, member: ConsumerMember) -> None:
         key = ("cg-revoke", group.group_id, member.member_id)
@@ -435,7 +477,8 @@ class ConsumerGroupManager:
             self._timers.schedule(key, self._now() + max(member.rebalance_timeout_ms, 0), member.member_epoch)
 
     def on_timer(self, kind: str, group_id: str, member_id: str, payload) -> None:
-        """A ``cg-session`` or ``cg-revoke`` timer fired: the member is fenced."""
+        """A ``cg-session``, ``cg-revoke``, ``cg-join`` or ``cg-sync`` timer fired: the member is
+        fenced."""
         group = self.groups.get(group_id)
         cg = group.consumer if group is not None else None
         member = cg.members.get(member_id) if cg is not None else None
@@ -446,6 +489,12 @@ class ConsumerGroupManager:
                 return
             log.info("group %s: member %s did not revoke its partitions within %d ms; fenced", group_id, member_id,
                      member.rebalance_timeout_ms)
+        elif kind == "cg-join":
+            log.info("group %s: classic member %s did not rejoin within its rebalance timeout; fenced", group_id,
+                     member_id)
+        elif kind == "cg-sync":
+            log.info("group %s: classic member %s did not sync within its rebalance timeout; fenced", group_id,
+                     member_id)
         else:
             log.info("group %s: member %s session timed out; fenced", group_id, member_id)
         self.fence(group, member_id)
@@ -454,15 +503,29 @@ class ConsumerGroupManager:
     # records
     # ------------------------------------------------------------------------------------------
 
-    def _emit_member_metadata(self, group: Group, m: ConsumerMember) -> None:
+    def emit_member_metadata(self, group: Group, m: ConsumerMember) -> None:
         self._emit(group.partition, crec.key(crec.MEMBER_METADATA, group.group_id, m.member_id),
                    crec.member_metadata_value(
                        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
                        client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
                        subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                       server_assignor=m.server_assignor))
+                       server_assignor=m.server_assignor,
+                       classic=None if m.classic is None else (m.classic.session_timeout_ms, m.classic.protocols)))
 
-    def _emit_current_assignment(self, group: Group, m: ConsumerMember) -> None:
+    def emit_group_epoch(self, group: Group) -> None:
+        cg = group.consumer
+        self._emit(group.partition, crec.key(crec.GROUP_METADATA, group.group_id),
+                   crec.group_metadata_value(cg.group_epoch, cg.metadata_hash))
+
+    def emit_target(self, group: Group, member_id: str) -> None:
+        self._emit(group.partition, crec.key(crec.TARGET_MEMBER, group.group_id, member_id),
+                   crec.target_member_value(group.consumer.target.get(member_id, {})))
+
+    def emit_target_metadata(self, group: Group) -> None:
+        self._emit(group.partition, crec.key(crec.TARGET_METADATA, group.group_id),
+                   crec.target_metadata_value(group.consumer.assignment_epoch, self._now()))
+
+    def emit_current_assignment(self, group: Group, m: ConsumerMember) -> None:
         self._emit(group.partition, crec.key(crec.CURRENT_ASSIGNMENT, group.group_id, m.member_id),
                    crec.current_assignment_value(m.member_epoch, m.previous_member_epoch, int(m.state), m.assigned,
                                                  m.pending_revocation))
@@ -495,10 +558,11 @@ class ConsumerGroupManager:
         member = cg.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and version < 9:
+        if not transactional and member.classic is None and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            # a classic member commits with its generation (ConsumerGroup.validateMemberEpoch)
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def validate_offset_fetch(self, group: Group, member_id: str | None, member_epoch: int) -> ErrorCode | None:
@@ -509,7 +573,7 @@ class ConsumerGroupManager:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     # ------------------------------------------------------------------------------------------
@@ -533,7 +597,7 @@ class ConsumerGroupManager:
                 client_id=m.client_id, client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=self._described(m.assigned), target_assignment=self._described(cg.target.get(m.member_id, {})),
-                member_type=1))
+                member_type=0 if m.classic is not None else 1))
         return D(error_code=0, error_message=None, group_id=group_id, group_state=cg.state.value,
                  group_epoch=cg.group_epoch, assignment_epoch=cg.assignment_epoch, assignor_name=self._assignor_name(cg),
                  members=members, authorized_operations=operations if include_authorized_operations else -(2**31))
@@ -560,7 +624,7 @@ class ConsumerGroupManager:
         group.consumer = cg
         group.protocol_type = CONSUMER_PROTOCOL_TYPE
         for member_id, member in cg.members.items():
-            self._schedule_session(group, member_id)
+            self.schedule_session(group, member_id)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_revocation(group, member)
         return True

@@ -144,12 +144,18 @@ def group_metadata_value(epoch: int, metadata_hash: int) -> bytes:
 
 def member_metadata_value(*, instance_id: str | None, rack_id: str | None, client_id: str, client_host: str,
                           subscribed_topic_names: list[str], subscribed_topic_regex: str | None,
-                          rebalance_timeout_ms: int, server_assignor: str | None) -> bytes:
+                          rebalance_timeout_ms: int, server_assignor: str | None,
+                          classic: tuple[int, tuple[tuple[str, bytes], ...]] | None = None) -> bytes:
+    """``classic``: (session timeout ms, JoinGroup protocols) of a classic member."""
+    cm = None
+    if classic is not None:
+        cm = MemberValue.ClassicMemberMetadata(session_timeout_ms=classic[0], supported_protocols=[
+            MemberValue.ClassicProtocol(name=n, metadata=m) for n, m in classic[1]])
     return _prefixed(0, MemberValue(instance_id=instance_id, rack_id=rack_id, client_id=client_id,
                                     client_host=client_host, subscribed_topic_names=list(subscribed_topic_names),
                                     subscribed_topic_regex=subscribed_topic_regex,
                                     rebalance_timeout_ms=rebalance_timeout_ms, server_assignor=server_assignor,
-                                    classic_member_metadata=None))
+                                    classic_member_metadata=cm))
 
 
 def target_metadata_value(assignment_epoch: int, timestamp_ms: int) -> bytes:

@@ -47,7 +47,7 @@ from kcompat.group.coordinator_types import java_string_hash, java_string_length
 from kcompat.group.consumer_group import NO_TOPICS, ConsumerProtocolConfig, TopicsView
 from kcompat.group.consumer_groups import ConsumerGroupManager
 from kcompat.group.membership import MembershipMixin
-from kcompat.group.model import Group, Member, Waiter
+from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member, Waiter
 from kcompat.group.offsets import OffsetsMixin
 from kcompat.group.records import GroupKey, OffsetKey, RecordFormatError
 from kcompat.group.storage import StorageMixin
@@ -98,7 +98,8 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
         self.consumer_groups = ConsumerGroupManager(
             self.consumer_config, topics or NO_TOPICS, self._groups,
             emit=lambda partition, key, value: self._emit(partition, key, value, applied=True),
-            timers=self._timers, new_group=self._new_group, drop_group=self._remove_group, now=lambda: self._now)
+            timers=self._timers, new_group=self._new_group, drop_group=self._remove_group, now=lambda: self._now,
+            classic=self)
 
     # ------------------------------------------------------------------------------------------
     # partitions of __consumer_offsets
@@ -316,6 +317,47 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
         return self._end(now_ms)
 
     # ------------------------------------------------------------------------------------------
+    # classic groups changing protocol (the ClassicGroups side of kcompat.group.consumer_migration)
+    # ------------------------------------------------------------------------------------------
+
+    def abandon_classic_members(self, group: Group, error: ErrorCode) -> None:
+        """Answer ``group``'s waiting JoinGroup/SyncGroup requests with ``error`` (Kafka's
+        completeAllJoinFutures/completeAllSyncFutures) and drop its classic membership and
+        timers; its offsets stay (it becomes a consumer group)."""
+        for member in list(group.members.values()):
+            waiter = group.take_join_waiter(member)
+            if waiter is not None:
+                self._reply_join_error(waiter, error, member.member_id)
+            waiter = group.take_sync_waiter(member)
+            if waiter is not None:
+                self._reply(waiter, self._sync_response(error))
+            self._timers.cancel(("hb", group.group_id, member.member_id))
+        for member_id in group.pending_members:
+            self._timers.cancel(("pending", group.group_id, member_id))
+        self._timers.cancel(("join", group.group_id))
+        self._timers.cancel(("sync", group.group_id))
+        group.reset_classic(EMPTY, self._now)
+
+    def adopt_classic_members(self, group: Group, generation: int, members: list) -> None:
+        """``group`` becomes a classic group (ClassicGroup.fromConsumerGroup): Stable at
+        ``generation`` with ``members`` (``[(ConsumerMember, assignment bytes)]``), stored, then
+        rebalancing so that its members rejoin as a classic group."""
+        group.reset_classic(STABLE, self._now)
+        group.generation_id = generation
+        for cm, assignment in members:
+            member = Member(cm.member_id, cm.instance_id, cm.client_id, cm.client_host, cm.rebalance_timeout_ms,
+                            cm.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(cm.classic.protocols),
+                            assignment)
+            group.add(member, None)
+        group.protocol_name = group.select_protocol()
+        group.leader_id = next(iter(group.members))
+        group.subscribed_topics = group.compute_subscribed_topics()
+        self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
+
+    # ------------------------------------------------------------------------------------------
     # timers and results
     # ------------------------------------------------------------------------------------------
 
@@ -369,7 +411,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, StorageMixin):
                 self._on_join_timer(key[1], payload)
             elif kind == "sync":
                 self._on_sync_expired(key[1], payload)
-            elif kind in ("cg-session", "cg-revoke"):
+            elif kind in ConsumerGroupManager.MEMBER_TIMERS:
                 self.consumer_groups.on_timer(kind, key[1], key[2], payload)
             elif kind == "expire":
                 self._expire_offsets(now_ms)

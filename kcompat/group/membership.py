@@ -9,7 +9,8 @@ from kcompat.group.coordinator_types import (
     log, EMPTY, PREPARING, COMPLETING, STABLE, DEAD, NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID, Result,
     _Api,
 )
-from kcompat.group.model import Group, Member, Waiter
+from kcompat.group.consumer_migration import ClassicRequestError
+from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member, Waiter
 from kcompat.group.state import GroupEvent, can_rebalance
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
@@ -50,10 +51,9 @@ class MembershipMixin:
         group = self._groups.get(group_id)
         if group is not None and group.consumer is not None:
             if group.consumer.members:
-                # a consumer group with members: mixed groups (classic members inside a consumer
-                # group, KIP-848's online migration) are not implemented
-                log.info("group %s: classic JoinGroup refused: the group uses the consumer protocol", group_id)
-                self._reply_join_error(waiter, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                # a classic member of a consumer group (KIP-848 online migration)
+                self._join_consumer_group(group, waiter, member_id, instance_id, client_id, client_host,
+                                          rebalance_timeout, session_timeout, protocol_type, protocols)
                 return
             log.info("group %s: the empty consumer group becomes a classic group", group_id)
             self.consumer_groups.delete_records(group)
@@ -77,6 +77,22 @@ class MembershipMixin:
                                        rebalance_timeout, session_timeout, protocol_type, protocols, reason)
         if group.is_(PREPARING):
             self._maybe_complete_join(group)
+
+    def _join_consumer_group(self, group: Group, waiter: Waiter, member_id: str, instance_id: str | None,
+                             client_id: str, client_host: str, rebalance_timeout: int, session_timeout: int,
+                             protocol_type: str, protocols: list[tuple[str, bytes]]) -> None:
+        """classicGroupJoinToConsumerGroup: answered at once, the member epoch as generation."""
+        try:
+            member_id, generation, protocol = self.consumer_groups.migration.join(
+                group, member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout,
+                protocol_type, protocols, requires_known_member_id=waiter[1] >= 4)
+        except ClassicRequestError as e:
+            new_id = str(e) if e.code == ErrorCode.MEMBER_ID_REQUIRED else member_id
+            self._reply_join_error(waiter, e.code, new_id)
+            return
+        self._reply(waiter, self._join_response(waiter[1], ErrorCode.NONE, member_id, generation=generation,
+                                                protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=protocol,
+                                                leader=""))
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         """Kafka's acceptJoiningMember (group.max.size)."""
@@ -443,6 +459,13 @@ class MembershipMixin:
             group = self._groups.get(req.group_id)
             if group is None:
                 error = ErrorCode.UNKNOWN_MEMBER_ID
+            elif group.consumer is not None:
+                try:
+                    ptype, pname, assignment = self.consumer_groups.migration.sync(
+                        group, req.member_id, instance_id, req.generation_id, protocol_type, protocol_name)
+                    self._reply(waiter, self._sync_response(ErrorCode.NONE, ptype, pname, assignment))
+                except ClassicRequestError as e:
+                    error = e.code
             else:
                 error = self._sync(group, waiter, req, instance_id, protocol_type, protocol_name)
         if error is not None:
@@ -522,6 +545,11 @@ class MembershipMixin:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            try:
+                return self.consumer_groups.migration.heartbeat(group, member_id, instance_id, generation)
+            except ClassicRequestError as e:
+                return e.code
         error = self._validate_member(group, member_id, instance_id)
         if error is not None:
             return error
@@ -548,6 +576,10 @@ class MembershipMixin:
             results = [(mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid, _ in leaving]
         elif group.is_(DEAD):
             top = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.consumer is not None:
+            for member_id, instance_id, _ in leaving:
+                left_id, code = self.consumer_groups.migration.leave(group, member_id, instance_id)
+                results.append((left_id if version >= 3 else member_id, instance_id, code))
         else:
             for member_id, instance_id, reason in leaving:
                 results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id, reason)))

@@ -134,6 +134,23 @@ class Group:
         """ListGroups' group type: "consumer" for a KIP-848 group, "classic" otherwise."""
         return "classic" if self.consumer is None else "consumer"
 
+    def reset_classic(self, state: GroupState, now_ms: int) -> None:
+        """Start a new classic membership in ``state`` with no members, keeping the offsets: when
+        a group changes protocol Kafka replaces the group object (a new ClassicGroup, Empty or
+        Stable, or a ConsumerGroup), which is not a transition of the classic state machine."""
+        self.state = state
+        self.state_timestamp = now_ms
+        self.protocol_type = self.protocol_name = self.leader_id = None
+        self.generation_id = 0
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.pending_sync.clear()
+        self.num_awaiting_join = 0
+        self.supported_protocols.clear()
+        self.new_member_added = False
+        self.subscribed_topics = None
+
     def has_live_members(self) -> bool:
         """Members of either protocol (a group with members is never removed or expired)."""
         return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))

@@ -191,3 +191,51 @@ def test_kafka_consumer_groups_describes_both_kinds_of_group(broker, tools):
     finally:
         for c in consumers.values():
             c.close()
+
+
+def java_member(tools, bootstrap: str, topic: str, group: str, name: str, protocol: str) -> Member:
+    if protocol == "CONSUMER":
+        return Java4Member(tools, bootstrap, topic, group, name)
+    m = Java4Member.__new__(Java4Member)
+    Member.__init__(m)
+    m.topic = topic
+    m._proc = tools.background("org.apache.kafka.tools.VerifiableConsumer", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group, "--group-protocol", "CLASSIC",
+        "--assignment-strategy", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        "--session-timeout", "10000", "--reset-policy", "earliest", "--verbose"], on_line=m._line, name=name)
+    return m
+
+
+@pytest.mark.timeout(1200)
+def test_rolling_upgrade_to_the_consumer_protocol_and_back_keeps_consuming(broker, tools):
+    """KIP-848's online migration with Java 4.3.1 consumers restarted one at a time: classic ->
+    mixed -> consumer protocol -> mixed -> classic. Every record is read and the group's committed
+    offsets end at the log end."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = f"migrate-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create(bootstrap, topic)
+    members = [java_member(tools, bootstrap, topic, group, f"a{i}", "CLASSIC") for i in range(2)]
+    everyone = list(members)
+    produced = 0
+    try:
+        for step, (index, protocol) in enumerate([(None, None), (0, "CONSUMER"), (1, "CONSUMER"),
+                                                  (0, "CLASSIC"), (1, "CLASSIC")]):
+            if index is not None:
+                members[index].stop()
+                members[index] = java_member(tools, bootstrap, topic, group, f"s{step}", protocol)
+                everyone.append(members[index])
+            wait_for(lambda: settled(members), 60, what=f"step {step}: both members sharing the partitions")
+            produce(bootstrap, topic, range(produced, produced + 300))
+            produced += 300
+            wait_for(lambda: {int(r.value) for m in everyone for r in m.consumed()} >= set(range(produced)), 60,
+                     what=f"step {step}: every record read")
+        res = tools.run("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                        ["--bootstrap-server", bootstrap, "--describe", "--group", group], timeout=60)
+        rows = [line.split() for line in res.stdout.splitlines() if topic in line]
+        assert len(rows) == 6 and sum(int(r[3]) for r in rows) == produced, res.stdout
+        log = broker.log_text()
+        assert f"group {group}: the classic group (generation" in log           # upgraded with members
+        assert f"group {group}: the last consumer-protocol member left" in log  # and downgraded
+    finally:
+        for m in members:
+            m.stop()

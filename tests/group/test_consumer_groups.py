@@ -227,10 +227,8 @@ def test_records_reload_into_the_same_group():
 def test_classic_apis_and_conversions():
     b = CG()
     b.commit("g", {("t", 0): 3})                        # offsets only: a simple classic group
-    assert b.cjoin("m1")[0] == 0                           # it becomes a consumer group, keeping them
+    assert b.cjoin("m1")[0] == 0                          # it becomes a consumer group, keeping them
     assert b.fetch("g", [("t", 0)])[0][("t", 0)][0] == 3
-    join = b.reply(Broker.join(b, "g"))
-    assert join.error_code == E.INCONSISTENT_GROUP_PROTOCOL     # mixed groups: not supported
     listed = b.reply(b.call("list_groups", ListGroupsRequest(states_filter=[], types_filter=[]), 5))
     assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == \
         [("g", "consumer", "Stable", "consumer")]
@@ -239,9 +237,61 @@ def test_classic_apis_and_conversions():
     assert d.groups[0].error_code == 0 and d.groups[0].members[0].member_id == "m1"
     assert d.groups[0].members[0].assignment.topic_partitions[0].topic_name == "t"
     assert d.groups[1].error_code == E.GROUP_ID_NOT_FOUND
+    assert b.describe("g")[0].group_state == "Dead"                  # not a classic group
     assert b.delete_groups("g") == {"g": E.NON_EMPTY_GROUP}
     b.hb("m1", 1, owned={T: set(range(6))})
     b.hb("m1", -1)
     join = b.reply(Broker.join(b, "g"))                   # empty again: back to a classic group
     assert join.error_code in (0, E.MEMBER_ID_REQUIRED)
     assert b.group("g").consumer is None and b.fetch("g", [("t", 0)])[0][("t", 0)][0] == 3
+
+
+def test_online_upgrade_then_downgrade_through_a_mixed_group():
+    b = CG()
+    (leader, gen), (follower, _) = b.form_group("g", 2)     # classic: partition 0 to the leader, 1 to the other
+    b.commit("g", {("t", 0): 11}, generation=gen, member_id=leader, version=8)
+    # a member with the consumer protocol joins: the classic group becomes a consumer group
+    err, epoch, got = b.cjoin("c1")
+    assert err == 0 and b.group("g").consumer is not None and b.group("g").generation_id == 0
+    cg = b.cg()
+    assert cg.members[leader].member_epoch == gen and cg.members[leader].assigned == {T: frozenset({0})}
+    assert b.fetch("g", [("t", 0)])[0][("t", 0)][0] == 11
+    # the classic members learn of the new epoch from their heartbeat, rejoin and sync
+    assert b.heartbeat("g", leader, gen) == E.REBALANCE_IN_PROGRESS
+    for member_id in (leader, follower):
+        join = b.reply(Broker.join(b, "g", member_id))
+        assert join.error_code == 0 and join.leader == "" and join.generation_id == cg.members[member_id].member_epoch
+        sync = b.reply(b.sync("g", member_id, join.generation_id))
+        assert sync.error_code == 0
+    epoch = cg.members["c1"].member_epoch
+    b.hb("c1", epoch, owned={})
+    owned = {m: cg.members[m].assigned.get(T, frozenset()) for m in cg.members}
+    assert sorted(p for ps in owned.values() for p in ps) == list(range(6))     # each partition once
+    assert all(owned.values())
+    described = b.reply(b.call("consumer_group_describe", ConsumerGroupDescribeRequest(
+        group_ids=["g"], include_authorized_operations=False), 1)).groups[0]
+    assert sorted(m.member_type for m in described.members) == [0, 0, 1]
+    reloaded = CG(b.view)                                    # the mixed group as a new coordinator loads it
+    for p in range(FAST.num_partitions):
+        reloaded.coord.load(p, b.records(p), reloaded.now)
+    assert reloaded.cg().members == cg.members and reloaded.cg().target == cg.target
+    assert reloaded.group("g").members == {}                 # no classic group left behind
+    # a classic member commits with its member epoch as generation
+    gen_now = cg.members[leader].member_epoch
+    assert b.commit("g", {("t", 0): 12}, generation=gen_now, member_id=leader, version=8) == {("t", 0): 0}
+    assert b.commit("g", {("t", 0): 13}, generation=gen_now - 1, member_id=leader, version=8) == \
+        {("t", 0): E.ILLEGAL_GENERATION}
+    # the consumer-protocol member leaves: only classic members remain, the group is classic again
+    assert b.hb("c1", cg.members["c1"].member_epoch, )[0] == 0
+    b.hb("c1", -1)
+    g = b.group("g")
+    assert g.consumer is None and set(g.members) == {leader, follower}
+    assert g.state.value == "PreparingRebalance" and g.protocol_type == "consumer"
+    assert b.fetch("g", [("t", 0)])[0][("t", 0)][0] == 12
+    # they rejoin as a classic group and get a new generation
+    tokens = [Broker.join(b, "g", m) for m in (leader, follower)]
+    for _ in range(50):
+        if all(b.answered(t) for t in tokens):
+            break
+        b.advance(100)
+    assert all(b.reply(t).error_code == 0 for t in tokens)
