@@ -48,7 +48,9 @@ def consumer_protocol_config(cfg) -> ConsumerProtocolConfig:
         heartbeat_interval_ms=cfg.get("group.consumer.heartbeat.interval.ms"),
         session_timeout_ms=cfg.get("group.consumer.session.timeout.ms"),
         max_size=cfg.get("group.consumer.max.size"),
-        assignors=ConsumerProtocolConfig.assignor_names(cfg.get("group.consumer.assignors")))
+        assignors=ConsumerProtocolConfig.assignor_names(cfg.get("group.consumer.assignors")),
+        migration_policy=cfg.get("group.consumer.migration.policy").lower(),
+        classic_max_size=cfg.get("group.max.size"))
 
 
 class ImageTopics:

@@ -15,7 +15,7 @@ import re
 from .errors import invalid_value
 from .keydef import BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PASSWORD, PB, RO, SHORT, STRING, ConfigKey
 from .keydef import define as _define
-from .types import LONG_MAX, Custom, ValidList, ValidString, at_least
+from .types import LONG_MAX, Custom, ValidString, at_least
 
 INT_MAX = 2**31 - 1
 
@@ -52,7 +52,6 @@ _ZK_DOC = "ZooKeeper-mode setting (kcompat runs KRaft only; ignored)."
 _MET_DOC = "JMX/metrics setting (ignored by kcompat)."
 _QUOTA_DOC = "Quota sampling setting (kcompat does not enforce quotas)."
 _RLM_DOC = "Tiered storage setting (KIP-405; not supported by kcompat)."
-_GRP_DOC = "Consumer group protocol (KIP-848) setting (ignored by kcompat)."
 
 COMPAT_CONFIGS: list[ConfigKey] = [
     # general
@@ -73,8 +72,6 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("group.coordinator.threads", INT, 1, at_least(1), RO, "Threads of the group coordinator."),
     _d("group.coordinator.append.linger.ms", INT, 10, at_least(0), RO, "Linger (ms) of group coordinator writes.", internal=True),
     _d("group.coordinator.new.enable", BOOLEAN, False, None, RO, "Use the new group coordinator.", internal=True),
-    _d("group.consumer.migration.policy", STRING, "bidirectional",
-       ValidString(["disabled", "downgrade", "upgrade", "bidirectional"], case_insensitive=True), RO, _GRP_DOC),
     # dynamic-only throttles (DynamicConfig.Broker / QuotaConfigs)
     _d("leader.replication.throttled.rate", LONG, LONG_MAX, at_least(0), CW, "Leader-side replication throttle (bytes/s)."),
     _d("follower.replication.throttled.rate", LONG, LONG_MAX, at_least(0), CW, "Follower-side replication throttle (bytes/s)."),

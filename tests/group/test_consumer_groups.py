@@ -295,3 +295,11 @@ def test_online_upgrade_then_downgrade_through_a_mixed_group():
             break
         b.advance(100)
     assert all(b.reply(t).error_code == 0 for t in tokens)
+
+
+def test_migration_policy_disabled_refuses_the_upgrade():
+    b = CG(config=ConsumerProtocolConfig(heartbeat_interval_ms=500, session_timeout_ms=3000,
+                                         migration_policy="disabled"))
+    b.form_group("g", 2)
+    assert b.cjoin("c1")[0] == E.GROUP_ID_NOT_FOUND
+    assert b.group("g").consumer is None and len(b.group("g").members) == 2
