@@ -30,6 +30,7 @@ import asyncio
 import functools
 import logging
 from collections import deque
+from typing import Callable
 
 from kcompat.kraft.controller import NewTopic
 from kcompat.protocol import records as rb
@@ -142,10 +143,6 @@ class CoordinatorRuntime:
         (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), ...): return
         the Result to apply instead of ``result`` (its replies with coordinator errors), or None to
         fail every waiting request."""
-        return None
-
-    def reply_partitions(self, method: str, ctx, req) -> set[int] | None:
-        """The partitions whose pending writes a reply to ``req`` waits for (None: all)."""
         return None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -400,12 +397,14 @@ class CoordinatorRuntime:
             if not fut.done():
                 fut.set_result(response)
 
-    def submit(self, method: str, ctx, req, *extra) -> asyncio.Future:
-        """Run coordinator ``method(reply_to, req, version, *extra, now_ms)``; the returned future
-        resolves to the response."""
+    def run(self, op: Callable[[asyncio.Future, int], object], reply_partitions: set[int] | None = None
+            ) -> asyncio.Future:
+        """One request on the coordinator: ``op(reply_to, now_ms)`` calls it and returns its
+        Result, which is applied (records appended, replies sent once committed; a reply also waits
+        for the pending writes of ``reply_partitions``, None: of every partition, when the
+        subclass sets REPLIES_WAIT_FOR_WRITES). The returned future resolves to the response."""
         fut = asyncio.get_running_loop().create_future()
-        result = getattr(self.coordinator, method)(fut, req, ctx.api_version, *extra, self.broker.now_ms())
-        self._apply(result, self.reply_partitions(method, ctx, req))
+        self._apply(op(fut, self.broker.now_ms()), reply_partitions)
         self._wakeup.set()
         return fut
 

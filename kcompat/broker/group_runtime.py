@@ -125,23 +125,6 @@ class GroupRuntime(CoordinatorRuntime):
     def on_write_failure(self, result, failed: list, error: ErrorCode):
         return self.coordinator.write_failed(result, failed, int(error), self.broker.now_ms())
 
-    def reply_partitions(self, method: str, ctx, req) -> set[int] | None:
-        """The ``__consumer_offsets`` partitions of the groups ``req`` names (None: all, ListGroups)."""
-        if method == "describe_groups":
-            ids = req.groups
-        elif method == "delete_groups":
-            ids = req.groups_names
-        elif method == "offset_fetch" and ctx.api_version >= 8:
-            ids = [g.group_id for g in req.groups]
-        elif method == "consumer_group_describe":
-            ids = req.group_ids
-        else:
-            group_id = getattr(req, "group_id", None)
-            if not isinstance(group_id, str):
-                return None
-            ids = (group_id,)
-        return {self.coordinator.partition_for(g) for g in ids if isinstance(g, str)}
-
     def load_entry(self, rec: rb.Record, header: rb.BatchHeader):
         if rec.key is None:
             return None
@@ -162,11 +145,71 @@ class GroupRuntime(CoordinatorRuntime):
                 {"cleanup.policy": "compact", "compression.type": "producer",
                  "segment.bytes": str(self.broker.config.get("offsets.topic.segment.bytes"))})
 
-    def submit(self, method: str, ctx, req, *extra):
-        if method in ("join_group", "consumer_group_heartbeat"):
-            host = ctx.peer.rsplit(":", 1)[0]
-            extra = (ctx.client_id or "", f"/{host}")
-        return super().submit(method, ctx, req, *extra)
+    # -- the group APIs (one method per API; handlers decode, call one of these, encode) ---------
+
+    def _partitions(self, group_ids) -> set[int]:
+        """The ``__consumer_offsets`` partitions of ``group_ids``: a reply waits for their
+        pending writes (the coordinator applies a SyncGroup's assignment before it is committed)."""
+        return {self.coordinator.partition_for(g) for g in group_ids if isinstance(g, str)}
+
+    @staticmethod
+    def _client(ctx) -> tuple[str, str]:
+        """(client id, client host) as Kafka records them for members: ``/host``."""
+        return ctx.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0]
+
+    def join_group(self, ctx, req) -> asyncio.Future:
+        client_id, host = self._client(ctx)
+        return self.run(lambda reply_to, now: self.coordinator.join_group(
+            reply_to, req, ctx.api_version, client_id, host, now), self._partitions([req.group_id]))
+
+    def sync_group(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.sync_group(reply_to, req, ctx.api_version, now),
+                        self._partitions([req.group_id]))
+
+    def heartbeat(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.heartbeat(reply_to, req, ctx.api_version, now),
+                        self._partitions([req.group_id]))
+
+    def leave_group(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.leave_group(reply_to, req, ctx.api_version, now),
+                        self._partitions([req.group_id]))
+
+    def offset_commit(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.offset_commit(reply_to, req, ctx.api_version, now),
+                        self._partitions([req.group_id]))
+
+    def txn_offset_commit(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.txn_offset_commit(
+            reply_to, req, ctx.api_version, now), self._partitions([req.group_id]))
+
+    def offset_fetch(self, ctx, req) -> asyncio.Future:
+        ids = [g.group_id for g in req.groups] if ctx.api_version >= 8 else [req.group_id]
+        return self.run(lambda reply_to, now: self.coordinator.offset_fetch(reply_to, req, ctx.api_version, now),
+                        self._partitions(ids))
+
+    def offset_delete(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.offset_delete(reply_to, req, ctx.api_version, now),
+                        self._partitions([req.group_id]))
+
+    def describe_groups(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.describe_groups(
+            reply_to, req, ctx.api_version, now), self._partitions(req.groups))
+
+    def list_groups(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.list_groups(reply_to, req, ctx.api_version, now))
+
+    def delete_groups(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.delete_groups(reply_to, req, ctx.api_version, now),
+                        self._partitions(req.groups_names))
+
+    def consumer_group_heartbeat(self, ctx, req) -> asyncio.Future:
+        client_id, host = self._client(ctx)
+        return self.run(lambda reply_to, now: self.coordinator.consumer_group_heartbeat(
+            reply_to, req, ctx.api_version, client_id, host, now), self._partitions([req.group_id]))
+
+    def consumer_group_describe(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.consumer_group_describe(
+            reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
         self.apply(self.coordinator.on_partitions_deleted(partitions, self.broker.now_ms()))

@@ -64,6 +64,29 @@ class TxnRuntime(CoordinatorRuntime):
         self._clients: NodeClients | None = None
         self._stopping = False
 
+    # -- the transaction APIs (one method per API; handlers decode, call one of these, encode) ---
+
+    def _call(self, op, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: op(reply_to, req, ctx.api_version, now))
+
+    def init_producer_id(self, ctx, req) -> asyncio.Future:
+        return self._call(self.coordinator.init_producer_id, ctx, req)
+
+    def add_partitions_to_txn(self, ctx, req) -> asyncio.Future:
+        return self._call(self.coordinator.add_partitions_to_txn, ctx, req)
+
+    def add_offsets_to_txn(self, ctx, req) -> asyncio.Future:
+        return self._call(self.coordinator.add_offsets_to_txn, ctx, req)
+
+    def end_txn(self, ctx, req) -> asyncio.Future:
+        return self._call(self.coordinator.end_txn, ctx, req)
+
+    def describe_transactions(self, ctx, req) -> asyncio.Future:
+        return self._call(self.coordinator.describe_transactions, ctx, req)
+
+    def list_transactions(self, ctx, req) -> asyncio.Future:
+        return self._call(self.coordinator.list_transactions, ctx, req)
+
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
         cfg = self.broker.config
         rf = min(cfg.get("transaction.state.log.replication.factor"), len(self.broker.live_broker_ids()))

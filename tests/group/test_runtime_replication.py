@@ -28,7 +28,7 @@ def commit(b: RuntimeBroker, offset: int, *, group: str = GROUP, generation: int
                               topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
                                   OffsetCommitRequest.OffsetCommitRequestPartition(
                                       partition_index=0, committed_offset=offset, committed_metadata="")])])
-    return b.groups.submit("offset_commit", b.ctx(8), req)
+    return b.groups.offset_commit(b.ctx(8), req)
 
 
 def commit_error(resp) -> int:
@@ -38,7 +38,7 @@ def commit_error(resp) -> int:
 def fetch(b: RuntimeBroker, group: str = GROUP):
     req = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
         name="t", partition_indexes=[0])])
-    return b.groups.submit("offset_fetch", b.ctx(7), req)
+    return b.groups.offset_fetch(b.ctx(7), req)
 
 
 def fetched(resp) -> tuple[int, int | None]:
@@ -133,19 +133,19 @@ def join(b, member: str = "", version: int = 3):
                            protocol_type="consumer",
                            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range",
                                                                                 metadata=subscription("t"))])
-    return b.groups.submit("join_group", b.ctx(version), req)
+    return b.groups.join_group(b.ctx(version), req)
 
 
 def sync(b, member: str, generation: int, assignment: bytes | None = None):
     req = SyncGroupRequest(group_id=GROUP, generation_id=generation, member_id=member, assignments=[] if assignment
                            is None else [SyncGroupRequest.SyncGroupRequestAssignment(member_id=member,
                                                                                      assignment=assignment)])
-    return b.groups.submit("sync_group", b.ctx(3), req)
+    return b.groups.sync_group(b.ctx(3), req)
 
 
 def heartbeat(b, member: str, generation: int):
     req = HeartbeatRequest(group_id=GROUP, generation_id=generation, member_id=member)
-    return b.groups.submit("heartbeat", b.ctx(3), req)
+    return b.groups.heartbeat(b.ctx(3), req)
 
 
 async def stable_member(b) -> tuple[str, int]:
@@ -245,7 +245,7 @@ def test_a_transaction_marker_completes_offsets_only_once_replicated(tmp_path):
         req = T(transactional_id="tid", group_id=GROUP, producer_id=77, producer_epoch=0, topics=[
             T.TxnOffsetCommitRequestTopic(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
                 partition_index=0, committed_offset=11, committed_metadata="")])])
-        fut = b.groups.submit("txn_offset_commit", b.ctx(3), req)
+        fut = b.groups.txn_offset_commit(b.ctx(3), req)
         b.catch_up(OFFSETS_TOPIC, part(b))
         assert (await settle(fut)).topics[0].partitions[0].error_code == E.NONE
         marker = b.groups.write_txn_marker(part(b), 77, 0, 0, True)

@@ -26,7 +26,7 @@ TXN = TRANSACTION_STATE_TOPIC
 def init(b, tid: str = TID, timeout_ms: int = 60_000):
     req = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms, producer_id=-1,
                                 producer_epoch=-1)
-    return b.txn.submit("init_producer_id", b.ctx(4), req)
+    return b.txn.init_producer_id(b.ctx(4), req)
 
 
 def add(b, pid: int, epoch: int, partitions, tid: str = TID):
@@ -36,12 +36,12 @@ def add(b, pid: int, epoch: int, partitions, tid: str = TID):
     R = AddPartitionsToTxnRequest
     req = R(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
             v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
-    return b.txn.submit("add_partitions_to_txn", b.ctx(3), req)
+    return b.txn.add_partitions_to_txn(b.ctx(3), req)
 
 
 def end(b, pid: int, epoch: int, commit: bool = True, tid: str = TID):
     req = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
-    return b.txn.submit("end_txn", b.ctx(3), req)
+    return b.txn.end_txn(b.ctx(3), req)
 
 
 def part(b, tid: str = TID) -> int:

@@ -9,7 +9,7 @@ MAX_VERSION = 4
 
 
 def handle(ctx, req):
-    return ctx.broker.txn.submit("add_offsets_to_txn", ctx, req)
+    return ctx.broker.txn.add_offsets_to_txn(ctx, req)
 
 
 def error_response(req, version, code):

@@ -12,7 +12,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx, req):
-    return ctx.broker.txn.submit("add_partitions_to_txn", ctx, req)
+    return ctx.broker.txn.add_partitions_to_txn(ctx, req)
 
 
 def _topics(topics, code):

@@ -10,7 +10,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("consumer_group_describe", ctx, req)
+    return ctx.broker.groups.consumer_group_describe(ctx, req)
 
 
 def error_response(req, version, code):

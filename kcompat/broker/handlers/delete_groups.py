@@ -9,7 +9,7 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("delete_groups", ctx, req)
+    return ctx.broker.groups.delete_groups(ctx, req)
 
 
 def error_response(req, version, code):

@@ -8,7 +8,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("describe_groups", ctx, req)
+    return ctx.broker.groups.describe_groups(ctx, req)
 
 
 def error_response(req, version, code):

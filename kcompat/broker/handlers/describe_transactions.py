@@ -9,7 +9,7 @@ MAX_VERSION = 0
 
 
 def handle(ctx, req):
-    return ctx.broker.txn.submit("describe_transactions", ctx, req)
+    return ctx.broker.txn.describe_transactions(ctx, req)
 
 
 def error_response(req, version, code):

@@ -12,7 +12,7 @@ MAX_VERSION = 4
 
 
 def handle(ctx, req):
-    return ctx.broker.txn.submit("end_txn", ctx, req)
+    return ctx.broker.txn.end_txn(ctx, req)
 
 
 def error_response(req, version, code):

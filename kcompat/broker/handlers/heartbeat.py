@@ -8,7 +8,7 @@ MAX_VERSION = 4
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("heartbeat", ctx, req)
+    return ctx.broker.groups.heartbeat(ctx, req)
 
 
 def error_response(req, version, code):

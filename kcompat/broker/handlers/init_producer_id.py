@@ -20,7 +20,7 @@ MAX_VERSION = 5
 
 def handle(ctx, req):
     if req.transactional_id is not None:
-        return ctx.broker.txn.submit("init_producer_id", ctx, req)
+        return ctx.broker.txn.init_producer_id(ctx, req)
     try:
         producer_id = ctx.broker.producer_id_manager.generate()
     except KafkaError as e:  # no producer id block yet: COORDINATOR_LOAD_IN_PROGRESS, retried

@@ -13,7 +13,7 @@ MAX_VERSION = 9
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("join_group", ctx, req)
+    return ctx.broker.groups.join_group(ctx, req)
 
 
 def error_response(req, version, code):

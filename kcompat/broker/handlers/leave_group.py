@@ -8,7 +8,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("leave_group", ctx, req)
+    return ctx.broker.groups.leave_group(ctx, req)
 
 
 def error_response(req, version, code):

@@ -9,7 +9,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("list_groups", ctx, req)
+    return ctx.broker.groups.list_groups(ctx, req)
 
 
 def error_response(req, version, code):

@@ -9,7 +9,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx, req):
-    return ctx.broker.txn.submit("list_transactions", ctx, req)
+    return ctx.broker.txn.list_transactions(ctx, req)
 
 
 def error_response(req, version, code):

@@ -9,7 +9,7 @@ MAX_VERSION = 9
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("offset_commit", ctx, req)
+    return ctx.broker.groups.offset_commit(ctx, req)
 
 
 def error_response(req, version, code):

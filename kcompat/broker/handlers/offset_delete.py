@@ -9,7 +9,7 @@ MAX_VERSION = 0
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("offset_delete", ctx, req)
+    return ctx.broker.groups.offset_delete(ctx, req)
 
 
 def error_response(req, version, code):

@@ -8,7 +8,7 @@ MAX_VERSION = 9
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("offset_fetch", ctx, req)
+    return ctx.broker.groups.offset_fetch(ctx, req)
 
 
 def error_response(req, version, code):

@@ -11,7 +11,7 @@ MAX_VERSION = 5
 
 
 def handle(ctx, req):
-    return ctx.broker.groups.submit("sync_group", ctx, req)
+    return ctx.broker.groups.sync_group(ctx, req)
 
 
 def error_response(req, version, code):

@@ -44,7 +44,7 @@ def handle(ctx, req):
         if groups.coordinator.owns(partition):
             node = broker.txn.remote_coordinator(tid)
     if node is None:
-        return groups.submit("txn_offset_commit", ctx, req)
+        return groups.txn_offset_commit(ctx, req)
     return _commit_after_remote_verification(ctx, req, node, partition)
 
 
@@ -56,7 +56,7 @@ async def _commit_after_remote_verification(ctx, req, node: int, partition: int)
                                            [(topic, partition)], timeout_s)
     code = codes.get((topic, partition), 0)
     if not code:
-        return await broker.groups.submit("txn_offset_commit", ctx, req)
+        return await broker.groups.txn_offset_commit(ctx, req)
     error = TXN_VERIFY_ERRORS.get(ErrorCode(code), ErrorCode(code))
     # partitions that do not exist are UNKNOWN_TOPIC_OR_PARTITION whatever the verification says,
     # as the coordinator answers them before verifying
