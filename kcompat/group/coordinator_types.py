@@ -6,9 +6,10 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from kcompat.coordinator import CoordinatorResult
 from kcompat.group.records import OffsetAndMetadata
 from kcompat.group.state import GroupState
 from kcompat.protocol.errors import ErrorCode
@@ -73,10 +74,8 @@ class TxnMarker(NamedTuple):
     commit: bool
 
 
-@dataclass
-class Result:
-    records: list[Record] = field(default_factory=list)  # append these, in order, before any reply
-    replies: list[tuple[object, object]] = field(default_factory=list)  # (reply_to, *Response)
+class Result(CoordinatorResult[Record]):
+    """What a group coordinator call returns: ``__consumer_offsets`` records, then replies."""
 
 
 class _Api(enum.Enum):
