@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Protocol
 
 from kcompat.group import consumer_records as crec
 from kcompat.group.consumer_records import Assignment
+from kcompat.protocol.errors import ErrorCode
 
 # the assignor class names Kafka's group.consumer.assignors accepts besides the short names
 _ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
@@ -253,6 +254,37 @@ class ConsumerGroup:
             if m.subscribed_topic_regex is not None:
                 names.update(self.resolved_regexes.get(m.subscribed_topic_regex, ()))
         return names
+
+    def validate_offset_commit(self, member_id: str, member_epoch: int, version: int, *,
+                               transactional: bool) -> ErrorCode | None:
+        """ConsumerGroup.validateOffsetCommit: a commit without a member epoch only while the
+        group has no members; a member must commit with OffsetCommit v9+ (unless transactional)
+        and its current epoch: UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH."""
+        cg = self
+        if member_epoch < 0 and not cg.members:
+            return None
+        if transactional and member_epoch < 0 and not member_id:
+            return None
+        member = cg.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and member.classic is None and version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            # a classic member commits with its generation (ConsumerGroup.validateMemberEpoch)
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ with a member id and epoch)."""
+        if member_id is None or member_epoch < 0:
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        return None
 
 
 def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:

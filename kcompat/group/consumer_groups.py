@@ -542,41 +542,6 @@ class ConsumerGroupManager:
             self._emit(group.partition, crec.key(record_type, group.group_id), None)
 
     # ------------------------------------------------------------------------------------------
-    # offsets of consumer groups
-    # ------------------------------------------------------------------------------------------
-
-    def validate_offset_commit(self, group: Group, member_id: str, member_epoch: int, version: int, *,
-                               transactional: bool) -> ErrorCode | None:
-        """ConsumerGroup.validateOffsetCommit: a commit without a member epoch only while the
-        group has no members; a member must commit with OffsetCommit v9+ (unless transactional)
-        and its current epoch: UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH."""
-        cg = group.consumer
-        if member_epoch < 0 and not cg.members:
-            return None
-        if transactional and member_epoch < 0 and not member_id:
-            return None
-        member = cg.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and member.classic is None and version < 9:
-            return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            # a classic member commits with its generation (ConsumerGroup.validateMemberEpoch)
-            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
-        return None
-
-    def validate_offset_fetch(self, group: Group, member_id: str | None, member_epoch: int) -> ErrorCode | None:
-        """ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ with a member id and epoch)."""
-        if member_id is None or member_epoch < 0:
-            return None
-        member = group.consumer.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
-        return None
-
-    # ------------------------------------------------------------------------------------------
     # ConsumerGroupDescribe
     # ------------------------------------------------------------------------------------------
 

@@ -1,9 +1,14 @@
 """Committed offsets and the group admin APIs of the classic group coordinator: OffsetCommit,
 OffsetFetch, TxnOffsetCommit and transaction ends, DescribeGroups, ListGroups, DeleteGroups,
-OffsetDelete (Kafka's GroupCoordinator / GroupMetadataManager). Mixed into
-:class:`kcompat.group.coordinator.GroupCoordinator`."""
+OffsetDelete (Kafka's OffsetMetadataManager, and GroupMetadataManager's admin side). A part of
+:class:`kcompat.group.coordinator.GroupCoordinator`, composed with the shared
+:class:`kcompat.group.shard.GroupShardContext` and the few calls it needs of the classic
+membership (member validation; a commit counts as a heartbeat), of the consumer group manager
+(member epochs) and of the store (offset tombstones and group removal)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
 
 from kcompat.group import records as rec
 from kcompat.group.coordinator_types import (
@@ -13,6 +18,7 @@ from kcompat.group.coordinator_types import (
 )
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
 from kcompat.group.records import OffsetAndMetadata
+from kcompat.group.shard import GroupShardContext
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.delete_groups import DeleteGroupsResponse
 from kcompat.protocol.messages.describe_groups import DescribeGroupsResponse
@@ -22,9 +28,27 @@ from kcompat.protocol.messages.offset_delete import OffsetDeleteResponse
 from kcompat.protocol.messages.offset_fetch import OffsetFetchResponse
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
+if TYPE_CHECKING:  # pragma: no cover
+    from kcompat.group.consumer_groups import ConsumerGroupManager
+    from kcompat.group.membership import ClassicGroupManager
+    from kcompat.group.storage import GroupStore
 
-class OffsetsMixin:
-    """Offsets and group admin APIs of :class:`GroupCoordinator`."""
+
+class OffsetManager:
+    """Offsets and the group admin APIs of the groups of :class:`GroupShardContext`.
+
+    ``txn_verifier(transactional_id, producer_id, producer_epoch, partition)`` checks that the
+    ``__consumer_offsets`` partition is in the producer's ongoing transaction before a
+    TxnOffsetCommit is written (KIP-890 verification): 0, or the error a produce would get."""
+
+    def __init__(self, ctx: GroupShardContext, store: "GroupStore", classic: "ClassicGroupManager",
+                 consumer_groups: "ConsumerGroupManager",
+                 txn_verifier: Callable[[str, int, int, int], int] | None = None) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.classic = classic
+        self.consumer_groups = consumer_groups
+        self._txn_verifier = txn_verifier
 
     # ------------------------------------------------------------------------------------------
     # OffsetCommit and OffsetFetch
@@ -39,7 +63,7 @@ class OffsetsMixin:
         for ti, topic in enumerate(topics):
             row: list[ErrorCode | None] = []
             for pi, p in enumerate(topic.partitions):
-                if self._partition_exists(topic.name, p.partition_index):
+                if self.ctx.partition_exists(topic.name, p.partition_index):
                     row.append(None)
                     valid.append((ti, pi, topic.name, p))
                 else:
@@ -48,7 +72,7 @@ class OffsetsMixin:
         return codes, valid
 
     def offset_commit(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         generation = req.generation_id_or_member_epoch if version >= 1 else NO_GENERATION
         member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 1 else UNKNOWN_MEMBER_ID
         instance_id = req.group_instance_id if version >= 7 else None
@@ -67,16 +91,16 @@ class OffsetsMixin:
                                                                    error_code=int(codes[ti][pi]))
                 for pi, p in enumerate(topic.partitions)])
             for ti, topic in enumerate(req.topics)])
-        self._reply((reply_to, version), response)
-        return self._end(now_ms)
+        self.ctx.reply((reply_to, version), response)
+        return self.ctx.end(now_ms)
 
     def _validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                          version: int) -> tuple[ErrorCode | None, Group | None]:
         """ClassicGroup.validateOffsetCommit; (None, None) means a commit that creates the group."""
-        error = self._check_group(group_id, _Api.COMMIT)
+        error = self.ctx.check_group(group_id, _Api.COMMIT)
         if error is not None:
             return error, None
-        group = self._groups.get(group_id)
+        group = self.ctx.groups.get(group_id)
         if group is None:
             if generation < 0:
                 return None, None  # a group using Kafka only to store offsets
@@ -85,13 +109,12 @@ class OffsetsMixin:
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if group.consumer is not None:
-            error = self.consumer_groups.validate_offset_commit(group, member_id, generation, version,
-                                                                transactional=False)
+            error = group.consumer.validate_offset_commit(member_id, generation, version, transactional=False)
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
+            error = self.classic.validate_member(group, member_id, instance_id)
             if error is not None:
                 return error, None
             if generation != group.generation_id:
@@ -108,13 +131,13 @@ class OffsetsMixin:
         if group is not None and group.state in (STABLE, PREPARING) and group.has(member_id):
             # a commit is as good as a heartbeat (PreparingRebalance still accepts commits: the
             # member learns of the rebalance from its next heartbeat)
-            self._schedule_heartbeat(group, group.members[member_id])
-        now = self._now
+            self.classic.schedule_heartbeat(group, group.members[member_id])
+        now = self.ctx.now
         expire = None if retention == -1 else now + retention
         writes = []
         for ti, pi, topic, p in valid:
             metadata = p.committed_metadata if p.committed_metadata is not None else ""
-            if java_string_length(metadata) > self.config.offset_metadata_max_bytes:
+            if java_string_length(metadata) > self.ctx.config.offset_metadata_max_bytes:
                 codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             codes[ti][pi] = ErrorCode.NONE
@@ -125,10 +148,10 @@ class OffsetsMixin:
         if not writes:
             return
         if group is None:
-            group = self._new_group(group_id)
+            group = self.ctx.new_group(group_id)
         for topic, partition, om in writes:
             group.pending_commits[(topic, partition)] += 1
-            self._emit(group.partition, rec.offset_commit_key(group_id, topic, partition),
+            self.ctx.emit(group.partition, rec.offset_commit_key(group_id, topic, partition),
                        rec.offset_commit_value(om), applied=False)
 
     # ------------------------------------------------------------------------------------------
@@ -139,18 +162,18 @@ class OffsetsMixin:
         """TxnOffsetCommit 0-4: offsets committed as part of the producer's transaction
         (``send_offsets_to_transaction``). The records go in a transactional batch of the
         producer; they become visible when the transaction commits (:meth:`complete_txn`)."""
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         # v3+ (KIP-447) carry the consumer's group metadata; older versions none
         generation = req.generation_id if version >= 3 else NO_GENERATION
         member_id = (req.member_id or UNKNOWN_MEMBER_ID) if version >= 3 else UNKNOWN_MEMBER_ID
         instance_id = req.group_instance_id if version >= 3 else None
         codes, valid = self._existing_partitions(req.topics)
         if valid:
-            error = self._check_group(req.group_id, _Api.TXN_COMMIT)
+            error = self.ctx.check_group(req.group_id, _Api.TXN_COMMIT)
             group = None
             if error is None:
                 error = self._verify_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                         self.partition_for(req.group_id))
+                                         self.ctx.partition_for(req.group_id))
             if error is None:
                 error, group = self._validate_txn_commit(req.group_id, generation, member_id, instance_id)
             if error is not None:
@@ -159,12 +182,12 @@ class OffsetsMixin:
             else:
                 self._txn_commit(req.group_id, group, req.producer_id, req.producer_epoch, valid, codes, version)
         R = TxnOffsetCommitResponse
-        self._reply((reply_to, version), R(throttle_time_ms=0, topics=[
+        self.ctx.reply((reply_to, version), R(throttle_time_ms=0, topics=[
             R.TxnOffsetCommitResponseTopic(name=topic.name, partitions=[
                 R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(codes[ti][pi]))
                 for pi, p in enumerate(topic.partitions)])
             for ti, topic in enumerate(req.topics)]))
-        return self._end(now_ms)
+        return self.ctx.end(now_ms)
 
     def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     partition: int) -> ErrorCode | None:
@@ -182,18 +205,18 @@ class OffsetsMixin:
         OffsetMetadataManager.validateTransactionalOffsetCommit): the generation, member id and
         instance id are checked only when one of them is given (KIP-447, v3+); no member
         requirement otherwise, and no REBALANCE_IN_PROGRESS. (None, None) creates the group."""
-        group = self._groups.get(group_id)
+        group = self.ctx.groups.get(group_id)
         if group is None:
             return (None, None) if generation < 0 else (ErrorCode.ILLEGAL_GENERATION, None)
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if group.consumer is not None:
-            error = self.consumer_groups.validate_offset_commit(group, member_id, generation, 9, transactional=True)
+            error = group.consumer.validate_offset_commit(member_id, generation, 9, transactional=True)
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
+            error = self.classic.validate_member(group, member_id, instance_id)
             if error is not None:
                 return error, None
             if generation != group.generation_id:
@@ -202,11 +225,11 @@ class OffsetsMixin:
 
     def _txn_commit(self, group_id: str, group: Group | None, producer_id: int, producer_epoch: int, valid,
                     codes, version: int) -> None:
-        now = self._now
+        now = self.ctx.now
         writes = []
         for ti, pi, topic, p in valid:
             metadata = p.committed_metadata if p.committed_metadata is not None else ""
-            if java_string_length(metadata) > self.config.offset_metadata_max_bytes:
+            if java_string_length(metadata) > self.ctx.config.offset_metadata_max_bytes:
                 codes[ti][pi] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             codes[ti][pi] = ErrorCode.NONE
@@ -215,10 +238,10 @@ class OffsetsMixin:
         if not writes:
             return
         if group is None:
-            group = self._new_group(group_id)
+            group = self.ctx.new_group(group_id)
         for topic, partition, om in writes:
             group.pending_commits[(topic, partition)] += 1
-            self._records.append(Record(group.partition, rec.offset_commit_key(group_id, topic, partition),
+            self.ctx.emit_record(Record(group.partition, rec.offset_commit_key(group_id, topic, partition),
                                         rec.offset_commit_value(om), producer_id, producer_epoch))
 
     def complete_txn(self, partition: int, producer_id: int, commit: bool, now_ms: int) -> Result:
@@ -227,23 +250,23 @@ class OffsetsMixin:
         transaction marker): its transactional offsets there become committed, unless a later
         record committed the same partition, or are dropped. The marker is the record: nothing
         is written."""
-        self._begin(now_ms)
-        state = self._loading.get(partition)
+        self.ctx.begin(now_ms)
+        state = self.ctx.loading.get(partition)
         if state is not None:
-            self._apply_loading_marker(state, producer_id, commit)
-        elif partition in self._owned:
-            for group_id in sorted(self._open_txns.pop((partition, producer_id), ())):
-                group = self._groups.get(group_id)
+            self.store.apply_loading_marker(state, producer_id, commit)
+        elif partition in self.ctx.owned:
+            for group_id in sorted(self.ctx.open_txns.pop((partition, producer_id), ())):
+                group = self.ctx.groups.get(group_id)
                 if group is None or group.partition != partition or producer_id not in group.pending_txn:
                     continue
                 n = group.complete_txn(producer_id, commit)
                 log.debug("group %s: transaction of producer %d %s, %d offsets committed", group_id, producer_id,
                           "committed" if commit else "aborted", n)
-                self._maybe_drop_offsets_only_group(group)
-        return self._end(now_ms)
+                self.store.maybe_drop_offsets_only_group(group)
+        return self.ctx.end(now_ms)
 
     def offset_fetch(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         R = OffsetFetchResponse
         # KIP-447 (v7+): with require_stable, partitions with transactional offsets waiting for
         # their transaction answer UNSTABLE_OFFSET_COMMIT (the consumer retries)
@@ -274,8 +297,8 @@ class OffsetsMixin:
                                                    metadata=md, error_code=int(pe))
                     for p, o, e, md, pe in parts])
                 for name, parts in topics])
-        self._reply((reply_to, version), response)
-        return self._end(now_ms)
+        self.ctx.reply((reply_to, version), response)
+        return self.ctx.end(now_ms)
 
     def _fetch_offsets(self, group_id: str, wanted: list[tuple[str, list[int]]] | None, require_stable: bool,
                        member: tuple[str | None, int] = (None, -1)):
@@ -284,13 +307,13 @@ class OffsetsMixin:
         Transactional offsets are never returned: without ``require_stable`` a partition gives
         its last committed offset, with it UNSTABLE_OFFSET_COMMIT while a transaction has offsets
         pending there (Kafka's OffsetMetadataManager.fetchOffsets / fetchAllOffsets)."""
-        error = self._check_group(group_id, _Api.FETCH)
+        error = self.ctx.check_group(group_id, _Api.FETCH)
         if error is not None:
             return error, []
-        group = self._groups.get(group_id)
+        group = self.ctx.groups.get(group_id)
         live = group is not None and not group.is_(DEAD)
         if live and group.consumer is not None:
-            error = self.consumer_groups.validate_offset_fetch(group, *member)
+            error = group.consumer.validate_offset_fetch(*member)
             if error is not None:
                 return error, []
         offsets = group.offsets if live else {}
@@ -316,13 +339,13 @@ class OffsetsMixin:
     # ------------------------------------------------------------------------------------------
 
     def describe_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         D = DescribeGroupsResponse
         ops = GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
         described = []
         for group_id in req.groups:
-            error = self._check_group(group_id, _Api.DESCRIBE)
-            group = self._groups.get(group_id) if error is None else None
+            error = self.ctx.check_group(group_id, _Api.DESCRIBE)
+            group = self.ctx.groups.get(group_id) if error is None else None
             if error is not None:
                 described.append(D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="",
                                                   protocol_type="", protocol_data="", members=[],
@@ -345,65 +368,65 @@ class OffsetsMixin:
                     protocol_type=group.protocol_type or "",
                     protocol_data=(group.protocol_name or "") if stable else "",
                     members=members, authorized_operations=ops))
-        self._reply((reply_to, version), D(throttle_time_ms=0, groups=described))
-        return self._end(now_ms)
+        self.ctx.reply((reply_to, version), D(throttle_time_ms=0, groups=described))
+        return self.ctx.end(now_ms)
 
     def list_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         L = ListGroupsResponse
-        if not self._active:
+        if not self.ctx.active:
             response = L(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE), groups=[])
         else:
             states = {s.lower() for s in (req.states_filter or ())} if version >= 4 else set()
             types = {t.lower() for t in (req.types_filter or ())} if version >= 5 else set()
-            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.ctx.loading else ErrorCode.NONE
             listed = []
-            for group in self._groups.values():
+            for group in self.ctx.groups.values():
                 state = str(group.state) if group.consumer is None else group.consumer.state.value
                 if (types and group.type_name not in types) or (states and state.lower() not in states):
                     continue
                 listed.append(L.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
                                             group_state=state, group_type=group.type_name))
             response = L(throttle_time_ms=0, error_code=int(error), groups=listed)
-        self._reply((reply_to, version), response)
-        return self._end(now_ms)
+        self.ctx.reply((reply_to, version), response)
+        return self.ctx.end(now_ms)
 
     def delete_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         results: dict[str, ErrorCode] = {}
         for group_id in req.groups_names:
             if group_id in results:
                 continue
-            error = self._check_group(group_id, _Api.DELETE)
+            error = self.ctx.check_group(group_id, _Api.DELETE)
             if error is None:
-                group = self._groups.get(group_id)
+                group = self.ctx.groups.get(group_id)
                 if group is None or group.is_(DEAD):
                     error = ErrorCode.GROUP_ID_NOT_FOUND
                 elif group.is_(EMPTY) and not group.has_live_members():
                     log.info("group %s: deleted with %d committed offsets", group_id, len(group.offsets))
-                    self._cleanup_group(group, group.offset_partitions(), force_dead=True)
+                    self.store.cleanup_group(group, group.offset_partitions(), force_dead=True)
                     error = ErrorCode.NONE
                 else:
                     error = ErrorCode.NON_EMPTY_GROUP
             results[group_id] = error
-        self._reply((reply_to, version), DeleteGroupsResponse(throttle_time_ms=0, results=[
+        self.ctx.reply((reply_to, version), DeleteGroupsResponse(throttle_time_ms=0, results=[
             DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in results.items()]))
-        return self._end(now_ms)
+        return self.ctx.end(now_ms)
 
     def offset_delete(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         O = OffsetDeleteResponse
         codes: dict[tuple[str, int], ErrorCode] = {}
         candidates = []
         for topic in req.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
-                if self._partition_exists(*tp):
+                if self.ctx.partition_exists(*tp):
                     candidates.append(tp)
                 else:
                     codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        error = self._check_group(req.group_id, _Api.OFFSET_DELETE)
-        group = self._groups.get(req.group_id) if error is None else None
+        error = self.ctx.check_group(req.group_id, _Api.OFFSET_DELETE)
+        group = self.ctx.groups.get(req.group_id) if error is None else None
         if error is None:
             if group is None or group.is_(DEAD):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
@@ -435,7 +458,7 @@ class OffsetsMixin:
                 codes[tp] = ErrorCode.NONE
             if removed:
                 log.info("group %s: offsets deleted for %s", group.group_id, sorted(removed))
-            self._cleanup_group(group, removed)
+            self.store.cleanup_group(group, removed)
             topics = []
             for topic in req.topics:
                 parts = list(dict.fromkeys(p.partition_index for p in topic.partitions))
@@ -443,5 +466,5 @@ class OffsetsMixin:
                     O.OffsetDeleteResponsePartition(partition_index=p, error_code=int(codes[(topic.name, p)]))
                     for p in parts]))
             response = O(error_code=0, throttle_time_ms=0, topics=topics)
-        self._reply((reply_to, version), response)
-        return self._end(now_ms)
+        self.ctx.reply((reply_to, version), response)
+        return self.ctx.end(now_ms)

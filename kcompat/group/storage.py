@@ -1,23 +1,42 @@
-"""How the classic group coordinator keeps its state in ``__consumer_offsets``: offset expiry,
-deleted topics and group removal, replay of records, and loading a partition (Kafka's
-GroupMetadataManager). Mixed into :class:`kcompat.group.coordinator.GroupCoordinator`."""
+"""How the group coordinator keeps its state in ``__consumer_offsets``: offset expiry, deleted
+topics and group removal, replay of records, loading and unloading a partition, and failed writes
+(Kafka's GroupMetadataManager / OffsetMetadataManager replay and the coordinator shard's load).
+A part of :class:`kcompat.group.coordinator.GroupCoordinator`, composed with the shared
+:class:`kcompat.group.shard.GroupShardContext`, the classic membership (to rebuild and answer
+classic groups) and the consumer group manager (to restore and delete KIP-848 groups)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, Iterable
 
 from kcompat.group import records as rec
-from kcompat.group.coordinator_types import log, EMPTY, STABLE, Record, Result, _LoadState
+from kcompat.group.coordinator_types import (
+    log, EMPTY, STABLE, NO_PRODUCER_ID, Record, Result, TxnMarker, _LoadState, _Positioned,
+)
+from kcompat.group.write_errors import coordinator_error, with_error
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member
 from kcompat.group.consumer_records import ConsumerKey
 from kcompat.group.records import GroupKey, OffsetAndMetadata, OffsetKey, RecordFormatError
+from kcompat.group.classic_replies import answer_waiters
+from kcompat.group.shard import GroupShardContext
 from kcompat.group.state import GroupEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kcompat.group.consumer_groups import ConsumerGroupManager
+    from kcompat.group.membership import ClassicGroupManager
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
 
 
-class StorageMixin:
-    """Expiry, replay and loading of :class:`GroupCoordinator`."""
+class GroupStore:
+    """Expiry, replay, loading and unloading of the groups of :class:`GroupShardContext`."""
+
+    def __init__(self, ctx: GroupShardContext, classic: "ClassicGroupManager",
+                 consumer_groups: "ConsumerGroupManager") -> None:
+        self.ctx = ctx
+        self.classic = classic
+        self.consumer_groups = consumer_groups
 
     # ------------------------------------------------------------------------------------------
     # offset expiry, deleted topics, group removal
@@ -26,27 +45,27 @@ class StorageMixin:
     def on_partitions_deleted(self, partitions: list[tuple[str, int]], now_ms: int) -> Result:
         """Delete the committed offsets of deleted topic partitions in every group (Kafka's
         handleDeletedPartitions)."""
-        self._begin(now_ms)
+        self.ctx.begin(now_ms)
         deleted = set(partitions)
-        for group in list(self._groups.values()):
+        for group in list(self.ctx.groups.values()):
             removed = group.offset_partitions() & deleted
             if removed:
-                self._cleanup_group(group, removed)
-        return self._end(now_ms)
+                self.cleanup_group(group, removed)
+        return self.ctx.end(now_ms)
 
-    def _expire_offsets(self, now_ms: int) -> None:
+    def expire_offsets(self, now_ms: int) -> None:
         n = 0
-        for group in list(self._groups.values()):
+        for group in list(self.ctx.groups.values()):
             expired = self._expired_offsets(group, now_ms)
             n += len(expired)
             if expired or group.is_(EMPTY):
-                self._cleanup_group(group, set(expired))
+                self.cleanup_group(group, set(expired))
         if n:
             log.info("expired %d committed offsets", n)
 
     def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
         """GroupMetadata.removeExpiredOffsets (KIP-211)."""
-        retention = self.config.offsets_retention_ms
+        retention = self.ctx.config.offsets_retention_ms
         exclude: set[str] = set()
         if group.consumer is not None:
             # ConsumerGroup's expiration: from each commit, for topics the group does not
@@ -86,40 +105,34 @@ class StorageMixin:
                 expired.append(tp)
         return expired
 
-    def _cleanup_group(self, group: Group, removed: set[tuple[str, int]], *, force_dead: bool = False) -> None:
+    def cleanup_group(self, group: Group, removed: set[tuple[str, int]], *, force_dead: bool = False) -> None:
         """Write tombstones for ``removed`` offsets (memory follows on replay); an Empty group left
         without offsets becomes Dead, with a group tombstone if it ever had a generation
         (GroupMetadataManager.cleanupGroupMetadata)."""
         for topic, partition in sorted(removed):
-            self._emit(group.partition, rec.offset_commit_key(group.group_id, topic, partition), None, applied=False)
+            self.ctx.emit(group.partition, rec.offset_commit_key(group.group_id, topic, partition), None, applied=False)
         remaining = group.offset_partitions() - removed
         if force_dead or (group.is_(EMPTY) and not remaining and not group.pending_members
                           and not group.has_live_members()):
-            self._remove_group(group)
+            self.remove_group(group)
 
-    def _remove_group(self, group: Group) -> None:
+    def remove_group(self, group: Group) -> None:
         log.info("group %s transitioned to Dead in generation %d", group.group_id, group.generation_id)
-        group.transition(GroupEvent.REMOVE, self._now)
-        del self._groups[group.group_id]
-        self._timers.cancel_group(group.group_id)
+        group.transition(GroupEvent.REMOVE, self.ctx.now)
+        del self.ctx.groups[group.group_id]
+        self.ctx.timers.cancel_group(group.group_id)
         if group.consumer is not None:
             self.consumer_groups.delete_records(group)
         elif group.generation_id > 0:
             # generation 0: the group only stored offsets and never had a metadata record
-            self._emit(group.partition, rec.group_metadata_key(group.group_id), None, applied=True)
+            self.ctx.emit(group.partition, rec.group_metadata_key(group.group_id), None, applied=True)
 
-    def _unload_group(self, group: Group) -> None:
+    def unload_group(self, group: Group) -> None:
         previous = group.state
-        group.transition(GroupEvent.REMOVE, self._now)
-        for member in group.members.values():
-            waiter = group.take_join_waiter(member)
-            if waiter is not None:
-                self._reply_join_error(waiter, ErrorCode.NOT_COORDINATOR, member.member_id)
-            waiter = group.take_sync_waiter(member)
-            if waiter is not None:
-                self._reply(waiter, self._sync_response(ErrorCode.NOT_COORDINATOR))
-        del self._groups[group.group_id]
-        self._timers.cancel_group(group.group_id)
+        group.transition(GroupEvent.REMOVE, self.ctx.now)
+        answer_waiters(self.ctx, group, ErrorCode.NOT_COORDINATOR)
+        del self.ctx.groups[group.group_id]
+        self.ctx.timers.cancel_group(group.group_id)
         log.info("unloaded group %s (was %s, generation %d)", group.group_id, previous, group.generation_id)
 
     # ------------------------------------------------------------------------------------------
@@ -129,22 +142,22 @@ class StorageMixin:
     def replay(self, record: Record) -> None:
         """Apply a record after the broker appended it, or one of a partition being loaded."""
         partition = record.partition
-        state = self._loading.get(partition)
+        state = self.ctx.loading.get(partition)
         if state is not None:
-            self._apply_loading(state, record.key, record.value, state.position(record.offset), record.producer_id)
+            self.apply_loading(state, record.key, record.value, state.position(record.offset), record.producer_id)
             return
-        if partition not in self._owned:
+        if partition not in self.ctx.owned:
             return
-        last = self._positions.get(partition, -1)
+        last = self.ctx.positions.get(partition, -1)
         position = record.offset if record.offset >= 0 else last + 1
-        self._positions[partition] = max(last, position)
+        self.ctx.positions[partition] = max(last, position)
         ident = (partition, record.key, record.value)
-        n = self._self_applied.get(ident)
+        n = self.ctx.self_applied.get(ident)
         if n:
             if n == 1:
-                del self._self_applied[ident]
+                del self.ctx.self_applied[ident]
             else:
-                self._self_applied[ident] = n - 1
+                self.ctx.self_applied[ident] = n - 1
             return
         try:
             key = rec.parse_key(record.key)
@@ -157,21 +170,21 @@ class StorageMixin:
 
     def _replay_offset(self, partition: int, key: OffsetKey, value: bytes | None, position: int,
                        producer_id: int) -> None:
-        group = self._groups.get(key.group)
+        group = self.ctx.groups.get(key.group)
         tp = (key.topic, key.partition)
         if value is None:
             if group is not None:
                 group.remove_offset(tp)  # with the partition's pending transactional offsets
-                self._maybe_drop_offsets_only_group(group)
+                self.maybe_drop_offsets_only_group(group)
             return
         om = rec.parse_offset_value(value)
         if group is None:
-            group = Group(key.group, partition, EMPTY, self._now)
-            self._groups[key.group] = group
+            group = Group(key.group, partition, EMPTY, self.ctx.now)
+            self.ctx.groups[key.group] = group
         if producer_id >= 0:
             # a TxnOffsetCommit: visible once the producer's transaction commits
             group.pending_txn.setdefault(producer_id, {})[tp] = (position, om)
-            self._open_txns.setdefault((partition, producer_id), set()).add(key.group)
+            self.ctx.open_txns.setdefault((partition, producer_id), set()).add(key.group)
         else:
             group.put_offset(tp, om, position)
         n = group.pending_commits.get(tp, 0)
@@ -180,19 +193,19 @@ class StorageMixin:
         elif n == 1:
             del group.pending_commits[tp]
 
-    def _maybe_drop_offsets_only_group(self, group: Group) -> None:
+    def maybe_drop_offsets_only_group(self, group: Group) -> None:
         """A group that exists only through offsets (no generation, no protocol, nobody waiting)
         and has none left disappears, as it would after a reload."""
         if (group.is_(EMPTY) and group.generation_id == 0 and group.protocol_type is None and not group.members
                 and not group.pending_members and not group.has_offsets()):
-            group.transition(GroupEvent.REMOVE, self._now)
-            del self._groups[group.group_id]
-            self._timers.cancel_group(group.group_id)
+            group.transition(GroupEvent.REMOVE, self.ctx.now)
+            del self.ctx.groups[group.group_id]
+            self.ctx.timers.cancel_group(group.group_id)
 
     def _replay_group(self, partition: int, group_id: str, value: bytes | None) -> None:
         """A group metadata record this coordinator did not write while owning the partition: take
         it as loading would, unless live members say otherwise."""
-        group = self._groups.get(group_id)
+        group = self.ctx.groups.get(group_id)
         if group is not None and (group.members or not group.is_(EMPTY)):
             log.warning("group %s: ignoring a foreign group metadata record for a live group", group_id)
             return
@@ -201,28 +214,28 @@ class StorageMixin:
         pending = group.pending_commits if group is not None else Counter()
         pending_txn = group.pending_txn if group is not None else {}
         if group is not None:
-            del self._groups[group_id]
-            self._timers.cancel_group(group_id)
+            del self.ctx.groups[group_id]
+            self.ctx.timers.cancel_group(group_id)
         if value is None:
             if offsets or pending or pending_txn:
-                group = Group(group_id, partition, EMPTY, self._now)
+                group = Group(group_id, partition, EMPTY, self.ctx.now)
             else:
                 return
         else:
-            group = self._group_from_value(group_id, partition, rec.parse_group_value(value))
+            group = self.group_from_value(group_id, partition, rec.parse_group_value(value))
         group.offsets = offsets
         group.offset_positions = positions
         group.pending_commits = pending
         group.pending_txn = pending_txn
-        self._groups[group_id] = group
-        self._on_group_loaded(group)
+        self.ctx.groups[group_id] = group
+        self.classic.rebalance.on_group_loaded(group)
 
     # ------------------------------------------------------------------------------------------
     # loading
     # ------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _apply_loading(state: _LoadState, key_bytes: bytes | None, value: bytes | None, position: int,
+    def apply_loading(state: _LoadState, key_bytes: bytes | None, value: bytes | None, position: int,
                        producer_id: int) -> None:
         if key_bytes is None:
             return
@@ -261,7 +274,7 @@ class StorageMixin:
             log.warning("skipping a __consumer_offsets record that cannot be read: %s", e)
 
     @staticmethod
-    def _apply_loading_marker(state: _LoadState, producer_id: int, commit: bool) -> None:
+    def apply_loading_marker(state: _LoadState, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker read while loading: the producer's pending offsets become
         committed unless a later record committed the partition already, or are dropped."""
         by_group = state.pending.pop(producer_id, None)
@@ -278,7 +291,7 @@ class StorageMixin:
                     offsets[tp] = (position, om)
 
     @staticmethod
-    def _group_from_value(group_id: str, partition: int, value: GroupMetadataValue) -> Group:
+    def group_from_value(group_id: str, partition: int, value: GroupMetadataValue) -> Group:
         """GroupMetadata.loadGroup: Empty without members, else Stable; each member supports just the
         group's protocol, with the subscription stored for it."""
         group = Group(group_id, partition, STABLE if value.members else EMPTY, None)
@@ -301,3 +314,167 @@ class StorageMixin:
             group.leader_id = next(iter(group.members))
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
+
+    # ------------------------------------------------------------------------------------------
+    # loading, unloading, failed writes
+    # ------------------------------------------------------------------------------------------
+
+    def begin_loading(self, partition: int) -> None:
+        """Requests for groups of ``partition`` get COORDINATOR_LOAD_IN_PROGRESS until :meth:`load`."""
+        if partition in self.ctx.owned:
+            self.ctx.defer(self.unload(partition))
+        self.ctx.loading.setdefault(partition, _LoadState())
+
+    def load(self, partition: int, records: Iterable, now_ms: int) -> None:
+        """Replay the partition's log in order, then own the partition: groups come back Empty or
+        Stable with their members (heartbeat deadlines from ``now_ms``).
+
+        Each entry is one stored record: ``(offset, key, value)`` for a record of a
+        non-transactional batch, ``(offset, key, value, producer_id)`` for one of a transactional
+        batch (a TxnOffsetCommit), or a :class:`TxnMarker` for a COMMIT/ABORT control record. A
+        transaction whose marker is not in the log stays pending (its coordinator sends the
+        marker again)."""
+        if partition in self.ctx.owned:
+            self.ctx.defer(self.unload(partition))
+        state = self.ctx.loading.setdefault(partition, _LoadState())
+        for entry in records:
+            if isinstance(entry, TxnMarker):
+                state.position(entry.offset)
+                self.apply_loading_marker(state, entry.producer_id, entry.commit)
+            elif len(entry) == 4:
+                offset, key, value, producer_id = entry
+                self.apply_loading(state, key, value, state.position(offset), producer_id)
+            else:
+                offset, key, value = entry
+                self.apply_loading(state, key, value, state.position(offset), NO_PRODUCER_ID)
+        self.ctx.begin(None)
+        self.ctx.now = now_ms
+        del self.ctx.loading[partition]
+        self.ctx.owned.add(partition)
+        self.ctx.positions[partition] = state.last_offset
+        self.ensure_expiry_timer(now_ms)
+        pending_by_group: dict[str, dict[int, dict[tuple[str, int], _Positioned]]] = {}
+        for producer_id, by_group in state.pending.items():
+            for group_id, pending in by_group.items():
+                if pending:
+                    pending_by_group.setdefault(group_id, {})[producer_id] = pending
+        n_groups = n_offsets = n_pending = 0
+        loaded: list[Group] = []
+        for group_id, value in state.groups.items():
+            group = self.group_from_value(group_id, partition, value)
+            self._set_loaded_offsets(group, state.offsets.pop(group_id, {}), pending_by_group.pop(group_id, {}))
+            self.ctx.groups[group_id] = group
+            self.classic.rebalance.on_group_loaded(group)
+            loaded.append(group)
+        # offsets without group metadata: groups using Kafka only for offsets
+        for group_id in list(state.offsets) + [g for g in pending_by_group if g not in state.offsets]:
+            offsets = state.offsets.get(group_id, {})
+            pending = pending_by_group.get(group_id, {})
+            if offsets or pending:
+                group = Group(group_id, partition, EMPTY, now_ms)
+                self._set_loaded_offsets(group, offsets, pending)
+                self.ctx.groups[group_id] = group
+                loaded.append(group)
+        for group_id, records in state.consumer.items():
+            group = self.ctx.groups.get(group_id)
+            if group is not None and group.has_live_members():
+                log.warning("group %s: both classic and consumer group records; keeping the classic group", group_id)
+                continue
+            fresh = group is None
+            group = group if group is not None else Group(group_id, partition, EMPTY, now_ms)
+            try:
+                restored = self.consumer_groups.restore(group, records)
+            except (ValueError, RecordFormatError) as e:
+                log.warning("group %s: cannot restore its consumer group records: %s", group_id, e)
+                restored = False
+            if restored and fresh:
+                self.ctx.groups[group_id] = group
+                loaded.append(group)
+        for group in loaded:
+            n_groups += 1
+            n_offsets += len(group.offsets)
+            for producer_id, pending in group.pending_txn.items():
+                self.ctx.open_txns.setdefault((partition, producer_id), set()).add(group.group_id)
+                n_pending += len(pending)
+        log.info("loaded __consumer_offsets-%d: %d groups, %d committed offsets, %d transactional offsets pending",
+                 partition, n_groups, n_offsets, n_pending)
+        self.ctx.defer(self.ctx.end(None))
+
+    @staticmethod
+    def _set_loaded_offsets(group: Group, offsets: dict[tuple[str, int], _Positioned],
+                            pending: dict[int, dict[tuple[str, int], _Positioned]]) -> None:
+        group.offsets = {tp: om for tp, (_, om) in offsets.items()}
+        group.offset_positions = {tp: position for tp, (position, _) in offsets.items()}
+        group.pending_txn = pending
+
+    def unload(self, partition: int) -> Result:
+        """Give the partition up: its groups are dropped and waiting requests get NOT_COORDINATOR."""
+        self.ctx.begin(None)
+        self.ctx.loading.pop(partition, None)
+        self.ctx.owned.discard(partition)
+        for group in [g for g in self.ctx.groups.values() if g.partition == partition]:
+            self.unload_group(group)
+        for k in [k for k in self.ctx.self_applied if k[0] == partition]:
+            del self.ctx.self_applied[k]
+        for k in [k for k in self.ctx.open_txns if k[0] == partition]:
+            del self.ctx.open_txns[k]
+        self.ctx.positions.pop(partition, None)
+        return self.ctx.end(None)
+
+    def write_failed(self, result: Result, failed: list[Record], error_code: int, now_ms: int) -> Result:
+        """``failed``, records of ``result``, could not be appended or replicated (``error_code``:
+        the append error, e.g. NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND); they will not be replayed. As Kafka's coordinator after
+        a failed acks=-1 write: offset commits stop being pending (failPendingOffsetWrite; the
+        committed offsets never changed); a group whose metadata record of its current generation
+        was lost resets its assignment and rebalances (the SyncGroup store callback). Returns the
+        replies to send instead of ``result``'s: each with the coordinator error for
+        ``error_code`` where it said NONE (:mod:`kcompat.group.write_errors`)."""
+        self.ctx.begin(now_ms)
+        error = coordinator_error(error_code)
+        for r in failed:
+            ident = (r.partition, r.key, r.value)
+            n = self.ctx.self_applied.get(ident)
+            if n:
+                if n == 1:
+                    del self.ctx.self_applied[ident]
+                else:
+                    self.ctx.self_applied[ident] = n - 1
+                if r.value is not None:
+                    self.classic.rebalance.on_metadata_not_stored(r, error)
+                continue
+            try:
+                key = rec.parse_key(r.key)
+            except RecordFormatError:
+                continue
+            group = self.ctx.groups.get(key.group) if isinstance(key, OffsetKey) else None
+            if group is not None and group.partition == r.partition:
+                tp = (key.topic, key.partition)
+                n = group.pending_commits.get(tp, 0)
+                if n > 1:
+                    group.pending_commits[tp] = n - 1
+                elif n == 1:
+                    del group.pending_commits[tp]
+                self.maybe_drop_offsets_only_group(group)
+        for reply_to, response in result.replies:
+            self.ctx.extend_replies([(reply_to, with_error(response, error))])
+        return self.ctx.end(now_ms)
+
+    def shutdown(self) -> Result:
+        """Answer everything pending with NOT_COORDINATOR; later requests get COORDINATOR_NOT_AVAILABLE."""
+        self.ctx.begin(None)
+        for group in list(self.ctx.groups.values()):
+            self.unload_group(group)
+        self.ctx.owned.clear()
+        self.ctx.loading.clear()
+        self.ctx.self_applied.clear()
+        self.ctx.open_txns.clear()
+        self.ctx.positions.clear()
+        self.ctx.timers.clear()
+        self.ctx.active = False
+        return self.ctx.end(None)
+
+    def ensure_expiry_timer(self, now_ms: int) -> None:
+        if self.ctx.active and ("expire", None) not in self.ctx.timers:
+            # Kafka schedules the first offset expiry check with no delay, then every interval
+            self.ctx.timers.schedule(("expire", None), now_ms)
