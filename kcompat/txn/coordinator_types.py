@@ -1,6 +1,7 @@
 """Shared pieces of the transaction coordinator (:mod:`kcompat.txn.coordinator`): its configuration,
 the records, marker requests and results it returns, transaction metadata and its pending
-transitions, constants and Kafka's partition hashing."""
+transitions, constants and Kafka's partition hashing. The coordinator's mutable state is in
+:mod:`kcompat.txn.shard`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from kcompat.group.coordinator_types import java_string_hash
+from kcompat.coordinator.result import CoordinatorResult
+from kcompat.coordinator.java_strings import java_string_hash
 from kcompat.protocol.errors import ErrorCode
 from kcompat.txn.state import PREPARE_STATES, TxnEvent, TxnState
 from kcompat.txn.txn_records import TxnLogValue
@@ -119,9 +121,12 @@ class _Tie:
 
 
 @dataclass
-class Result:
-    records: list[Record] = field(default_factory=list)  # append (to __transaction_state) first
-    replies: list[tuple[object, object]] = field(default_factory=list)  # (reply_to, *Response)
+class Result(CoordinatorResult[Record]):
+    """What one call of the transaction coordinator returns: ``records`` to append to
+    ``__transaction_state`` first, ``replies`` ``(reply_to, *Response)`` to send once they are
+    appended (both from :class:`CoordinatorResult`), then ``markers`` to write, and ``ties``
+    (which replies depend on which records, for ``append_failed``)."""
+
     markers: list[MarkerRequest] = field(default_factory=list)  # write after the records
     ties: list[_Tie] = field(default_factory=list, repr=False, compare=False)  # for append_failed
 
@@ -217,8 +222,3 @@ class TxnMetadata:
     def __repr__(self) -> str:
         return (f"TxnMetadata({self.transactional_id!r}, pid={self.producer_id}, epoch={self.producer_epoch}, "
                 f"state={self.state}, partitions={sorted(self.partitions)}, pending={self.pending is not None})")
-
-
-# ----------------------------------------------------------------------------------------------
-# the coordinator
-# ----------------------------------------------------------------------------------------------

@@ -1,33 +1,61 @@
 """Client requests that open and extend transactions, for the transaction coordinator:
-InitProducerId (with epoch bumps and fencing, KIP-360/KIP-588), AddPartitionsToTxn,
-AddOffsetsToTxn and KIP-890 verification (Kafka's TransactionCoordinator). Mixed into
-:class:`kcompat.txn.coordinator.TransactionCoordinator`."""
+InitProducerId (with epoch bumps and fencing, KIP-98/KIP-360/KIP-588), AddPartitionsToTxn,
+AddOffsetsToTxn and KIP-890 (part 1) verification (Kafka's TransactionCoordinator
+handleInitProducerId, handleAddPartitionsToTransaction, handleVerifyPartitionsInTransaction).
+Composed into :class:`kcompat.txn.coordinator.TransactionCoordinator`."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
 from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse
 from kcompat.txn.coordinator_types import (
-    log, OFFSETS_TOPIC, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, MAX_PRODUCER_EPOCH, EMPTY, ONGOING,
-    PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, TopicPartition, is_epoch_exhausted,
-    Result, _Transit, TxnMetadata, produce_verify_error,
+    log, OFFSETS_TOPIC, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT,
+    TopicPartition, is_epoch_exhausted, Result, TxnConfig, _Transit, TxnMetadata, produce_verify_error,
 )
+from kcompat.txn.shard import TxnShard
 from kcompat.txn.state import PREPARE_STATES, TxnEvent
 
 
-class TxnRequestsMixin:
-    """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, verification."""
+class TxnRequests:
+    """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and KIP-890 verification.
+
+    Collaborators: the ``shard`` (metadata, ownership, the Result being built);
+    ``allocate_producer_id`` (a new producer id; may raise :class:`KafkaError`);
+    ``partition_exists(topic, partition)``; ``group_partition_for(group_id)`` (the
+    ``__consumer_offsets`` partition of a group); ``fence_and_abort(m)`` (Kafka's
+    prepareFenceProducerEpoch + endTransaction(ABORT), from
+    :class:`kcompat.txn.completion.TxnCompletion`). Every request method has the signature
+    ``(reply_to, req, version, now_ms) -> Result``; errors travel in the response, as Kafka.
+    """
+
+    def __init__(self, shard: TxnShard, config: TxnConfig, *, allocate_producer_id: Callable[[], int],
+                 partition_exists: Callable[[str, int], bool], group_partition_for: Callable[[str], int],
+                 fence_and_abort: Callable[[TxnMetadata], None]) -> None:
+        self._shard = shard
+        self._max_timeout_ms = config.max_timeout_ms
+        self._allocate_producer_id = allocate_producer_id
+        self._partition_exists = partition_exists
+        self._group_partition_for = group_partition_for
+        self._fence_and_abort = fence_and_abort
 
     # ------------------------------------------------------------------------------------------
     # InitProducerId
     # ------------------------------------------------------------------------------------------
 
     def init_producer_id(self, reply_to, req, version: int, now_ms: int) -> Result:
-        self._begin(now_ms)
+        """InitProducerId v0-5: a new producer id for an idempotent producer (no transactional
+        id), or the producer id and bumped epoch of a transactional id, answered once its Empty
+        record is appended. An ongoing transaction is fenced and aborted first (the reply is then
+        CONCURRENT_TRANSACTIONS; the producer retries). Errors: INVALID_REQUEST,
+        INVALID_TRANSACTION_TIMEOUT, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+        CONCURRENT_TRANSACTIONS, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4), allocation
+        errors."""
+        shard = self._shard
+        shard.begin(now_ms)
 
         def respond(error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
                     producer_epoch: int = NO_PRODUCER_EPOCH) -> InitProducerIdResponse:
@@ -45,54 +73,54 @@ class TxnRequestsMixin:
             if pid == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:
                 expected = None
             elif pid == NO_PRODUCER_ID or epoch == NO_PRODUCER_EPOCH:
-                self._reply(reply_to, respond(ErrorCode.INVALID_REQUEST))
-                return self._end()
+                shard.reply(reply_to, respond(ErrorCode.INVALID_REQUEST))
+                return shard.end()
             else:
                 expected = (pid, epoch)
 
         if tid is None:  # an idempotent producer: a new producer id, always
             pid = self._allocate()
             if isinstance(pid, ErrorCode):
-                self._reply(reply_to, respond(pid))
+                shard.reply(reply_to, respond(pid))
             else:
-                self._reply(reply_to, respond(ErrorCode.NONE, pid, 0))
-            return self._end()
+                shard.reply(reply_to, respond(ErrorCode.NONE, pid, 0))
+            return shard.end()
         if tid == "":
-            self._reply(reply_to, respond(ErrorCode.INVALID_REQUEST))
-            return self._end()
+            shard.reply(reply_to, respond(ErrorCode.INVALID_REQUEST))
+            return shard.end()
         timeout = req.transaction_timeout_ms
-        if not 0 < timeout <= self.config.max_timeout_ms:
-            self._reply(reply_to, respond(ErrorCode.INVALID_TRANSACTION_TIMEOUT))
-            return self._end()
-        error = self._owner_error(tid)
+        if not 0 < timeout <= self._max_timeout_ms:
+            shard.reply(reply_to, respond(ErrorCode.INVALID_TRANSACTION_TIMEOUT))
+            return shard.end()
+        error = shard.owner_error(tid)
         if error is not None:
-            self._reply(reply_to, respond(error))
-            return self._end()
+            shard.reply(reply_to, respond(error))
+            return shard.end()
 
-        m = self._txns.get(tid)
+        m = shard.get(tid)
         if m is None:
             pid = self._allocate()
             if isinstance(pid, ErrorCode):
-                self._reply(reply_to, respond(pid))
-                return self._end()
+                shard.reply(reply_to, respond(pid))
+                return shard.end()
             # Kafka puts the new metadata in its cache before the append; here it stays invisible
             # (DescribeTransactions, ListTransactions) until its first record is replayed
-            m = TxnMetadata(tid, self.partition_for(tid), pid, NO_PRODUCER_EPOCH, timeout, EMPTY, now_ms)
+            m = TxnMetadata(tid, shard.partition_for(tid), pid, NO_PRODUCER_EPOCH, timeout, EMPTY, now_ms)
             m.visible = False
-            self._txns[tid] = m
+            shard.put(m)
 
         outcome = self._prepare_init_producer_id(m, timeout, expected, now_ms)
         if isinstance(outcome, ErrorCode):
-            self._reply(reply_to, respond(outcome))
+            shard.reply(reply_to, respond(outcome))
         elif outcome is None:  # an ongoing transaction was fenced: retry once it is aborted
-            self._reply(reply_to, respond(ErrorCode.CONCURRENT_TRANSACTIONS),
+            shard.reply(reply_to, respond(ErrorCode.CONCURRENT_TRANSACTIONS),
                         ((tid,), lambda lost: respond(lost[tid])))
         else:
-            self._write(m, outcome, (TxnEvent.INIT_PRODUCER_ID,))
+            shard.write(m, outcome, (TxnEvent.INIT_PRODUCER_ID,))
             log.info("transactional id %s: producer id %d epoch %d", tid, outcome.producer_id, outcome.producer_epoch)
-            self._reply(reply_to, respond(ErrorCode.NONE, outcome.producer_id, outcome.producer_epoch),
+            shard.reply(reply_to, respond(ErrorCode.NONE, outcome.producer_id, outcome.producer_epoch),
                         ((tid,), lambda lost: respond(lost[tid])))
-        return self._end()
+        return shard.end()
 
     def _prepare_init_producer_id(self, m: TxnMetadata, timeout: int, expected: tuple[int, int] | None,
                                   now_ms: int) -> _Transit | ErrorCode | None:
@@ -109,7 +137,8 @@ class TxnRequestsMixin:
         if m.state is ONGOING:
             # Abort the ongoing transaction with a bumped epoch first; the producer retries and then
             # gets the epoch bumped once more (or a new producer id if that exhausts the epochs).
-            return self._fence_and_abort(m)
+            self._fence_and_abort(m)
+            return None
         assert m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT), m
         if is_epoch_exhausted(m.epoch) and (expected is None or expected[1] == m.epoch):
             pid = self._allocate()
@@ -135,21 +164,6 @@ class TxnRequestsMixin:
         return m.transit(producer_epoch=epoch, last_producer_epoch=last_epoch, timeout_ms=timeout, state=EMPTY,
                          partitions=frozenset(), txn_start_ms=-1, last_update_ms=now_ms)
 
-    def _fence_and_abort(self, m: TxnMetadata) -> None:
-        """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT, isFromClient=false):
-        PrepareAbort with the epoch bumped, so the producer of the ongoing transaction is fenced."""
-        if m.epoch >= MAX_PRODUCER_EPOCH:  # never happens: clients get at most Short.MaxValue - 1
-            raise RuntimeError(f"cannot fence producer {m.producer_id} of {m.transactional_id}: epoch {m.epoch}")
-        bumped = m.epoch + 1 if m.fence_epoch is None else m.fence_epoch
-        m.fence_epoch = bumped
-        m.last_producer_epoch = NO_PRODUCER_EPOCH
-        transit = m.transit(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH, state=PREPARE_ABORT,
-                            last_update_ms=self._now)
-        log.info("transactional id %s: fencing producer id %d epoch %d, aborting its transaction with epoch %d",
-                 m.transactional_id, m.producer_id, m.producer_epoch, bumped)
-        self._prepare_end(m, transit, (TxnEvent.FENCE_EPOCH, TxnEvent.ABORT), commit=False, fence=True)
-        return None
-
     # ------------------------------------------------------------------------------------------
     # AddPartitionsToTxn / AddOffsetsToTxn
     # ------------------------------------------------------------------------------------------
@@ -157,7 +171,7 @@ class TxnRequestsMixin:
     def add_partitions_to_txn(self, reply_to, req, version: int, now_ms: int) -> Result:
         """Versions 0-3 (one transaction, from the producer) and 4-5 (batched, from brokers,
         ``verify_only`` to check partitions instead of adding them: KIP-890 part 1)."""
-        self._begin(now_ms)
+        self._shard.begin(now_ms)
         if version < 4:
             txns = [(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                      req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)]
@@ -208,12 +222,12 @@ class TxnRequestsMixin:
             return build({tid: ({tp: lost[tid] for tp in errors} if tid in lost else errors)
                           for tid, errors in results.items()})
 
-        self._reply(reply_to, build(results), (tuple(written), rebuild))
-        return self._end()
+        self._shard.reply(reply_to, build(results), (tuple(written), rebuild))
+        return self._shard.end()
 
     def add_offsets_to_txn(self, reply_to, req, version: int, now_ms: int) -> Result:
         """Adds ``__consumer_offsets``-<partition of the group> to the transaction."""
-        self._begin(now_ms)
+        self._shard.begin(now_ms)
         tid = req.transactional_id
         tp = (OFFSETS_TOPIC, self._group_partition_for(req.group_id))
         error, wrote = self._add_partitions(tid, req.producer_id, req.producer_epoch, {tp}, now_ms)
@@ -223,18 +237,18 @@ class TxnRequestsMixin:
                 e = ErrorCode.INVALID_PRODUCER_EPOCH
             return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(e))
 
-        self._reply(reply_to, respond(error), ((tid,), lambda lost: respond(lost[tid])) if wrote else None)
-        return self._end()
+        self._shard.reply(reply_to, respond(error), ((tid,), lambda lost: respond(lost[tid])) if wrote else None)
+        return self._shard.end()
 
     def _add_partitions(self, tid: str, producer_id: int, producer_epoch: int, partitions: set[TopicPartition],
                         now_ms: int) -> tuple[ErrorCode, bool]:
         """Kafka's handleAddPartitionsToTransaction: (error, whether a record was written)."""
         if not tid:
             return ErrorCode.INVALID_REQUEST, False
-        error = self._owner_error(tid)
+        error = self._shard.owner_error(tid)
         if error is not None:
             return error, False
-        m = self._txns.get(tid)
+        m = self._shard.get(tid)
         if m is None or m.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, False
         if m.epoch != producer_epoch:
@@ -246,7 +260,7 @@ class TxnRequestsMixin:
         start = now_ms if m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) else m.txn_start_ms
         transit = m.transit(state=ONGOING, partitions=frozenset(m.partitions | partitions), txn_start_ms=start,
                             last_update_ms=now_ms)
-        self._write(m, transit, (TxnEvent.ADD_PARTITIONS,))
+        self._shard.write(m, transit, (TxnEvent.ADD_PARTITIONS,))
         return ErrorCode.NONE, True
 
     def _verify_partitions(self, tid: str, producer_id: int, producer_epoch: int,
@@ -256,16 +270,17 @@ class TxnRequestsMixin:
         error = self._verify_error(tid, producer_id, producer_epoch)
         if error is not None:
             return {tp: error for tp in partitions}
-        m = self._txns[tid]
+        m = self._shard.get(tid)
+        assert m is not None
         return {tp: ErrorCode.NONE if tp in m.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
 
     def _verify_error(self, tid: str, producer_id: int, producer_epoch: int) -> ErrorCode | None:
         if not tid:
             return ErrorCode.INVALID_REQUEST
-        error = self._owner_error(tid)
+        error = self._shard.owner_error(tid)
         if error is not None:
             return error
-        m = self._txns.get(tid)
+        m = self._shard.get(tid)
         if m is None or m.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if m.epoch != producer_epoch:
@@ -283,3 +298,14 @@ class TxnRequestsMixin:
         raw = self._verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         error = raw[(topic, partition)]
         return int(produce_verify_error(error))
+
+    def _allocate(self) -> int | ErrorCode:
+        """A new producer id, or the error to answer with (a KafkaError's code, else
+        UNKNOWN_SERVER_ERROR)."""
+        try:
+            return self._allocate_producer_id()
+        except KafkaError as e:
+            return ErrorCode(e.code)
+        except Exception:
+            log.exception("could not allocate a producer id")
+            return ErrorCode.UNKNOWN_SERVER_ERROR
