@@ -47,9 +47,9 @@ from typing import Callable, Iterable
 from kcompat.group.consumer_group import NO_TOPICS, ConsumerProtocolConfig, TopicsView
 from kcompat.group.consumer_groups import ConsumerGroupManager
 from kcompat.group.coordinator_types import (
-    GROUP_OPERATIONS, GroupConfig, Record, Result, TxnMarker, _Api, java_string_hash, java_string_length,
-    partition_for,
+    GROUP_OPERATIONS, GroupConfig, Record, Result, TxnMarker, _Api, partition_for,
 )
+from kcompat.coordinator.java_strings import java_string_hash, java_string_length
 from kcompat.group.membership import ClassicGroupManager
 from kcompat.group.offsets import OffsetManager
 from kcompat.group.shard import GroupShardContext

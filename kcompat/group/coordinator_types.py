@@ -4,12 +4,12 @@ records and results it returns, the API enum, constants, and Kafka's partition h
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from kcompat.coordinator import CoordinatorResult
+from kcompat.coordinator.java_strings import java_string_hash
 from kcompat.group.records import OffsetAndMetadata
 from kcompat.group.state import GroupState
 from kcompat.protocol.errors import ErrorCode
@@ -106,21 +106,6 @@ TXN_VERIFY_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
 }
-
-
-@functools.lru_cache(maxsize=8192)
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    units = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def java_string_length(s: str) -> int:
-    """Java's String.length(): UTF-16 code units."""
-    return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def partition_for(group_id: str, num_partitions: int) -> int:

@@ -14,9 +14,10 @@ from kcompat.group import records as rec
 from kcompat.group.coordinator_types import (
     log, EMPTY, PREPARING, COMPLETING, STABLE, DEAD, UNKNOWN_MEMBER_ID, NO_GENERATION, NO_OFFSET,
     GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED, Record, Result, _Api,
-    TXN_VERIFY_ERRORS, java_string_length,
+    TXN_VERIFY_ERRORS,
 )
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
+from kcompat.coordinator.java_strings import java_string_length
 from kcompat.group.records import OffsetAndMetadata
 from kcompat.group.shard import GroupShardContext
 from kcompat.protocol.errors import ErrorCode
