@@ -22,9 +22,11 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from time import perf_counter
 
 from kcompat.broker import apis
 from kcompat.broker.context import NO_RESPONSE, RequestContext
+from kcompat.broker.request_stats import RequestStats
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages import api_classes
 from kcompat.protocol.messages.api_versions import ApiVersionsResponse
@@ -46,7 +48,8 @@ MALFORMED = DecodeError
 class _Slot:
     """A request awaiting its response; responses leave in slot order."""
 
-    __slots__ = ("correlation_id", "api_key", "version", "flexible_header", "buffers", "done", "task")
+    __slots__ = ("correlation_id", "api_key", "version", "flexible_header", "buffers", "done", "task",
+                 "received", "handled", "completed", "request_bytes", "response")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, flexible_header: bool) -> None:
         self.correlation_id = correlation_id
@@ -56,6 +59,10 @@ class _Slot:
         self.buffers = None
         self.done = False
         self.task = None
+        # request metrics (perf_counter seconds): read, handler returned, response encoded
+        self.received = self.handled = self.completed = 0.0
+        self.request_bytes = 0
+        self.response = None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -75,6 +82,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._write_paused = False
         self._closing = False
+        self._stats: RequestStats = broker.request_stats
 
     # -- asyncio callbacks -----------------------------------------------------------------------
 
@@ -83,10 +91,12 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.broker.connections.add(self)
+        self._stats.connections_created += 1
 
     def connection_lost(self, exc) -> None:
         self._closing = True
         self.broker.connections.discard(self)
+        self._stats.connections_closed += 1
         for slot in self._pending:
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
@@ -181,6 +191,8 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"{req_cls.NAME} v{version} decoding failed")
             return
         slot = _Slot(correlation_id, api_key, version, flexible and api_key != API_VERSIONS_KEY)
+        slot.received = perf_counter()
+        slot.request_bytes = len(frame) + 4
         self._pending.append(slot)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             self._respond_error(slot, api, request, ErrorCode.UNSUPPORTED_VERSION)
@@ -188,6 +200,7 @@ class KafkaConnection(asyncio.Protocol):
         ctx = RequestContext(self.broker, self, header, version, self.listener_name)
         try:
             result = api.handle(ctx, request)
+            slot.handled = perf_counter()
         except Exception:
             log.exception("unexpected error handling %s v%d from %s (client id %r)",
                           req_cls.NAME, version, self.peer, header.client_id)
@@ -242,6 +255,8 @@ class KafkaConnection(asyncio.Protocol):
         _I32.pack_into(out, 0, out.total_size() - 4)
         slot.buffers = out.buffers()
         slot.done = True
+        slot.completed = perf_counter()
+        slot.response = response
         self._flush()
 
     def _flush(self) -> None:
@@ -251,10 +266,22 @@ class KafkaConnection(asyncio.Protocol):
             slot = pending.popleft()
             if slot.buffers is not None and not self._closing:
                 transport.writelines(slot.buffers)
+                self._record(slot)
         self._update_reading()
         if self._buf and not self._reading_paused:
             # frames left in the buffer while we were at the in-flight limit
             asyncio.get_running_loop().call_soon(self._process_buffer)
+
+    def _record(self, slot: _Slot) -> None:
+        """Request metrics of a response handed to the socket (see :mod:`kcompat.broker.request_stats`)."""
+        if not slot.received:
+            return
+        sent = perf_counter()
+        handled = slot.handled or slot.completed
+        self._stats.record(slot.api_key, slot.version, slot.request_bytes, sum(len(b) for b in slot.buffers),
+                           slot.response, (handled - slot.received) * 1000.0,
+                           max(0.0, slot.completed - handled) * 1000.0, max(0.0, sent - slot.completed) * 1000.0)
+        slot.response = None
 
     def _kip511_response(self, correlation_id: int, version: int) -> None:
         """KIP-511: ApiVersions at an unknown version -> v0 body, UNSUPPORTED_VERSION, our range."""

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from kcompat.isr.broker_topic_stats import BrokerTopicStats
 from kcompat.isr.partition_replication import ReplicationMixin
 from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.isr.record_validation import validate_records
@@ -109,6 +110,8 @@ class Partition(ReplicationMixin):
         # record bytes served to consumers while leading / while following (KIP-392 reads)
         self.consumer_bytes_as_leader = 0
         self.consumer_bytes_as_follower = 0
+        # the broker's counters (BrokerTopicStats): ISR shrinks and expands are counted here
+        self.stats: BrokerTopicStats | None = None
         self._load_producer_state()
         self.log.on_roll = self._on_roll
         self._init_replication(local_id, high_watermark)

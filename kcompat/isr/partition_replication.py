@@ -130,7 +130,13 @@ class ReplicationMixin:
                 rs.become_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas,
                                  isr=isr, leader_epoch_start_offset=leo, now_ms=now_ms, new_leader=True)
             elif partition_epoch > rs.partition_epoch or tuple(replicas) != rs.replicas:
+                before = frozenset(rs.isr)
                 rs.update_assignment(replicas, isr, partition_epoch)
+                stats = getattr(self, "stats", None)
+                if stats is not None and frozenset(rs.isr) != before:
+                    # the controller changed the ISR of a partition we lead (a follower fenced or
+                    # shut down): counted with the leader's own shrinks and expansions
+                    stats.isr_changed(before, frozenset(rs.isr))
         rs.maybe_increment_high_watermark(now_ms)
         self._complete_replication_waiters()
         self._wake()
@@ -230,6 +236,10 @@ class ReplicationMixin:
         if rs is None or leader_epoch not in (-1, self.leader_epoch) and error == ErrorCode.NONE:
             return
         if error == ErrorCode.NONE and isr is not None:
+            before = frozenset(rs.isr)
+            stats = getattr(self, "stats", None)
+            if stats is not None and frozenset(isr) != before:
+                stats.isr_changed(before, frozenset(isr))
             if rs.isr_change_committed(isr, partition_epoch, now_ms):
                 self._on_high_watermark_advanced()
             elif rs.pending is not None and partition_epoch <= rs.partition_epoch:

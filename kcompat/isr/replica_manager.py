@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from kcompat.isr.broker_topic_stats import BrokerTopicStats
 from kcompat.isr.partition import AppendPolicy, Partition
 from kcompat.log import LogConfig
 
@@ -42,6 +43,8 @@ class ReplicaManager:
         self.follower_listener: Callable[[Partition, int, int], None] | None = None
         # (partition, PendingIsrChange) -> None: send AlterPartition to the controller
         self.isr_change_listener = None
+        # produce/fetch byte and request counters, ISR shrinks and expands (BrokerTopicMetrics)
+        self.stats = BrokerTopicStats()
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -61,6 +64,7 @@ class ReplicaManager:
         hw = self.log_manager.high_watermarks.get((topic, partition))
         p = Partition(topic, partition, topic_id, lg, leader_epoch=leader_epoch, policy=self._policy_for(topic),
                       local_id=self.node_id, high_watermark=hw)
+        p.stats = self.stats
         p.txn_verifier = self.txn_verifier
         p.isr_change_listener = self.isr_change_listener
         self.partitions[(topic, partition)] = p

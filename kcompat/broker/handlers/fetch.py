@@ -122,6 +122,7 @@ def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] =
     min_one = True
     total = 0
     has_error = False
+    stats = broker.replica_manager.stats
     by_topic: dict = {}
     order = []
     for key, fp, target in plan.entries:
@@ -168,6 +169,8 @@ def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] =
             code = e.code
             has_error = True
         n = len(records)
+        if replica_id < 0:
+            stats.fetched(p.topic, n, code != ErrorCode.NONE)
         if n:
             if replica_id < 0:
                 p.count_consumer_bytes(n)

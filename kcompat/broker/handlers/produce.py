@@ -109,19 +109,24 @@ def _append_all(ctx, req, verified: dict | None = None):
     acks = req.acks
     now = broker.now_ms()
     failed = False
+    stats = broker.replica_manager.stats
     topics = []
     waits = []   # (partition response, Partition, required offset) for acks=-1
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
             if acks not in (-1, 0, 1):
-                resp = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None)
+                resp, required = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None), -1
             else:
                 resp, partition, required = _append(broker, td.name, pd, acks, now, version, req.transactional_id,
                                                     verified.get((td.name, pd.index)) if verified else None)
                 if partition is not None and acks == -1 and partition.high_watermark < required:
                     waits.append((resp, partition, required))
-            failed = failed or resp.error_code != ErrorCode.NONE
+            if resp.error_code == ErrorCode.NONE:
+                stats.produced(td.name, len(pd.records or b""), max(0, required - resp.base_offset))
+            else:
+                failed = True
+                stats.produce_failed(td.name, len(pd.records or b""))
             parts.append(resp)
         topics.append(R.TopicProduceResponse(name=td.name, partition_responses=parts))
     if acks == 0:
