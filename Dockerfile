@@ -24,7 +24,7 @@ USER kcompat
 WORKDIR /var/lib/kcompat
 ENV PATH=/opt/kcompat/bin:$PATH PYTHONUNBUFFERED=1
 VOLUME /var/lib/kcompat/data
-EXPOSE 9092 9093
+EXPOSE 9092 9093 8090
 # a Kafka protocol round trip (ApiVersions) to the node's client listener, not just an open port
 HEALTHCHECK --interval=2s --timeout=5s --start-period=30s --retries=3 CMD ["kcompat", "healthcheck"]
 STOPSIGNAL SIGTERM

@@ -52,6 +52,7 @@ DEFAULTS = {
     "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
 }
+HTTP_LISTENERS = "HTTP://0.0.0.0:8090"   # kcompat's HTTP listener (not in apache/kafka): EXPOSE 8090
 _NAME = re.compile(r"^[A-Za-z0-9]+(?:_{1,3}[A-Za-z0-9]+)*$")
 _HOST = re.compile(r"://[^:/]*:")
 
@@ -103,6 +104,8 @@ def node_properties(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[st
             source["listeners"] = "KAFKA_ADVERTISED_LISTENERS"
     if "log.dirs" not in props and "log.dir" not in props:
         props["log.dirs"] = DATA_DIR
+    if "http.listeners" not in props:
+        props["http.listeners"] = HTTP_LISTENERS   # metrics and console on the documented port
     return props, source, cluster_id
 
 

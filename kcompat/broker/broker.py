@@ -30,6 +30,8 @@ from pathlib import Path
 from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
+from kcompat.broker.http.listener import HttpListener, parse_http_listeners
+from kcompat.broker.request_stats import RequestStats
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
 from kcompat.broker.isr_updates import IsrUpdates
@@ -82,6 +84,8 @@ class Broker:
         self.lifecycle = None
         self.node_id: int = config.node_id
         self.connections: set[KafkaConnection] = set()
+        self.request_stats = RequestStats()   # per-API request metrics (kcompat.broker.http.metrics)
+        self.http = HttpListener(self)        # http.listeners: /metrics, console, REST proxy
         self.fetch_waiters: set = set()
         self.shutting_down = False
         self.cluster_id = ""
@@ -175,6 +179,8 @@ class Broker:
         self.lifecycle = BrokerLifecycle(self)
         self._periodic_tasks = [asyncio.ensure_future(self._controller_periodic()),
                                 asyncio.ensure_future(self._log_maintenance())]
+        # the HTTP listener is up before the Kafka listeners serve: whoever sees the broker can scrape it
+        await self.http.start(parse_http_listeners(cfg.get("http.listeners")))
         if self.is_broker:
             # bind first (the registration carries the bound ports), serve once unfenced
             await self._open_listeners([lst for lst in cfg.listeners if lst[0] not in controller_names],
@@ -526,6 +532,7 @@ class Broker:
             moved = await self.lifecycle.controlled_shutdown(SHUTDOWN_GRACE_S)
             log.info("controlled shutdown %s", "complete" if moved else "timed out; shutting down anyway")
         self.shutting_down = True
+        await self.http.stop()
         for server in self._servers:
             server.close()
         for wake in list(self.fetch_waiters):

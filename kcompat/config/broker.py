@@ -29,6 +29,9 @@ from .properties import load_properties, parse_override
 from .validation import validate_broker
 from .types import LONG_MAX, ConfigSource
 
+# the HTTP listener of the zero-config node (kcompat.broker.http; documented port 8090)
+ZERO_CONFIG_HTTP_LISTENERS = "HTTP://127.0.0.1:8090"
+
 log = logging.getLogger("kcompat.config")
 
 _CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
@@ -82,6 +85,9 @@ class BrokerConfig:
         overrides, which beat the file. Raises :class:`ConfigError`. Logs one warning naming the
         keys that were set but that kcompat accepts without acting on them."""
         props: dict[str, str] = load_properties(path) if path is not None else {}
+        if path is None and not overrides:
+            # the zero-config node (``kcompat`` and nothing else) serves its console and metrics
+            props["http.listeners"] = ZERO_CONFIG_HTTP_LISTENERS
         for arg in overrides or ():
             key, value = parse_override(arg)
             props.pop(key, None)

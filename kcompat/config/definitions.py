@@ -19,6 +19,8 @@ The less common keys (security, ZooKeeper, metrics, quotas, tiered storage) live
 
 from __future__ import annotations
 
+import re
+
 from .compat_defs import COMPAT_CONFIGS, METADATA_VERSION
 from .endpoints import parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
 from .errors import invalid_value
@@ -52,6 +54,17 @@ _gzip_level = one_of_or_range([-1], between(1, 9))
 _lz4_level = between(1, 17)
 _zstd_level = between(-131072, 22)
 _protocols = ValidString(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+
+
+_HTTP_LISTENER = re.compile(r"^HTTP://(\[[^\]]*\]|[^:/]*):(\d{1,5})$", re.IGNORECASE)
+
+
+def _check_http_listeners(name: str, value: str) -> None:
+    """``HTTP://host:port`` entries, comma-separated (empty: no HTTP listener)."""
+    items = value.split(",") if isinstance(value, str) else value
+    for item in (v.strip() for v in items):
+        if item and (not _HTTP_LISTENER.match(item) or int(_HTTP_LISTENER.match(item).group(2)) > 65535):
+            raise invalid_value(name, value, f"{item!r} is not HTTP://host:port")
 
 
 def _check_replica_selector(name: str, value: str) -> None:
@@ -242,6 +255,10 @@ _CORE: list[ConfigKey] = [
     d("inter.broker.protocol.version", STRING, "3.9-IV0", METADATA_VERSION, RO, False, "Inter-broker protocol version (ZooKeeper mode)."),
     d("broker.rack", STRING, None, None, RO, True,
       "Rack of the broker: rack-aware replica placement and fetch from the closest replica (KIP-36, KIP-392)."),
+    # kcompat's own: the HTTP listener (metrics, console, REST proxy); off unless set, except in
+    # the zero-config node and the container image (HTTP://127.0.0.1:8090, HTTP://0.0.0.0:8090)
+    d("http.listeners", LIST, "", Custom(_check_http_listeners, "HTTP://host:port,..."), RO, True,
+      "HTTP listeners of the node (kcompat): /metrics, the console at /, the REST proxy at /v3."),
     d("replica.selector.class", STRING, None, _replica_selector, RO, True,
       "ReplicaSelector for fetch from the closest replica (KIP-392): null (leader only) or "
       "org.apache.kafka.common.replica.RackAwareReplicaSelector."),

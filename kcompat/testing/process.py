@@ -54,7 +54,9 @@ class BrokerProcess:
         self._reader: threading.Thread | None = None
 
     def args(self) -> list[str]:
-        overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir)}
+        # no HTTP listener unless asked: test brokers would compete for its one documented port
+        overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir),
+                     "http.listeners": ""}
         overrides.update(self.overrides)
         cmd = [sys.executable, "-m", "kcompat", "serve"]
         for k, v in overrides.items():

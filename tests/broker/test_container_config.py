@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kcompat.container import (DATA_DIR, DEFAULTS, ContainerConfigError, load_config, node_properties,
+from kcompat.container import (DATA_DIR, DEFAULTS, HTTP_LISTENERS, ContainerConfigError, load_config, node_properties,
                                property_name)
 from kcompat.testing.ports import free_ports
 from tests.support.broker_process import ROOT
@@ -37,7 +37,7 @@ def test_a_variable_that_maps_to_no_property_is_refused_by_name(variable):
 
 def test_no_environment_is_the_apache_kafka_default_single_node():
     props, _, cluster_id = node_properties({"PATH": "/bin", "KAFKA_HEAP_OPTS": "-Xmx1g"})
-    assert props == {**DEFAULTS, "log.dirs": DATA_DIR} and cluster_id is None
+    assert props == {**DEFAULTS, "log.dirs": DATA_DIR, "http.listeners": HTTP_LISTENERS} and cluster_id is None
     config, _ = load_config({})
     assert [(n, p) for n, _h, p in config.listeners] == [("PLAINTEXT", 9092), ("CONTROLLER", 9093)]
 
@@ -72,6 +72,7 @@ def test_bad_values_and_unknown_settings_name_the_variable(env, variable):
 def _cli(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
     base = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_") and k != "CLUSTER_ID"}
     base["PYTHONPATH"] = str(ROOT)
+    base["KAFKA_HTTP_LISTENERS"] = ""   # the image's HTTP port 8090 would clash with other tests' nodes
     return subprocess.Popen([sys.executable, "-m", "kcompat", *args], env={**base, **env}, cwd=str(ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 

@@ -98,7 +98,8 @@ def test_zero_config_defaults():
     assert cfg.get("default.replication.factor") == 1
     assert cfg.get("log.segment.bytes") == 1073741824
     assert cfg.log_retention_ms == 7 * 24 * 3600 * 1000
-    assert cfg.static_props == {} and "num.partitions" in cfg.defaulted_keys
+    # the one property the zero-config node sets: its HTTP listener (metrics and console)
+    assert cfg.static_props == {"http.listeners": "HTTP://127.0.0.1:8090"} and "num.partitions" in cfg.defaulted_keys
 
 
 def test_kafka_39_sample_loads(tmp_path):

@@ -1,0 +1,74 @@
+"""The HTTP listener of a node (``http.listeners``, e.g. ``HTTP://127.0.0.1:8090``): an aiohttp
+application served in the broker's own event loop (no thread), stopped with the broker.
+
+Routes are contributed by the modules of this package, each with ``routes(app, broker)``:
+:mod:`.metrics` (``GET /metrics``). A listener that cannot bind fails the start, as a Kafka
+listener does."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from aiohttp import web
+
+log = logging.getLogger("kcompat.http")
+
+_LISTENER = re.compile(r"^(HTTP)://(\[[^\]]*\]|[^:/]*):(\d+)$", re.IGNORECASE)
+DEFAULT_PORT = 8090
+ZERO_CONFIG_LISTENERS = f"HTTP://127.0.0.1:{DEFAULT_PORT}"
+
+
+def parse_http_listeners(value: list[str]) -> list[tuple[str, int]]:
+    """``["HTTP://host:port", ...]`` -> ``[(host, port)]``; ValueError for anything else (only
+    plain HTTP: TLS for the HTTP listener is not implemented)."""
+    out = []
+    for item in value:
+        item = item.strip()
+        if not item:
+            continue
+        m = _LISTENER.match(item)
+        if m is None:
+            raise ValueError(f"{item!r} is not HTTP://host:port")
+        host = m.group(2).strip("[]")
+        port = int(m.group(3))
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port {port} out of range in {item!r}")
+        out.append((host, port))
+    return out
+
+
+def build_app(broker) -> web.Application:
+    """The application with every route of the package."""
+    from kcompat.broker.http import metrics
+    app = web.Application(client_max_size=1 << 20)
+    metrics.routes(app, broker)
+    return app
+
+
+class HttpListener:
+    """The node's HTTP listeners; ``bound`` lists ``(host, port)`` once started."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.bound: list[tuple[str, int]] = []
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, listeners: list[tuple[str, int]]) -> None:
+        if not listeners:
+            return
+        self._runner = web.AppRunner(build_app(self.broker), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        for host, port in listeners:
+            site = web.TCPSite(self._runner, host or None, port, reuse_address=True)
+            await site.start()
+            for sock in (site._server.sockets if site._server is not None else ()):
+                bhost, bport = sock.getsockname()[:2]
+                self.bound.append((bhost, bport))
+                log.info("started HTTP listener on %s:%d (metrics at /metrics)", bhost, bport)
+                break
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
