@@ -37,6 +37,7 @@ import queue
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -94,6 +95,34 @@ CONSUME_BATCH = 10_000
 
 
 # -- broker process sampling -----------------------------------------------------------------------
+
+class Scraper(threading.Thread):
+    """Scrapes ``http://<address>/metrics`` every ``interval`` s (what Prometheus does, faster),
+    counting scrapes and their bytes, until stopped."""
+
+    def __init__(self, address: str, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.address = address
+        self.interval = interval
+        self.scrapes = 0
+        self.bytes = 0
+        self.failures = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        import urllib.request
+        while not self._stop_event.wait(self.interval):
+            try:
+                with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=10) as r:
+                    self.bytes += len(r.read())
+                self.scrapes += 1
+            except OSError:
+                self.failures += 1
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(15)
+
 
 class BrokerSampler(PeriodicSampler):
     """Samples the broker's RssAnon every ``interval`` s; keeps the overall and per-phase peaks."""
@@ -266,6 +295,9 @@ def main(argv=None) -> int:
                     help="broker log.dirs, new or empty (default: a temporary directory, removed afterwards)")
     ap.add_argument("--keep", action="store_true", help="keep the data directory and broker log")
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    ap.add_argument("--http", action="store_true",
+                    help="serve the HTTP listener and scrape /metrics every --scrape-interval s meanwhile")
+    ap.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes with --http")
     args = ap.parse_args(argv)
     if args.quick:
         args.records_small //= 10
@@ -281,7 +313,11 @@ def main(argv=None) -> int:
         ap.error(f"--data-dir {args.data_dir} is not empty")
     tmp = Path(tempfile.mkdtemp(prefix="kcompat-bench-"))
     data_dir = args.data_dir or tmp / "data"
-    broker = BrokerProcess(data_dir, log_path=tmp / "broker.log")
+    overrides = {}
+    if args.http:
+        from kcompat.testing.ports import free_ports
+        overrides["http.listeners"] = f"HTTP://127.0.0.1:{free_ports(1)[0]}"
+    broker = BrokerProcess(data_dir, overrides, log_path=tmp / "broker.log")
     print(f"kcompat produce/consume benchmark: python {platform.python_version()}, "
           f"confluent-kafka {confluent_kafka.__version__} (librdkafka {libversion()[0]}), {os.cpu_count()} CPUs, "
           f"{args.partitions} partition(s) per topic, "
@@ -293,6 +329,10 @@ def main(argv=None) -> int:
     print(f"broker pid {pid} at {broker.bootstrap}, data in {data_dir}")
     sampler = BrokerSampler(pid)
     sampler.start()
+    scraper = Scraper(overrides["http.listeners"].split("://", 1)[1], args.scrape_interval) if args.http else None
+    if scraper is not None:
+        scraper.start()
+        print(f"scraping http://{scraper.address}/metrics every {args.scrape_interval:g} s")
     phases = []
     try:
         topics = {SMALL: "bench-100B", LARGE: "bench-1KiB"}
@@ -330,6 +370,10 @@ def main(argv=None) -> int:
             run(f"consume {'100 B' if size == SMALL else '1 KiB'}", "consume", size,
                 lambda size=size: consume_phase(broker.bootstrap, topics[size], args.partitions, counts[size], pid))
     finally:
+        if scraper is not None:
+            scraper.stop()
+            print(f"/metrics scraped {scraper.scrapes} times ({scraper.bytes / max(1, scraper.scrapes) / 1024:.0f} "
+                  f"KiB each), {scraper.failures} failures")
         try:
             sampler.stop()
         finally:
