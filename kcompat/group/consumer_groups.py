@@ -19,6 +19,7 @@ both ways, keeping its committed offsets.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 import logging
 import uuid
 from dataclasses import replace
@@ -74,6 +75,7 @@ class ConsumerGroupManager:
         self._now = now
         self.classic = classic
         self.migration = Migration(self)
+        self.rebalances: Counter[str] = Counter()   # replaced by the shard's when composed
         for name in config.assignors:
             if name not in ASSIGNORS:
                 raise ValueError(f"group.consumer.assignors: unknown assignor {name!r}")
@@ -323,6 +325,7 @@ class ConsumerGroupManager:
         if subscription_changed or metadata_hash != cg.metadata_hash or cg.group_epoch == 0:
             cg.metadata_hash = metadata_hash
             cg.group_epoch += 1
+            self.rebalances["consumer"] += 1
             self.emit_group_epoch(group)
             log.info("group %s: group epoch %d", group.group_id, cg.group_epoch)
 

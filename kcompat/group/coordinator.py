@@ -87,6 +87,7 @@ class GroupCoordinator:
             timers=ctx.timers, new_group=ctx.new_group, drop_group=lambda group: self.store.remove_group(group),
             now=lambda: ctx.now, classic=self.classic.rebalance)
         self.classic.consumer_groups = self.consumer_groups
+        self.consumer_groups.rebalances = ctx.rebalances
         self.store = GroupStore(ctx, self.classic, self.consumer_groups)
         self.offsets = OffsetManager(ctx, self.store, self.classic, self.consumer_groups, txn_verifier)
         ctx.on_begin = self._on_begin

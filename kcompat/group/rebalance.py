@@ -89,6 +89,7 @@ class ClassicRebalancer:
                 self.remove_member(group, m.member_id)
         if group.is_(DEAD):
             return
+        self.ctx.rebalances["classic"] += 1
         if not group.maybe_elect_new_joined_leader() and group.members:
             # only static members that did not rejoin remain: wait for them (or their session expiry)
             log.error("group %s: cannot complete the rebalance because no members rejoined", group.group_id)

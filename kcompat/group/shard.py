@@ -45,6 +45,8 @@ class GroupShardContext:
         self.open_txns: dict[tuple[int, int], set[str]] = {}
         self.active = True
         self.now = 0
+        # completed classic rebalances and consumer-group epoch bumps (group-coordinator-metrics)
+        self.rebalances: Counter[str] = Counter()
         self._records: list[Record] = []
         self._replies: list[tuple[object, object]] = []
         self._deferred_records: list[Record] = []

@@ -90,6 +90,7 @@ def test_traffic_moves_the_broker_topic_and_request_metrics_and_lag(broker):
     assert value(after, "kafka_consumergroup_lag", consumergroup=group, topic=topic, partition=0) == 0
     assert value(after, "kafka_consumergroup_lag_sum", consumergroup=group, topic=topic) == 0
     assert value(after, "kafka_server_group_coordinator_metrics_group_count", protocol="classic") >= 1
+    assert value(after, "kafka_server_group_coordinator_metrics_classic_group_completed_rebalance_count_total") >= 1
     c.close()
 
 

@@ -234,6 +234,11 @@ class BrokerCollector:
             for protocol in ("classic", "consumer"):
                 f.add_metric([protocol], by_protocol.get(protocol, 0))
             yield f
+            rebalances = groups.coordinator.ctx.rebalances
+            yield CounterMetricFamily(g + "classic_group_completed_rebalance_count",
+                                      "Completed classic group rebalances", value=rebalances["classic"])
+            yield CounterMetricFamily(g + "consumer_group_rebalance_count",
+                                      "Consumer group epoch bumps (KIP-848 rebalances)", value=rebalances["consumer"])
             for name, counts in (("classic_group_count", classic), ("consumer_group_count", consumer)):
                 f = GaugeMetricFamily(g + name, "Groups by state", labels=["state"])
                 for state, n in sorted(counts.items()):
