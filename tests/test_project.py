@@ -53,5 +53,6 @@ def test_readme_api_table_matches_live_api_versions(broker):
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    command = "sh tools/install_kcat.sh && sh tools/install_docker.sh && python3 -m pip install -e '.[test]' && python3 -m pytest"
+    command = ("sh tools/install_kcat.sh && sh tools/install_docker.sh && sh tools/install_chromium.sh && "
+               "python3 -m pip install -e '.[test]' && python3 -m pytest")
     assert command in readme and command in ci

@@ -259,6 +259,9 @@ _CORE: list[ConfigKey] = [
     # the zero-config node and the container image (HTTP://127.0.0.1:8090, HTTP://0.0.0.0:8090)
     d("http.listeners", LIST, "", Custom(_check_http_listeners, "HTTP://host:port,..."), RO, True,
       "HTTP listeners of the node (kcompat): /metrics, the console at /, the REST proxy at /v3."),
+    d("consumer.instance.timeout.ms", INT, 300000, at_least(1), RO, True,
+      "Idle time (ms) after which a REST proxy consumer instance (/consumers, on http.listeners) is closed "
+      "and leaves its group (kcompat; Confluent REST Proxy's setting of that name)."),
     d("replica.selector.class", STRING, None, _replica_selector, RO, True,
       "ReplicaSelector for fetch from the closest replica (KIP-392): null (leader only) or "
       "org.apache.kafka.common.replica.RackAwareReplicaSelector."),

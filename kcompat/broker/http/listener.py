@@ -2,8 +2,9 @@
 application served in the broker's own event loop (no thread), stopped with the broker.
 
 Routes are contributed by the modules of this package, each with ``routes(app, broker)``:
-:mod:`.metrics` (``GET /metrics``). A listener that cannot bind fails the start, as a Kafka
-listener does."""
+:mod:`.metrics` (``GET /metrics``), :mod:`.console` (``GET /`` and the JSON API under
+``/api/v1``), :mod:`.rest_v3` and :mod:`.rest_v2_consumers` (the Confluent REST Proxy subset). A
+listener that cannot bind fails the start, as a Kafka listener does."""
 
 from __future__ import annotations
 
@@ -40,9 +41,13 @@ def parse_http_listeners(value: list[str]) -> list[tuple[str, int]]:
 
 def build_app(broker) -> web.Application:
     """The application with every route of the package."""
-    from kcompat.broker.http import metrics
+    from kcompat.broker.http import console, metrics
     app = web.Application(client_max_size=1 << 20)
     metrics.routes(app, broker)
+    console.routes(app, broker)
+    from kcompat.broker.http import rest_v2_consumers, rest_v3
+    rest_v3.routes(app, broker)
+    rest_v2_consumers.routes(app, broker)
     return app
 
 
@@ -65,7 +70,8 @@ class HttpListener:
             for sock in (site._server.sockets if site._server is not None else ()):
                 bhost, bport = sock.getsockname()[:2]
                 self.bound.append((bhost, bport))
-                log.info("started HTTP listener on %s:%d (metrics at /metrics)", bhost, bport)
+                log.info("started HTTP listener on %s:%d (console at /, metrics at /metrics, REST proxy at /v3)",
+                         bhost, bport)
                 break
 
     async def stop(self) -> None:
