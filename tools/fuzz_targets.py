@@ -258,12 +258,13 @@ class FrameProblem(Exception):
 def frame_target(controller: bool) -> Target:
     from kcompat.broker import apis
     from kcompat.broker import connection as conn_mod
+    from kcompat.broker.request_stats import RequestStats
     from kcompat.broker.context import NO_RESPONSE
 
     listener = "CONTROLLER" if controller else "PLAINTEXT"
     config = {"socket.request.max.bytes": 104857600, "queued.max.requests": 500}
     broker = SimpleNamespace(config=SimpleNamespace(controller_listener_names=["CONTROLLER"], get=config.get),
-                             connections=set())
+                             connections=set(), request_stats=RequestStats())
     stubs = {k: SimpleNamespace(API_KEY=k, MIN_VERSION=m.MIN_VERSION, MAX_VERSION=m.MAX_VERSION,
                                 error_response=getattr(m, "error_response", None),
                                 handle=lambda ctx, req: NO_RESPONSE)
