@@ -70,8 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _serve(config, cluster_id: str | None = None) -> int:
     from kcompat.broker.broker import Broker
+    from kcompat.broker.malloc_tuning import tune_malloc
     from kcompat.log import LogError
 
+    tune_malloc()   # large request buffers stay in the heap (see kcompat.broker.malloc_tuning)
     broker = Broker(config, cluster_id=cluster_id)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
