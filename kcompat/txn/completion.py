@@ -82,9 +82,12 @@ class TxnCompletion:
         """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT, isFromClient=false):
         PrepareAbort with the epoch bumped, so the producer of the ongoing transaction is fenced.
         A bumped epoch whose record was not written is reused (Kafka's hasFailedEpochFence)."""
-        if m.epoch >= MAX_PRODUCER_EPOCH:  # never happens: clients get at most Short.MaxValue - 1
+        if m.fence_epoch is None and m.producer_epoch >= MAX_PRODUCER_EPOCH:
+            # never happens: clients get at most Short.MaxValue - 1 (Kafka throws here too)
             raise RuntimeError(f"cannot fence producer {m.producer_id} of {m.transactional_id}: epoch {m.epoch}")
-        bumped = m.epoch + 1 if m.fence_epoch is None else m.fence_epoch
+        # a fence whose record could not be written is retried with the same bumped epoch
+        # (Kafka's hasFailedEpochFence), also when that epoch is Short.MaxValue
+        bumped = m.producer_epoch + 1 if m.fence_epoch is None else m.fence_epoch
         m.fence_epoch = bumped
         m.last_producer_epoch = NO_PRODUCER_EPOCH
         transit = m.transit(producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH, state=PREPARE_ABORT,
