@@ -54,7 +54,8 @@ from kcompat.broker.http.rest_common import (
     CONSUMER_ALREADY_EXISTS, CONSUMER_FORMAT_MISMATCH, INVALID_CONSUMER_CONFIG, RestError, V2_CONTENT_TYPE,
     add_fallback, add_route, json_body, json_response, no_content, parse_timestamp, rest_handler, unprocessable,
 )
-from kcompat.broker.http.rest_consumer import ConsumerInstance, ConsumerManager
+from kcompat.broker.http.rest_consumer import ConsumerInstance
+from kcompat.broker.http.rest_consumer_manager import ConsumerManager
 
 BASE = "/consumers/{group}/instances/{instance}"
 MAX_READ_TIMEOUT_MS = 30000
