@@ -50,7 +50,7 @@ class _Slot:
     """A request awaiting its response; responses leave in slot order."""
 
     __slots__ = ("correlation_id", "api_key", "version", "flexible_header", "buffers", "done", "task",
-                 "received", "handled", "completed", "request_bytes", "response")
+                 "received", "handled", "completed", "request_bytes", "response_bytes", "response")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, flexible_header: bool) -> None:
         self.correlation_id = correlation_id
@@ -62,7 +62,7 @@ class _Slot:
         self.task = None
         # request metrics (perf_counter seconds): read, handler returned, response encoded
         self.received = self.handled = self.completed = 0.0
-        self.request_bytes = 0
+        self.request_bytes = self.response_bytes = 0
         self.response = None
 
 
@@ -295,7 +295,8 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("could not encode the response to API key %d v%d", slot.api_key, slot.version)
             self.close("response encoding failed")
             return
-        _I32.pack_into(out, 0, out.total_size() - 4)
+        slot.response_bytes = out.total_size()
+        _I32.pack_into(out, 0, slot.response_bytes - 4)
         slot.buffers = out.buffers()
         slot.done = True
         slot.completed = perf_counter()
@@ -321,7 +322,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         sent = perf_counter()
         handled = slot.handled or slot.completed
-        self._stats.record(slot.api_key, slot.version, slot.request_bytes, sum(len(b) for b in slot.buffers),
+        self._stats.record(slot.api_key, slot.version, slot.request_bytes, slot.response_bytes,
                            slot.response, (handled - slot.received) * 1000.0,
                            max(0.0, slot.completed - handled) * 1000.0, max(0.0, sent - slot.completed) * 1000.0)
         slot.response = None

@@ -28,6 +28,8 @@ from typing import Callable
 import re2
 
 from kcompat.group import consumer_records as crec
+from kcompat.group import records as rec
+from kcompat.group.coordinator_types import EMPTY
 from kcompat.group.consumer_assignors import ASSIGNORS, MemberSpec, TopicSpec
 from kcompat.group.consumer_migration import ClassicRequestError, Migration
 from kcompat.group.consumer_group import (
@@ -148,8 +150,6 @@ class ConsumerGroupManager:
             if not create:
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self._new_group(group_id)
-        if group.consumer is not None and group.members:
-            raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group.consumer is None and create and group.members and self.classic is not None \
                 and self.migration.can_upgrade(group):
             try:
@@ -157,7 +157,7 @@ class ConsumerGroupManager:
             except ClassicRequestError as e:
                 raise _error(e.code, str(e)) from None
         if group.consumer is None:
-            if not create or group.members or group.pending_members or group.state.name != "EMPTY":
+            if not create or group.members or group.pending_members or not group.is_(EMPTY):
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if group.generation_id > 0 or group.protocol_type is not None:
                 log.info("group %s: the empty classic group becomes a consumer group", group_id)
@@ -171,7 +171,7 @@ class ConsumerGroupManager:
         return group, cg
 
     def classic_tombstone(self, group: Group) -> None:
-        from kcompat.group import records as rec
+        """Tombstone the classic group record of a group becoming a consumer group."""
         self._emit(group.partition, rec.group_metadata_key(group.group_id), None)
         group.generation_id = 0
         group.protocol_name = None
@@ -203,9 +203,8 @@ class ConsumerGroupManager:
                               and req.topic_partitions is not None)
         assignment = None
         if full or after.assigned != member.assigned or after.member_epoch != member.member_epoch:
-            assignment = HeartbeatResponse.Assignment(topic_partitions=[
-                HeartbeatResponse.TopicPartitions(topic_id=t, partitions=sorted(ps))
-                for t, ps in sorted(after.assigned.items(), key=lambda i: str(i[0]))])
+            assignment = HeartbeatResponse.Assignment(
+                topic_partitions=crec.topic_partitions(HeartbeatResponse.TopicPartitions, after.assigned))
         return HeartbeatResponse(throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
                                  member_epoch=after.member_epoch,
                                  heartbeat_interval_ms=self.config.heartbeat_interval_ms, assignment=assignment)

@@ -125,7 +125,8 @@ def _read(cls, data: bytes):
     return obj
 
 
-def _topic_partitions(cls, assignment: Assignment) -> list:
+def topic_partitions(cls, assignment: Assignment) -> list:
+    """``[cls(topic_id, partitions)]`` of ``assignment``, sorted, without empty topics."""
     return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))
             if ps]
 
@@ -163,7 +164,7 @@ def target_metadata_value(assignment_epoch: int, timestamp_ms: int) -> bytes:
 
 
 def target_member_value(assignment: Assignment) -> bytes:
-    return _prefixed(0, TargetMemberValue(topic_partitions=_topic_partitions(TargetMemberValue.TopicPartition,
+    return _prefixed(0, TargetMemberValue(topic_partitions=topic_partitions(TargetMemberValue.TopicPartition,
                                                                              assignment)))
 
 
@@ -171,8 +172,8 @@ def current_assignment_value(member_epoch: int, previous_member_epoch: int, stat
                              pending_revocation: Assignment) -> bytes:
     tp = CurrentValue.TopicPartitions
     return _prefixed(0, CurrentValue(member_epoch=member_epoch, previous_member_epoch=previous_member_epoch,
-                                     state=state, assigned_partitions=_topic_partitions(tp, assigned),
-                                     partitions_pending_revocation=_topic_partitions(tp, pending_revocation)))
+                                     state=state, assigned_partitions=topic_partitions(tp, assigned),
+                                     partitions_pending_revocation=topic_partitions(tp, pending_revocation)))
 
 
 def regular_expression_value(topics: list[str], version: int, timestamp_ms: int) -> bytes:

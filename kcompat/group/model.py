@@ -102,20 +102,7 @@ class Group:
     def __init__(self, group_id: str, partition: int, state: GroupState, now_ms: int | None) -> None:
         self.group_id = group_id
         self.partition = partition
-        self.state = state
-        self.state_timestamp: int | None = now_ms  # Kafka's currentStateTimestamp
-        self.protocol_type: str | None = None
-        self.protocol_name: str | None = None
-        self.generation_id = 0
-        self.leader_id: str | None = None
-        self.members: dict[str, Member] = {}  # insertion order: the first member is the next leader
-        self.static_members: dict[str, str] = {}  # group instance id -> member id
-        self.pending_members: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
-        self.pending_sync: set[str] = set()
-        self.num_awaiting_join = 0
-        self.supported_protocols: Counter[str] = Counter()
-        self.new_member_added = False
-        self.subscribed_topics: set[str] | None = None
+        self.reset_classic(state, now_ms)
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         # log offset of the record each committed offset comes from: when a transaction commits,
         # its offset wins only over an older committed one (Kafka's record offset rule)
@@ -134,22 +121,25 @@ class Group:
         """ListGroups' group type: "consumer" for a KIP-848 group, "classic" otherwise."""
         return "classic" if self.consumer is None else "consumer"
 
-    def reset_classic(self, state: GroupState, now_ms: int) -> None:
-        """Start a new classic membership in ``state`` with no members, keeping the offsets: when
-        a group changes protocol Kafka replaces the group object (a new ClassicGroup, Empty or
-        Stable, or a ConsumerGroup), which is not a transition of the classic state machine."""
+    def reset_classic(self, state: GroupState, now_ms: int | None) -> None:
+        """A new classic membership in ``state`` with no members (the offsets are not touched):
+        a new group, or one changing protocol, where Kafka replaces the group object (a new
+        ClassicGroup, Empty or Stable, or a ConsumerGroup) rather than making a transition of
+        the classic state machine."""
         self.state = state
-        self.state_timestamp = now_ms
-        self.protocol_type = self.protocol_name = self.leader_id = None
+        self.state_timestamp: int | None = now_ms  # Kafka's currentStateTimestamp
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
         self.generation_id = 0
-        self.members.clear()
-        self.static_members.clear()
-        self.pending_members.clear()
-        self.pending_sync.clear()
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}  # insertion order: the first member is the next leader
+        self.static_members: dict[str, str] = {}  # group instance id -> member id
+        self.pending_members: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
+        self.pending_sync: set[str] = set()
         self.num_awaiting_join = 0
-        self.supported_protocols.clear()
+        self.supported_protocols: Counter[str] = Counter()
         self.new_member_added = False
-        self.subscribed_topics = None
+        self.subscribed_topics: set[str] | None = None
 
     def has_live_members(self) -> bool:
         """Members of either protocol (a group with members is never removed or expired)."""

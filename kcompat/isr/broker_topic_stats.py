@@ -54,9 +54,9 @@ class BrokerTopicStats:
         IsrExpandsPerSec). Kafka counts only the changes the leader proposes; kcompat also counts
         those the controller makes (a follower fenced or shut down), which an operator watching
         the metric expects to see."""
-        if after < before or (len(after) < len(before)):
+        if len(after) < len(before):
             self.isr_shrinks += 1
-        elif after > before or len(after) > len(before):
+        elif len(after) > len(before):
             self.isr_expands += 1
 
     def forget(self, topic: str) -> None:

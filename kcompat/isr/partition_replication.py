@@ -132,11 +132,9 @@ class ReplicationMixin:
             elif partition_epoch > rs.partition_epoch or tuple(replicas) != rs.replicas:
                 before = frozenset(rs.isr)
                 rs.update_assignment(replicas, isr, partition_epoch)
-                stats = getattr(self, "stats", None)
-                if stats is not None and frozenset(rs.isr) != before:
-                    # the controller changed the ISR of a partition we lead (a follower fenced or
-                    # shut down): counted with the leader's own shrinks and expansions
-                    stats.isr_changed(before, frozenset(rs.isr))
+                # the controller changed the ISR of a partition we lead (a follower fenced or
+                # shut down): counted with the leader's own shrinks and expansions
+                self._count_isr_change(before, rs.isr)
         rs.maybe_increment_high_watermark(now_ms)
         self._complete_replication_waiters()
         self._wake()
@@ -219,6 +217,14 @@ class ReplicationMixin:
         self._propose_isr_change(rs.prepare_isr_shrink(out))
         return True
 
+    def _count_isr_change(self, before: Iterable[int], after: Iterable[int]) -> None:
+        """A committed ISR change of a partition this broker leads, for the broker's ISR shrink and
+        expand counters (``self.stats``, set by the ReplicaManager on a Partition)."""
+        stats = getattr(self, "stats", None)
+        before, after = frozenset(before), frozenset(after)
+        if stats is not None and before != after:
+            stats.isr_changed(before, after)
+
     def _propose_isr_change(self, change: PendingIsrChange) -> None:
         listener = self.isr_change_listener
         if listener is None:
@@ -236,10 +242,7 @@ class ReplicationMixin:
         if rs is None or leader_epoch not in (-1, self.leader_epoch) and error == ErrorCode.NONE:
             return
         if error == ErrorCode.NONE and isr is not None:
-            before = frozenset(rs.isr)
-            stats = getattr(self, "stats", None)
-            if stats is not None and frozenset(isr) != before:
-                stats.isr_changed(before, frozenset(isr))
+            self._count_isr_change(rs.isr, isr)
             if rs.isr_change_committed(isr, partition_epoch, now_ms):
                 self._on_high_watermark_advanced()
             elif rs.pending is not None and partition_epoch <= rs.partition_epoch:
