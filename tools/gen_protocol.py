@@ -38,6 +38,9 @@ NEWER_SPECS_DIR = "kafka-specs-4.3.1"
 FROM_NEWER_SPECS = (
     "message/ConsumerGroupDescribe*.json",       # v1: MemberType (KIP-1099)
     "group-coordinator/ConsumerGroup*.json",     # KIP-848 records incl. RegularExpression (type 16)
+    "message/*Share*.json",                      # KIP-932 as released in Kafka 4.1+ (v1 onwards)
+    "group-coordinator/ShareGroup*.json",        # KIP-932 records incl. StatePartitionMetadata
+    "share-coordinator/*.json",                  # __share_group_state: ShareSnapshot, ShareUpdate
 )
 OUT_DIR = ROOT / "kcompat" / "protocol"
 
@@ -637,6 +640,7 @@ TARGETS = {
     "group-coordinator": ("group_records", False),
     "transaction-coordinator": ("txn_records", False),
     "raft": ("raft_records", False),
+    "share-coordinator": ("share_records", False),
 }
 
 

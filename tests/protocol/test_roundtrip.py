@@ -81,7 +81,8 @@ def all_messages():
             out.extend((cls, v) for v in range(lo, hi + 1))
     from kcompat.protocol.messages import headers
     extra = [headers.RequestHeader, headers.ResponseHeader]
-    for package in ("metadata_records", "group_records", "txn_records", "raft_records", "storage_records"):
+    for package in ("metadata_records", "group_records", "txn_records", "raft_records", "storage_records",
+                    "share_records"):
         module = importlib.import_module(f"kcompat.protocol.{package}")
         extra.extend(module.RECORD_TYPES.values())
     from kcompat.protocol.storage_records.producer_snapshot import ProducerSnapshot

@@ -17,6 +17,18 @@ from kcompat.protocol.group_records.consumer_group_target_assignment_member_key 
 from kcompat.protocol.group_records.consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
 from kcompat.protocol.group_records.consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
 from kcompat.protocol.group_records.consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue
+from kcompat.protocol.group_records.share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey
+from kcompat.protocol.group_records.share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue
+from kcompat.protocol.group_records.share_group_member_metadata_key import ShareGroupMemberMetadataKey
+from kcompat.protocol.group_records.share_group_member_metadata_value import ShareGroupMemberMetadataValue
+from kcompat.protocol.group_records.share_group_metadata_key import ShareGroupMetadataKey
+from kcompat.protocol.group_records.share_group_metadata_value import ShareGroupMetadataValue
+from kcompat.protocol.group_records.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+from kcompat.protocol.group_records.share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+from kcompat.protocol.group_records.share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
+from kcompat.protocol.group_records.share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
+from kcompat.protocol.group_records.share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
+from kcompat.protocol.group_records.share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
 
 RECORD_TYPES = {
     3: ConsumerGroupMetadataKey,
@@ -31,6 +43,18 @@ RECORD_TYPES = {
     7: ConsumerGroupTargetAssignmentMemberValue,
     8: ConsumerGroupCurrentMemberAssignmentKey,
     8: ConsumerGroupCurrentMemberAssignmentValue,
+    10: ShareGroupMemberMetadataKey,
+    10: ShareGroupMemberMetadataValue,
+    11: ShareGroupMetadataKey,
+    11: ShareGroupMetadataValue,
+    12: ShareGroupTargetAssignmentMetadataKey,
+    12: ShareGroupTargetAssignmentMetadataValue,
+    13: ShareGroupTargetAssignmentMemberKey,
+    13: ShareGroupTargetAssignmentMemberValue,
+    14: ShareGroupCurrentMemberAssignmentKey,
+    14: ShareGroupCurrentMemberAssignmentValue,
+    15: ShareGroupStatePartitionMetadataKey,
+    15: ShareGroupStatePartitionMetadataValue,
     16: ConsumerGroupRegularExpressionKey,
     16: ConsumerGroupRegularExpressionValue,
 }

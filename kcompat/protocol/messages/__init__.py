@@ -99,6 +99,9 @@ API_TABLE = {
     85: ('WriteShareGroupState', 'write_share_group_state', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse'),
     86: ('DeleteShareGroupState', 'delete_share_group_state', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse'),
     87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse'),
+    90: ('DescribeShareGroupOffsets', 'describe_share_group_offsets', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse'),
+    91: ('AlterShareGroupOffsets', 'alter_share_group_offsets', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse'),
+    92: ('DeleteShareGroupOffsets', 'delete_share_group_offsets', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse'),
 }
 
 API_NAMES = {key: entry[0] for key, entry in API_TABLE.items()}
