@@ -20,6 +20,7 @@ from kcompat.broker.handlers import (
 )
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
+from kcompat.broker.handlers import share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
@@ -33,6 +34,7 @@ _MODULES = (
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
     describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions,
     consumer_group_heartbeat, consumer_group_describe,
+    share_group_heartbeat, share_group_describe,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

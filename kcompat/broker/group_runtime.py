@@ -23,6 +23,7 @@ import itertools
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
+from kcompat.group.share_groups import ShareProtocolConfig
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
@@ -51,6 +52,15 @@ def consumer_protocol_config(cfg) -> ConsumerProtocolConfig:
         assignors=ConsumerProtocolConfig.assignor_names(cfg.get("group.consumer.assignors")),
         migration_policy=cfg.get("group.consumer.migration.policy").lower(),
         classic_max_size=cfg.get("group.max.size"))
+
+
+def share_protocol_config(cfg) -> ShareProtocolConfig:
+    """The KIP-932 broker configs (``group.share.*``)."""
+    return ShareProtocolConfig(
+        enabled=True,
+        heartbeat_interval_ms=cfg.get("group.share.heartbeat.interval.ms"),
+        session_timeout_ms=cfg.get("group.share.session.timeout.ms"),
+        max_size=cfg.get("group.share.max.size"))
 
 
 class ImageTopics:
@@ -91,7 +101,14 @@ class GroupRuntime(CoordinatorRuntime):
         self.config = group_config(broker.config)
         super().__init__(broker, GroupCoordinator(self.config, partition_exists=broker.image.has_partition,
                                                   txn_verifier=self._verify_txn, topics=ImageTopics(broker.image),
-                                                  consumer_config=consumer_protocol_config(broker.config)))
+                                                  consumer_config=consumer_protocol_config(broker.config),
+                                                  share_config=share_protocol_config(broker.config),
+                                                  group_overrides=self._group_overrides))
+
+    def _group_overrides(self, group_id: str) -> dict[str, str]:
+        """A group's dynamic GROUP configs (KIP-848/KIP-932) from the metadata image."""
+        lookup = getattr(self.broker.image, "group_config", None)
+        return lookup(group_id) if lookup is not None else {}
 
     def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int) -> int:
         """KIP-890 verification of a TxnOffsetCommit, as the produce path does it
@@ -209,6 +226,15 @@ class GroupRuntime(CoordinatorRuntime):
 
     def consumer_group_describe(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.consumer_group_describe(
+            reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
+
+    def share_group_heartbeat(self, ctx, req) -> asyncio.Future:
+        client_id, host = self._client(ctx)
+        return self.run(lambda reply_to, now: self.coordinator.share_group_heartbeat(
+            reply_to, req, ctx.api_version, client_id, host, now), self._partitions([req.group_id]))
+
+    def share_group_describe(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.share_group_describe(
             reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:

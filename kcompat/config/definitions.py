@@ -291,6 +291,13 @@ _CORE: list[ConfigKey] = [
       ValidString(["disabled", "downgrade", "upgrade", "bidirectional"], case_insensitive=True), RO, True,
       "Online migration between the classic and consumer protocols: disabled, upgrade, downgrade, bidirectional."),
     d("group.consumer.assignors", LIST, "uniform,range", ValidList(["uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]), RO, True, "Server-side assignors of consumer-protocol groups; the first is the default."),
+    # KIP-932 share groups (GroupCoordinatorConfig / ShareGroupConfig, Kafka 4.3 defaults)
+    d("group.share.session.timeout.ms", INT, 45000, at_least(1), RO, True, "Session timeout (ms) of share group members."),
+    d("group.share.heartbeat.interval.ms", INT, 5000, at_least(1), RO, True, "Heartbeat interval (ms) the coordinator gives share group members."),
+    d("group.share.max.size", INT, 200, at_least(1), RO, True, "Maximum members of one share group."),
+    d("group.share.record.lock.duration.ms", INT, 30000, at_least(1), RO, True, "How long (ms) a share consumer holds an acquired record before it is offered again."),
+    d("group.share.delivery.count.limit", INT, 5, at_least(1), RO, True, "Deliveries of a record to share consumers before it is archived."),
+    d("group.share.partition.max.record.locks", INT, 2000, at_least(1), RO, True, "Most in-flight (acquired or available) records of one share partition."),
     d("offset.metadata.max.bytes", INT, 4096, None, RO, True, "Maximum size (bytes) of offset commit metadata."),
     d("offsets.load.buffer.size", INT, 5242880, at_least(1), RO, False, "Read batch size (bytes) when loading offsets."),
     d("offsets.topic.replication.factor", SHORT, 3, at_least(1), RO, True, "Replication factor of __consumer_offsets."),

@@ -150,6 +150,8 @@ class ConsumerGroupManager:
             if not create:
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self._new_group(group_id)
+        if group.share is not None:
+            raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group.consumer is None and create and group.members and self.classic is not None \
                 and self.migration.can_upgrade(group):
             try:

@@ -7,8 +7,9 @@ GroupCoordinatorShard is: a shared :class:`kcompat.group.shard.GroupShardContext
 clock, the Result being built) and parts with narrow interfaces -- classic membership
 (:class:`kcompat.group.membership.ClassicGroupManager`), offsets and the group admin APIs
 (:class:`kcompat.group.offsets.OffsetManager`), storage and loading
-(:class:`kcompat.group.storage.GroupStore`) and KIP-848 consumer groups
-(:class:`kcompat.group.consumer_groups.ConsumerGroupManager`). :class:`GroupCoordinator` is the
+(:class:`kcompat.group.storage.GroupStore`), KIP-848 consumer groups
+(:class:`kcompat.group.consumer_groups.ConsumerGroupManager`) and KIP-932 share groups
+(:class:`kcompat.group.share_groups.ShareGroupManager`). :class:`GroupCoordinator` is the
 facade the broker's runtime calls; it routes each API to its part and fires timers. Each call takes the
 current time and returns a :class:`Result`: records to append to ``__consumer_offsets`` and replies
 to send after they are appended. A JoinGroup or SyncGroup may wait: its reply comes in the Result of
@@ -53,10 +54,13 @@ from kcompat.coordinator.java_strings import java_string_hash, java_string_lengt
 from kcompat.group.membership import ClassicGroupManager
 from kcompat.group.offsets import OffsetManager
 from kcompat.group.shard import GroupShardContext
+from kcompat.group.share_groups import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager, ShareProtocolConfig
 from kcompat.group.storage import GroupStore
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.consumer_group_describe import ConsumerGroupDescribeResponse
 from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
+from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeResponse
+from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatResponse
 
 # what other modules import from here (the coordinator's public names)
 __all__ = ["GroupConfig", "GroupCoordinator", "Record", "Result", "TxnMarker", "java_string_hash",
@@ -71,11 +75,14 @@ class GroupCoordinator:
                  new_uuid: Callable[[], str] | None = None,
                  txn_verifier: Callable[[str, int, int, int], int] | None = None,
                  topics: TopicsView | None = None,
-                 consumer_config: ConsumerProtocolConfig | None = None) -> None:
+                 consumer_config: ConsumerProtocolConfig | None = None,
+                 share_config: ShareProtocolConfig | None = None,
+                 group_overrides: Callable[[str], dict[str, str]] | None = None) -> None:
         """``partition_exists(topic, partition)``: whether offsets may be committed for it;
         ``txn_verifier``: KIP-890 verification of TxnOffsetCommit (see :class:`OffsetManager`);
         ``topics``: the metadata image as KIP-848 consumer groups see it (without one, there are
-        no topics to assign); ``consumer_config``: their broker configs."""
+        no topics to assign); ``consumer_config``: their broker configs; ``share_config``: share
+        groups' broker configs; ``group_overrides(group_id)``: a group's dynamic GROUP configs."""
         self.config = config
         self.consumer_config = consumer_config or ConsumerProtocolConfig()
         ctx = self.ctx = GroupShardContext(config, partition_exists,
@@ -88,7 +95,13 @@ class GroupCoordinator:
             now=lambda: ctx.now, classic=self.classic.rebalance)
         self.classic.consumer_groups = self.consumer_groups
         self.consumer_groups.rebalances = ctx.rebalances
-        self.store = GroupStore(ctx, self.classic, self.consumer_groups)
+        self.share_config = share_config or ShareProtocolConfig()
+        self.share_groups = ShareGroupManager(
+            self.share_config, topics or NO_TOPICS, ctx.groups,
+            emit=lambda partition, key, value: ctx.emit(partition, key, value, applied=True),
+            timers=ctx.timers, new_group=ctx.new_group, now=lambda: ctx.now,
+            group_overrides=group_overrides or (lambda group_id: {}))
+        self.store = GroupStore(ctx, self.classic, self.consumer_groups, self.share_groups)
         self.offsets = OffsetManager(ctx, self.store, self.classic, self.consumer_groups, txn_verifier)
         ctx.on_begin = self._on_begin
         ctx.on_end = self._fire_due
@@ -213,6 +226,46 @@ class GroupCoordinator:
         self.ctx.reply((reply_to, version), ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups))
         return self.ctx.end(now_ms)
 
+    def share_group_heartbeat(self, reply_to, req, version: int, client_id: str, client_host: str,
+                              now_ms: int) -> Result:
+        """ShareGroupHeartbeat v1 (KIP-932), answered once its records are committed."""
+        self.ctx.begin(now_ms)
+        error = self.ctx.check_group(req.group_id, _Api.SHARE_HEARTBEAT) if req.group_id else None
+        if error is not None:
+            response = ShareGroupHeartbeatResponse(error_code=int(error), member_epoch=0, heartbeat_interval_ms=0)
+        elif not self.share_config.enabled:
+            response = ShareGroupHeartbeatResponse(
+                error_code=int(ErrorCode.UNSUPPORTED_VERSION), member_epoch=0, heartbeat_interval_ms=0,
+                error_message="Share groups are not enabled.")
+        else:
+            response = self.share_groups.heartbeat(req, version, client_id, client_host)
+        self.ctx.reply((reply_to, version), response)
+        return self.ctx.end(now_ms)
+
+    def share_group_describe(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """ShareGroupDescribe v1 (KIP-932): GROUP_ID_NOT_FOUND for unknown groups or other types."""
+        self.ctx.begin(now_ms)
+        groups = []
+        for group_id in req.group_ids:
+            error = self.ctx.check_group(group_id, _Api.SHARE_DESCRIBE)
+            if error is not None:
+                groups.append(ShareGroupDescribeResponse.DescribedGroup(
+                    error_code=int(error), group_id=group_id, group_state="", members=[],
+                    authorized_operations=-(2**31)))
+            else:
+                groups.append(self.share_groups.describe(group_id, req.include_authorized_operations,
+                                                         GROUP_OPERATIONS))
+        self.ctx.reply((reply_to, version), ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups))
+        return self.ctx.end(now_ms)
+
+    def share_group_partitions(self, group_id: str) -> dict | None:
+        """The topic partitions whose share-partition state a share group has (topic id -> (name,
+        partitions)), for deleting its state; None if ``group_id`` is not a share group here."""
+        group = self.ctx.groups.get(group_id)
+        if group is None or group.share is None:
+            return None
+        return dict(group.share.initialized)
+
     # ------------------------------------------------------------------------------------------
     # timers
     # ------------------------------------------------------------------------------------------
@@ -246,6 +299,8 @@ class GroupCoordinator:
                 self.classic.rebalance.on_join_timer(key[1], payload)
             elif kind == "sync":
                 self.classic.rebalance.on_sync_expired(key[1], payload)
+            elif kind == SHARE_SESSION_TIMER:
+                self.share_groups.on_timer(key[1], key[2])
             elif kind in ConsumerGroupManager.MEMBER_TIMERS:
                 self.consumer_groups.on_timer(kind, key[1], key[2], payload)
             elif kind == "expire":

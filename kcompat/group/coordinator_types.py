@@ -91,6 +91,8 @@ class _Api(enum.Enum):
     TXN_COMMIT = "TxnOffsetCommit"
     CONSUMER_HEARTBEAT = "ConsumerGroupHeartbeat"
     CONSUMER_DESCRIBE = "ConsumerGroupDescribe"
+    SHARE_HEARTBEAT = "ShareGroupHeartbeat"
+    SHARE_DESCRIBE = "ShareGroupDescribe"
 
 
 # Kafka's isValidGroupId: these APIs accept the empty group id (backwards compatibility).
@@ -122,12 +124,13 @@ class _LoadState:
     offsets, and transactional offsets per producer whose marker has not been read yet
     (GroupMetadataManager.loadGroupsAndOffsets' pendingOffsets)."""
 
-    __slots__ = ("groups", "offsets", "pending", "last_offset", "consumer")
+    __slots__ = ("groups", "offsets", "pending", "last_offset", "consumer", "share")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
         # KIP-848 records: group id -> (record type, member id or regex) -> latest value
         self.consumer: dict[str, dict[tuple[int, str | None], bytes]] = {}
+        self.share: dict[str, dict[tuple[int, str | None], bytes]] = {}   # KIP-932 records by group
         self.offsets: dict[str, dict[tuple[str, int], _Positioned]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], _Positioned]]] = {}
         self.last_offset = -1

@@ -97,7 +97,7 @@ class Group:
                  "generation_id", "leader_id", "members", "static_members", "pending_members",
                  "pending_sync", "num_awaiting_join", "supported_protocols", "new_member_added",
                  "subscribed_topics", "offsets", "offset_positions", "pending_commits", "pending_txn",
-                 "transitions", "consumer")
+                 "transitions", "consumer", "share")
 
     def __init__(self, group_id: str, partition: int, state: GroupState, now_ms: int | None) -> None:
         self.group_id = group_id
@@ -115,10 +115,15 @@ class Group:
         # a KIP-848 consumer group's membership (kcompat.group.consumer_group.ConsumerGroup); None
         # for a classic group. Classic membership stays empty while it is set.
         self.consumer = None
+        # a KIP-932 share group's membership (kcompat.group.share_group.ShareGroup); None otherwise
+        self.share = None
 
     @property
     def type_name(self) -> str:
-        """ListGroups' group type: "consumer" for a KIP-848 group, "classic" otherwise."""
+        """ListGroups' group type: "consumer" for a KIP-848 group, "share" for a KIP-932 group,
+        "classic" otherwise."""
+        if self.share is not None:
+            return "share"
         return "classic" if self.consumer is None else "consumer"
 
     def reset_classic(self, state: GroupState, now_ms: int | None) -> None:
@@ -142,8 +147,9 @@ class Group:
         self.subscribed_topics: set[str] | None = None
 
     def has_live_members(self) -> bool:
-        """Members of either protocol (a group with members is never removed or expired)."""
-        return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
+        """Members of any protocol (a group with members is never removed or expired)."""
+        return (bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
+                or (self.share is not None and bool(self.share.members)))
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -109,6 +109,8 @@ class OffsetManager:
             return (ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION), None
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if group.share is not None:   # ShareGroup.validateOffsetCommit
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
         if group.consumer is not None:
             error = group.consumer.validate_offset_commit(member_id, generation, version, transactional=False)
             return error, (None if error is not None else group)
@@ -211,6 +213,8 @@ class OffsetManager:
             return (None, None) if generation < 0 else (ErrorCode.ILLEGAL_GENERATION, None)
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if group.share is not None:   # ShareGroup.validateOffsetCommit
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
         if group.consumer is not None:
             error = group.consumer.validate_offset_commit(member_id, generation, 9, transactional=True)
             return error, (None if error is not None else group)
@@ -313,6 +317,8 @@ class OffsetManager:
             return error, []
         group = self.ctx.groups.get(group_id)
         live = group is not None and not group.is_(DEAD)
+        if live and group.share is not None:   # ShareGroup.validateOffsetFetch
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
         if live and group.consumer is not None:
             error = group.consumer.validate_offset_fetch(*member)
             if error is not None:
@@ -351,9 +357,9 @@ class OffsetManager:
                 described.append(D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="",
                                                   protocol_type="", protocol_data="", members=[],
                                                   authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-            elif group is None or group.consumer is not None:
-                # a consumer group is not a classic group: Kafka describes it as Dead here (the
-                # admin client asks ConsumerGroupDescribe first)
+            elif group is None or group.consumer is not None or group.share is not None:
+                # a consumer or share group is not a classic group: Kafka describes it as Dead
+                # here (the admin client asks ConsumerGroupDescribe / ShareGroupDescribe first)
                 described.append(D.DescribedGroup(error_code=0, group_id=group_id, group_state=str(DEAD),
                                                   protocol_type="", protocol_data="", members=[],
                                                   authorized_operations=ops))
@@ -383,7 +389,8 @@ class OffsetManager:
             error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.ctx.loading else ErrorCode.NONE
             listed = []
             for group in self.ctx.groups.values():
-                state = str(group.state) if group.consumer is None else group.consumer.state.value
+                state = (group.share.state.value if group.share is not None
+                         else str(group.state) if group.consumer is None else group.consumer.state.value)
                 if (types and group.type_name not in types) or (states and state.lower() not in states):
                     continue
                 listed.append(L.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
@@ -429,8 +436,8 @@ class OffsetManager:
         error = self.ctx.check_group(req.group_id, _Api.OFFSET_DELETE)
         group = self.ctx.groups.get(req.group_id) if error is None else None
         if error is None:
-            if group is None or group.is_(DEAD):
-                error = ErrorCode.GROUP_ID_NOT_FOUND
+            if group is None or group.is_(DEAD) or group.share is not None:
+                error = ErrorCode.GROUP_ID_NOT_FOUND   # ShareGroup.validateOffsetDelete
             elif group.is_(EMPTY) and not group.has_live_members():
                 eligible = candidates
             elif group.consumer is not None:

@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from kcompat.group import consumer_records as crec
+from kcompat.group import share_group_records as srec
 from kcompat.protocol.group_records.group_metadata_key import GroupMetadataKey
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
 from kcompat.protocol.group_records.offset_commit_key import OffsetCommitKey
@@ -110,7 +111,8 @@ def _read_struct(cls, buf: memoryview, version: int):
 def parse_key(key: bytes):
     """The decoded key: :class:`OffsetKey`, :class:`GroupKey`, a
     :class:`kcompat.group.consumer_records.ConsumerKey` for KIP-848 consumer group records (types
-    3-8, 16); None for other record types (share and streams groups)."""
+    3-8, 16), a :class:`kcompat.group.share_group_records.ShareKey` for KIP-932 share group records
+    (types 9-15); None for other record types (streams groups)."""
     buf, version = _read_version(key)
     if version in (0, 1):
         k = _read_struct(OffsetCommitKey, buf, version)
@@ -122,6 +124,11 @@ def parse_key(key: bytes):
     if version in crec.CONSUMER_RECORD_TYPES:
         try:
             return crec.parse_key(version, key)
+        except crec.ConsumerRecordError as e:
+            raise RecordFormatError(str(e)) from e
+    if version in srec.SHARE_RECORD_TYPES:
+        try:
+            return srec.parse_key(version, key)
         except crec.ConsumerRecordError as e:
             raise RecordFormatError(str(e)) from e
     return None

@@ -3,7 +3,8 @@ topics and group removal, replay of records, loading and unloading a partition, 
 (Kafka's GroupMetadataManager / OffsetMetadataManager replay and the coordinator shard's load).
 A part of :class:`kcompat.group.coordinator.GroupCoordinator`, composed with the shared
 :class:`kcompat.group.shard.GroupShardContext`, the classic membership (to rebuild and answer
-classic groups) and the consumer group manager (to restore and delete KIP-848 groups)."""
+classic groups), the consumer group manager (to restore and delete KIP-848 groups) and the share
+group manager (KIP-932 groups; they hold no offsets and are removed only by DeleteGroups)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kcompat.group.coordinator_types import (
 from kcompat.group.write_errors import coordinator_error, with_error
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member
 from kcompat.group.consumer_records import ConsumerKey
+from kcompat.group.share_group_records import ShareKey
 from kcompat.group.records import GroupKey, OffsetAndMetadata, OffsetKey, RecordFormatError
 from kcompat.group.classic_replies import answer_waiters
 from kcompat.group.shard import GroupShardContext
@@ -25,6 +27,7 @@ from kcompat.group.state import GroupEvent
 if TYPE_CHECKING:  # pragma: no cover
     from kcompat.group.consumer_groups import ConsumerGroupManager
     from kcompat.group.membership import ClassicGroupManager
+    from kcompat.group.share_groups import ShareGroupManager
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
 
@@ -33,10 +36,11 @@ class GroupStore:
     """Expiry, replay, loading and unloading of the groups of :class:`GroupShardContext`."""
 
     def __init__(self, ctx: GroupShardContext, classic: "ClassicGroupManager",
-                 consumer_groups: "ConsumerGroupManager") -> None:
+                 consumer_groups: "ConsumerGroupManager", share_groups: "ShareGroupManager | None" = None) -> None:
         self.ctx = ctx
         self.classic = classic
         self.consumer_groups = consumer_groups
+        self.share_groups = share_groups
 
     # ------------------------------------------------------------------------------------------
     # offset expiry, deleted topics, group removal
@@ -112,6 +116,8 @@ class GroupStore:
         for topic, partition in sorted(removed):
             self.ctx.emit(group.partition, rec.offset_commit_key(group.group_id, topic, partition), None, applied=False)
         remaining = group.offset_partitions() - removed
+        if group.share is not None and not force_dead:
+            return   # a share group stays until DeleteGroups (it never had offsets to expire)
         if force_dead or (group.is_(EMPTY) and not remaining and not group.pending_members
                           and not group.has_live_members()):
             self.remove_group(group)
@@ -123,6 +129,8 @@ class GroupStore:
         self.ctx.timers.cancel_group(group.group_id)
         if group.consumer is not None:
             self.consumer_groups.delete_records(group)
+        elif group.share is not None:
+            self.share_groups.delete_records(group)
         elif group.generation_id > 0:
             # generation 0: the group only stored offsets and never had a metadata record
             self.ctx.emit(group.partition, rec.group_metadata_key(group.group_id), None, applied=True)
@@ -264,8 +272,9 @@ class GroupStore:
                     state.groups.pop(key.group, None)
                 else:
                     state.groups[key.group] = rec.parse_group_value(value)
-            elif isinstance(key, ConsumerKey):
-                records = state.consumer.setdefault(key.group, {})
+            elif isinstance(key, (ConsumerKey, ShareKey)):
+                by_group = state.consumer if isinstance(key, ConsumerKey) else state.share
+                records = by_group.setdefault(key.group, {})
                 if value is None:
                     records.pop((key.record_type, key.sub), None)
                 else:
@@ -388,6 +397,19 @@ class GroupStore:
                 log.warning("group %s: cannot restore its consumer group records: %s", group_id, e)
                 restored = False
             if restored and fresh:
+                self.ctx.groups[group_id] = group
+                loaded.append(group)
+        for group_id, records in state.share.items():
+            if group_id in self.ctx.groups or self.share_groups is None:
+                log.warning("group %s: both share group records and another group type's; skipping them", group_id)
+                continue
+            group = Group(group_id, partition, EMPTY, now_ms)
+            try:
+                restored = self.share_groups.restore(group, records)
+            except (ValueError, RecordFormatError) as e:
+                log.warning("group %s: cannot restore its share group records: %s", group_id, e)
+                restored = False
+            if restored:
                 self.ctx.groups[group_id] = group
                 loaded.append(group)
         for group in loaded:
