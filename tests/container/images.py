@@ -6,6 +6,8 @@ Debian bookworm (python3, python3-venv, ca-certificates) imported as ``kcompat-t
 downloads during ``docker build`` use the host's network (``--network host``) and must trust the CA
 bundle pip on the host is configured with (``pip config list``): the tests put that bundle into the
 base image and point ``PIP_CERT`` at it there, so the Dockerfile stays what a user anywhere builds.
+(A build secret would need BuildKit, and this machine's docker CLI has no buildx: it builds with the
+classic builder, which neither takes ``--secret`` nor mounts files into ``RUN``.)
 Both images are kept between runs (a new base only when none exists; the kcompat image rebuilt on
 every run, its dependency layer reused from Docker's cache). Builds hold a lock file so that two
 test runs on one machine do not build at once.
@@ -21,6 +23,8 @@ import ssl
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kcompat.testing.ports import machine_lock
@@ -75,16 +79,26 @@ def ensure_base_image() -> str:
 
 def build_image() -> str:
     """The kcompat image of this checkout on the test base image; returns its tag (one per
-    checkout), also tagged ``kcompat:latest`` as the README's ``docker build -t kcompat .`` would."""
+    checkout, so that checkouts side by side on one machine test their own code)."""
     base = ensure_base_image()
     tag = f"kcompat-test:{hashlib.sha1(str(ROOT).encode()).hexdigest()[:10]}"
     with machine_lock("docker-build"):
-        docker("build", "--network", "host", "--build-arg", f"BASE={base}", "-t", tag, "-t", USER_IMAGE, str(ROOT),
-               timeout=900)
+        docker("build", "--network", "host", "--build-arg", f"BASE={base}", "-t", tag, str(ROOT), timeout=900)
     return tag
 
 
+@contextmanager
+def as_user_image(tag: str) -> Iterator[str]:
+    """``kcompat:latest``, the name the README's ``docker build -t kcompat .`` gives, is ``tag``
+    for the block. Every checkout on the machine names its image so when it runs the README as
+    written, so the block holds the build lock: no other run re-tags it in between."""
+    with machine_lock("docker-build"):
+        docker("tag", tag, USER_IMAGE)
+        yield USER_IMAGE
+
+
 def health(container: str) -> str:
+    """The container's health status (``starting``, ``healthy``, ``unhealthy``), or "" without one."""
     return docker("inspect", "--format", "{{if .State.Health}}{{.State.Health.Status}}{{end}}", container,
                   check=False).stdout.strip()
 
@@ -108,6 +122,7 @@ def wait_healthy(*containers: str, timeout: float = 120) -> None:
 
 
 def logs(container: str) -> str:
+    """The container's output, stdout then stderr."""
     r = docker("logs", container, check=False)
     return r.stdout + r.stderr
 
