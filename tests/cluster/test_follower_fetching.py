@@ -3,7 +3,10 @@ on a cluster whose brokers have racks: with ``replica.selector.class`` set, the 
 consumer's partition come from the replica in its rack (the brokers' served-bytes counters, logged
 at shutdown, say so), without it from the leader; what is read equals what was acknowledged while
 a producer writes at the edge, and a kill -9 of the serving follower or a leader change loses or
-duplicates nothing for a committing consumer."""
+duplicates nothing for a committing consumer. On the wire, as Kafka's ReplicaManager answers: a
+follower serves nothing at or above its high watermark even while its log holds more, answers a
+fetch it cannot serve yet as Kafka's follower does, and the leader stops naming a follower that
+left the ISR."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
+from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.testing import wire
 from kcompat.testing.cluster import wait_until
 from tests.support.racks import rack_cluster, rack_of, served
@@ -158,14 +162,23 @@ def test_kill9_of_the_serving_follower_and_a_leader_change_lose_nothing(tmp_path
         cluster.stop()
 
 
-def fetch(address: str, topic: str, offset: int, version: int, rack: str = "", isolation: int = 0):
-    """One consumer Fetch of ``topic``-0 (no waiting); the partition's response."""
+def fetch(address: str, topic: str, offset: int, version: int, rack: str = "", isolation: int = 0,
+          epoch: int = -1):
+    """One consumer Fetch of ``topic``-0 (no waiting; ``epoch``: its current_leader_epoch, -1 =
+    unchecked); the partition's response."""
     F = FetchRequest
     req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation, session_id=0,
             session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
-                partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                partition=0, current_leader_epoch=epoch, fetch_offset=offset, log_start_offset=-1,
                 partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=rack)
     return wire.call(address, req, version).responses[0].partitions[0]
+
+
+def partition_meta(address: str, topic: str):
+    """``topic``-0 as ``address`` describes it in Metadata v12 (leader, leader epoch, ISR)."""
+    resp = wire.call(address, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                              allow_auto_topic_creation=False), 12)
+    return resp.topics[0].partitions[0]
 
 
 def offsets_of(records) -> list[int]:
@@ -179,14 +192,21 @@ def _batches(records):
         yield pos, h, data[pos:pos + h.size]
 
 
+# a paused broker stays registered and in the ISR: the high watermark stops where it is
+HOLD_ISR = {"replica.lag.time.max.ms": "600000", "broker.session.timeout.ms": "600000"}
+
+
 def test_wire_answers_of_leader_and_follower(tmp_path):
     """The leader names the client's rack's replica and sends no records; a follower serves v11+
     consumers below its high watermark, answers OFFSET_OUT_OF_RANGE above its log end and
-    NOT_LEADER_OR_FOLLOWER to older fetches and to ListOffsets (which stays on the leader)."""
-    cluster = rack_cluster(tmp_path, True).start()
+    NOT_LEADER_OR_FOLLOWER to older fetches and to ListOffsets (which stays on the leader); with
+    a third replica stalled (the HW held) the follower's log runs past its HW and still nothing at
+    or above the HW is served."""
+    cluster = rack_cluster(tmp_path, True, overrides=HOLD_ISR).start()
     try:
         topic = new_topic_name()
         leader, follower = make_topic(cluster.bootstrap, topic)
+        third = ({1, 2, 3} - {leader, follower}).pop()
         p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
         for i in range(10):
             p.produce(topic, b"%d" % i)
@@ -196,6 +216,8 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
         assert (redirected.error_code, redirected.preferred_read_replica, bytes(redirected.records or b"")) == \
             (0, follower, b"")
         assert redirected.high_watermark == 10
+        # no read, so no aborted-transactions list, even for read_committed (Kafka answers null)
+        assert fetch(at[leader], topic, 0, 11, RACKS[follower], isolation=1).aborted_transactions is None
         own_rack = fetch(at[leader], topic, 0, 11, RACKS[leader])
         assert own_rack.preferred_read_replica == -1 and own_rack.records
         assert fetch(at[leader], topic, 0, 11).preferred_read_replica == -1           # no rack: the leader
@@ -222,16 +244,89 @@ def test_wire_answers_of_leader_and_follower(tmp_path):
         listed = wire.call(at[follower], L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
             name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 7)
         assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # the follower checks the consumer's leader epoch against its own (KIP-320 on a follower)
+        epoch = partition_meta(at[leader], topic).leader_epoch
+        assert fetch(at[follower], topic, 0, 11, RACKS[follower], epoch=epoch).error_code == ErrorCode.NONE
+        assert fetch(at[follower], topic, 0, 11, RACKS[follower], epoch=epoch + 1).error_code == \
+            ErrorCode.UNKNOWN_LEADER_EPOCH
+
+        # the third replica stalls: acks=1 records reach the follower's log, the HW stays at 12
+        hw = fetch(at[follower], topic, 0, 11).high_watermark
+        assert hw == 12
+        cluster.pause(third)
+        one = ck.Producer({"bootstrap.servers": at[leader], "acks": 1})
+        for i in range(5):
+            one.produce(topic, b"past the HW %d" % i)
+        assert one.flush(30) == 0
+        wait_until(lambda: fetch(at[follower], topic, hw + 5, 11).error_code == ErrorCode.NONE, 30,
+                   "the follower's log end offset past the high watermark")
+        for isolation in (0, 1):
+            held = fetch(at[follower], topic, 0, 12, RACKS[follower], isolation=isolation)
+            assert (held.error_code, held.high_watermark, held.last_stable_offset) == (0, hw, hw)
+            assert max(offsets_of(held.records)) < hw                # nothing at or above the HW
+        # between the follower's HW and its log end: an empty answer, no error (Kafka's LocalLog.read)
+        between = fetch(at[follower], topic, hw + 2, 12, RACKS[follower])
+        assert (between.error_code, bytes(between.records or b"")) == (0, b"")
+        # above its log end: OFFSET_OUT_OF_RANGE, which sends a KIP-392 client back to the leader
+        assert fetch(at[follower], topic, hw + 6, 12, RACKS[follower]).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        cluster.resume(third)
+        wait_until(lambda: fetch(at[follower], topic, 0, 12).high_watermark == hw + 5, 30, "the HW after the stall")
+    finally:
+        cluster.stop()
+
+
+def test_a_follower_out_of_the_isr_is_not_named_and_a_lost_partition_is_refused(tmp_path):
+    """The leader names only in-sync followers (Kafka's findPreferredReadReplica): a follower that
+    stalls past replica.lag.time.max.ms (still registered, so still in Metadata) leaves the ISR and
+    its rack's consumers are served by the leader; back in the ISR it is named again. A follower
+    whose partition is gone answers as Kafka's (UNKNOWN_TOPIC_OR_PARTITION once deleted)."""
+    cluster = rack_cluster(tmp_path, True, overrides={"replica.lag.time.max.ms": "5000",
+                                                      "broker.session.timeout.ms": "600000"}).start()
+    try:
+        topic = new_topic_name()
+        leader, follower = make_topic(cluster.bootstrap, topic)
+        at = {n: f"127.0.0.1:{cluster.client_ports[n - 1]}" for n in (1, 2, 3)}
+        p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(10):
+            p.produce(topic, b"%d" % i)
+        assert p.flush(30) == 0
+
+        def named() -> int:
+            return fetch(at[leader], topic, 0, 11, RACKS[follower]).preferred_read_replica
+        wait_until(lambda: named() == follower, 30, "the rack's follower named")
+        cluster.pause(follower)
+        # a follower at the leader's log end stays in sync however long it is silent (Kafka's
+        # Replica.isCaughtUp): one more record leaves it behind
+        one = ck.Producer({"bootstrap.servers": at[leader], "acks": 1})
+        one.produce(topic, b"10")
+        assert one.flush(30) == 0
+        wait_until(lambda: follower not in partition_meta(at[leader], topic).isr_nodes, 60,
+                   "the stalled follower out of the ISR")
+        assert follower in cluster.broker_ids(leader)           # registered, with its endpoint
+
+        def served_by_leader():
+            r = fetch(at[leader], topic, 0, 11, RACKS[follower])
+            return r if r.preferred_read_replica == -1 else None
+        back = wait_until(served_by_leader, 30, "the leader serving the follower's rack")
+        assert back.high_watermark >= 10 and offsets_of(back.records) == list(range(back.high_watermark))
+        cluster.resume(follower)
+        wait_until(lambda: named() == follower, 60, "the follower named again once back in the ISR")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.delete_topics([topic])[topic].result(30)
+        wait_until(lambda: fetch(at[follower], topic, 0, 11, RACKS[follower]).error_code ==
+                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 30, "the follower without the partition")
     finally:
         cluster.stop()
 
 
 @pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
-def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path):
-    """Kafka 4.3.1's console consumer (the Java client) with ``client.rack``: every record, and
-    the bytes of its partition served by the follower of its rack, none by the leader."""
+@pytest.mark.parametrize("selector", [True, False], ids=["selector", "leader-only"])
+def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path, selector):
+    """Kafka 4.3.1's console consumer (the Java client) with ``client.rack``: every record; with
+    the selector the bytes of its partition served by the follower of its rack, none by the
+    leader; without it all by the leader."""
     lib = maven.resolve_kafka("4.3.1")
-    cluster = rack_cluster(tmp_path, True).start()
+    cluster = rack_cluster(tmp_path, selector).start()
     try:
         topic = new_topic_name()
         leader, follower = make_topic(cluster.bootstrap, topic)
@@ -249,4 +344,7 @@ def test_java_4_consumer_with_client_rack_reads_from_its_rack(tmp_path):
         assert out.stdout.split() == [v.decode() for v in values]
     finally:
         counts = served(cluster, topic)
-    assert counts[follower][1] > 0 and counts[leader][0] == 0, counts
+    if selector:
+        assert counts[follower][1] > 0 and counts[leader][0] == 0, counts
+    else:
+        assert counts[leader][0] > 0 and all(f == 0 for _, f in counts.values()), counts

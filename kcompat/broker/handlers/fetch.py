@@ -6,7 +6,8 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
 - per partition at most ``partition_max_bytes`` and in total at most ``max_bytes``; the first
   partition that has data returns at least one whole batch even if it is larger (KIP-74);
 - a fetch offset inside a batch returns the whole batch (the consumer skips earlier records);
-- OFFSET_OUT_OF_RANGE outside [log start offset, high watermark]; FENCED_LEADER_EPOCH /
+- OFFSET_OUT_OF_RANGE outside [log start offset, log end offset], an empty answer from the high
+  watermark to the log end offset (Kafka ``LocalLog.read``); FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH when ``current_leader_epoch`` is older / newer than ours (KIP-320);
 - read_committed reads only below the last stable offset;
 - if fewer than ``min_bytes`` are available and no partition has an error, the request waits up to
@@ -24,7 +25,10 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
   response the leaders' ``node_endpoints`` (KIP-951, :mod:`kcompat.broker.leader_hints`);
 - fetch from the closest replica (KIP-392): a consumer's fetch from v11 (which carries its
   ``rack_id``) may be served by a follower, up to the follower's high watermark (LSO for
-  read_committed; OFFSET_OUT_OF_RANGE above its log end offset); the leader, when
+  read_committed; an empty answer from there to its log end offset, OFFSET_OUT_OF_RANGE above it,
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH against the follower's leader epoch, and
+  NOT_LEADER_OR_FOLLOWER once it no longer holds the partition, as Kafka's
+  ``Partition.fetchRecords`` with ``fetchOnlyLeader`` false); the leader, when
   ``replica.selector.class`` is Kafka's RackAwareReplicaSelector, answers such a fetch with
   ``preferred_read_replica`` and no records when a follower in the consumer's rack should serve it
   (:mod:`kcompat.isr.replica_selector`), and answers at once. Older consumers read from the leader.
@@ -149,11 +153,11 @@ def _read_all(broker, req, plan: _Plan, version: int, replica: tuple[int, int] =
                                                lambda b: (b in racks, racks.get(b)))
             if preferred != NO_PREFERRED_REPLICA:
                 has_error = True   # answer at once (Kafka: "has a preferred read replica")
+                # no read, so no aborted transactions list at all (Kafka's empty FetchDataInfo: null)
                 by_topic[key].append(R.PartitionData(
                     partition_index=fp.partition, error_code=ErrorCode.NONE, high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
-                    aborted_transactions=None if isolation != READ_COMMITTED else [],
-                    preferred_read_replica=preferred, records=b""))
+                    aborted_transactions=None, preferred_read_replica=preferred, records=b""))
                 continue
         try:
             if replica_id >= 0:
