@@ -18,9 +18,10 @@ def rack_of(node_id: int, racks: int = 3) -> str:
 
 
 def rack_cluster(root: Path, selector: bool, n: int = 3, racks: int = 3, overrides: dict | None = None,
-                 roles: list[str] | None = None) -> Cluster:
+                 roles: list[str] | None = None, no_rack: tuple[int, ...] = ()) -> Cluster:
     """``n`` nodes on ``racks`` racks (:func:`rack_of`), RF 3 and ``min.insync.replicas=2`` by
-    default, ``replica.selector.class`` set to Kafka's RackAwareReplicaSelector if ``selector``."""
+    default, ``replica.selector.class`` set to Kafka's RackAwareReplicaSelector if ``selector``;
+    the node ids in ``no_rack`` get no ``broker.rack`` (a mixed configuration)."""
     o = {"default.replication.factor": "3", "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
          "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
     if selector:
@@ -28,7 +29,8 @@ def rack_cluster(root: Path, selector: bool, n: int = 3, racks: int = 3, overrid
     o.update(overrides or {})
     c = Cluster(root, n, o, roles=roles)
     for node_id, node in enumerate(c.nodes, start=1):
-        node.overrides["broker.rack"] = rack_of(node_id, racks)
+        if node_id not in no_rack:
+            node.overrides["broker.rack"] = rack_of(node_id, racks)
     return c
 
 
