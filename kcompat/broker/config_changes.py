@@ -1,9 +1,12 @@
-"""Changing topic and broker configs: the step shared by AlterConfigs and IncrementalAlterConfigs.
+"""Changing topic, broker and group configs: the step shared by AlterConfigs and
+IncrementalAlterConfigs.
 
 Both APIs end in "the resource's dynamic configs become exactly this set": for a TOPIC, its
 overrides (validated, INVALID_CONFIG on bad names/values); for a BROKER, the dynamic configs of
 this broker (``"<id>"``) or of the cluster default (``""``), refusing read-only keys with Kafka's
-message. Raises KafkaError or kcompat.config.ConfigError.
+message; for a GROUP (32, KIP-848/KIP-932), the group's configs, validated as a whole against
+this (controller) node's broker bounds (``kcompat.config.group.validate_group_configs``). Raises
+KafkaError or kcompat.config.ConfigError.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 from typing import Callable
 
 from kcompat.config import ConfigError
+from kcompat.config.group import validate_group_configs
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
 
 def current_configs(broker, resource_type: int, resource_name: str) -> dict[str, str]:
@@ -29,6 +33,10 @@ def current_configs(broker, resource_type: int, resource_name: str) -> dict[str,
                              f"Unexpected broker id, expected {broker.node_id} or empty string, "
                              f"but received {resource_name}")
         return broker.image.broker_configs(resource_name)
+    if resource_type == GROUP:
+        if not resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        return broker.image.group_config(resource_name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
@@ -39,6 +47,10 @@ def replace_configs(broker, resource_type: int, resource_name: str, new: dict[st
     now = broker.now_ms()
     if resource_type == TOPIC:
         broker.controller.alter_topic_configs(resource_name, new, validate_only=validate_only, now_ms=now)
+        return
+    if resource_type == GROUP:
+        normalized = validate_group_configs(new, broker.config)
+        broker.controller.alter_group_configs(resource_name, normalized, validate_only=validate_only, now_ms=now)
         return
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})

@@ -1,4 +1,4 @@
-"""kcompat's configuration: Kafka 3.9 broker and topic configs (DESIGN.md section 9).
+"""kcompat's configuration: Kafka 3.9 broker and topic configs, Kafka 4.3 group configs (DESIGN.md section 9).
 
 Entry points for the broker::
 
@@ -7,10 +7,13 @@ Entry points for the broker::
     log_config_for(topic_overrides, cfg)      # typed effective topic configs for the log layer
     describe_topic(...), describe_broker(...) # DescribeConfigs
     validate_topic_configs(...), apply_incremental(...)   # CreateTopics / (Incremental)AlterConfigs
+    effective_group_config(cfg, image.group_config(g))    # a group's typed configs (GROUP resources, KIP-932)
+    validate_group_configs(...), describe_group(...)      # group configs: AlterConfigs, DescribeConfigs
 
 Modules: :mod:`.definitions` (broker config table), :mod:`.compat_defs` (accepted-only keys),
-:mod:`.topic` (topic configs and synonyms), :mod:`.broker` (``BrokerConfig``), :mod:`.describe`,
-:mod:`.properties` (server.properties syntax), :mod:`.endpoints` (listeners, quorum voters),
+:mod:`.topic` (topic configs and synonyms), :mod:`.group` (dynamic group configs, Kafka 4.3),
+:mod:`.group_defs` (group.share.* / group.streams.* broker configs), :mod:`.broker` (``BrokerConfig``),
+:mod:`.describe`, :mod:`.properties` (server.properties syntax), :mod:`.endpoints` (listeners, quorum voters),
 :mod:`.types` (types, validators, Kafka's value strings), :mod:`.errors` (``ConfigError``).
 """
 
@@ -21,21 +24,23 @@ from typing import Any, Mapping
 from .broker import BrokerConfig
 from .definitions import BROKER_CONFIGS, KCOMPAT_DEFAULTS, broker_config_synonyms
 from .describe import (OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, ConfigEntry, ConfigSynonym, apply_incremental,
-                       describe_broker, describe_topic)
+                       describe_broker, describe_group, describe_topic)
 from .endpoints import Listener, Voter
 from .errors import ConfigError
+from .group import GROUP_CONFIGS, GroupConfigs, ShareAutoOffsetReset, effective_group_config, validate_group_configs
 from .keydef import ConfigKey
 from .properties import load_properties, parse_properties
 from .topic import TOPIC_CONFIGS, TOPIC_SYNONYMS, effective_topic_values, validate_topic_configs
 from .types import ConfigSource, ConfigType, UpdateMode
 
 __all__ = [
-    "BROKER_CONFIGS", "KCOMPAT_DEFAULTS", "TOPIC_CONFIGS", "TOPIC_SYNONYMS",
+    "BROKER_CONFIGS", "GROUP_CONFIGS", "KCOMPAT_DEFAULTS", "TOPIC_CONFIGS", "TOPIC_SYNONYMS",
     "BrokerConfig", "ConfigEntry", "ConfigError", "ConfigKey", "ConfigSource", "ConfigSynonym", "ConfigType",
-    "Listener", "UpdateMode", "Voter",
+    "GroupConfigs", "Listener", "ShareAutoOffsetReset", "UpdateMode", "Voter",
     "OP_APPEND", "OP_DELETE", "OP_SET", "OP_SUBTRACT",
-    "apply_incremental", "broker_config_synonyms", "describe_broker", "describe_topic", "load_properties",
-    "log_config_for", "parse_properties", "validate_topic_configs",
+    "apply_incremental", "broker_config_synonyms", "describe_broker", "describe_group", "describe_topic",
+    "effective_group_config", "load_properties", "log_config_for", "parse_properties", "validate_group_configs",
+    "validate_topic_configs",
 ]
 
 

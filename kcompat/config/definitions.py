@@ -2,7 +2,8 @@
 dynamic update modes (kafka.apache.org/39/documentation "3.1 Broker Configs"; Kafka sources
 ``KafkaConfig``, ``ServerLogConfigs``, ``ReplicationConfigs``, ``KRaftConfigs``, ``QuorumConfig``,
 ``SocketServerConfigs``, ``GroupCoordinatorConfig``, ``TransactionLogConfigs``, ``CleanerConfig``,
-``DynamicBrokerConfig``).
+``DynamicBrokerConfig``). The group coordinator's configs (``group.consumer.*``, ``group.share.*``,
+``group.streams.*``) are Kafka 4.3's (``GroupCoordinatorConfig``, ``ShareGroupConfig``).
 
 kcompat departs from Kafka's defaults only where a zero-config local broker needs it (see
 ``KCOMPAT_DEFAULTS``). ``implemented=True`` marks configs kcompat acts on; every other key is
@@ -24,6 +25,7 @@ import re
 from .compat_defs import COMPAT_CONFIGS, METADATA_VERSION
 from .endpoints import parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
 from .errors import invalid_value
+from .group_defs import GROUP_COORDINATOR_CONFIGS
 from .keydef import (BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PB, RO, SHORT, STRING, ConfigKey,
                      define as d)
 from .types import LONG_MAX, Custom, ValidList, ValidString, at_least, between, one_of_or_range
@@ -291,13 +293,8 @@ _CORE: list[ConfigKey] = [
       ValidString(["disabled", "downgrade", "upgrade", "bidirectional"], case_insensitive=True), RO, True,
       "Online migration between the classic and consumer protocols: disabled, upgrade, downgrade, bidirectional."),
     d("group.consumer.assignors", LIST, "uniform,range", ValidList(["uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]), RO, True, "Server-side assignors of consumer-protocol groups; the first is the default."),
-    # KIP-932 share groups (GroupCoordinatorConfig / ShareGroupConfig, Kafka 4.3 defaults)
-    d("group.share.session.timeout.ms", INT, 45000, at_least(1), RO, True, "Session timeout (ms) of share group members."),
-    d("group.share.heartbeat.interval.ms", INT, 5000, at_least(1), RO, True, "Heartbeat interval (ms) the coordinator gives share group members."),
-    d("group.share.max.size", INT, 200, at_least(1), RO, True, "Maximum members of one share group."),
-    d("group.share.record.lock.duration.ms", INT, 30000, at_least(1), RO, True, "How long (ms) a share consumer holds an acquired record before it is offered again."),
-    d("group.share.delivery.count.limit", INT, 5, at_least(1), RO, True, "Deliveries of a record to share consumers before it is archived."),
-    d("group.share.partition.max.record.locks", INT, 2000, at_least(1), RO, True, "Most in-flight (acquired or available) records of one share partition."),
+    # group.consumer.assignment.interval.*, group.share.* (KIP-932) and group.streams.* (KIP-1071):
+    # kcompat.config.group_defs
     d("offset.metadata.max.bytes", INT, 4096, None, RO, True, "Maximum size (bytes) of offset commit metadata."),
     d("offsets.load.buffer.size", INT, 5242880, at_least(1), RO, False, "Read batch size (bytes) when loading offsets."),
     d("offsets.topic.replication.factor", SHORT, 3, at_least(1), RO, True, "Replication factor of __consumer_offsets."),
@@ -330,7 +327,7 @@ _CORE: list[ConfigKey] = [
 ]
 
 BROKER_CONFIGS: dict[str, ConfigKey] = {}
-for _key in _CORE + COMPAT_CONFIGS:
+for _key in _CORE + GROUP_COORDINATOR_CONFIGS + COMPAT_CONFIGS:
     if _key.name in BROKER_CONFIGS:  # pragma: no cover - table sanity
         raise RuntimeError(f"duplicate config definition {_key.name}")
     BROKER_CONFIGS[_key.name] = _key

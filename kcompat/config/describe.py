@@ -21,14 +21,15 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from .broker import BrokerConfig, _listener_base
 from .definitions import BROKER_CONFIGS, DYNAMIC_CONFIGS, broker_config_synonyms
 from .errors import ConfigError
+from .group import GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS, group_config_defaults
 from .topic import TOPIC_CONFIGS, broker_default, parse_topic_value, server_synonym, validate_topic_configs
 from .types import ConfigSource, ConfigType, format_value
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
-__all__ = ["ConfigEntry", "ConfigSynonym", "describe_topic", "describe_broker", "validate_topic_configs",
-           "apply_incremental", "OP_SET", "OP_DELETE", "OP_APPEND", "OP_SUBTRACT"]
+__all__ = ["ConfigEntry", "ConfigSynonym", "describe_topic", "describe_broker", "describe_group",
+           "validate_topic_configs", "apply_incremental", "OP_SET", "OP_DELETE", "OP_APPEND", "OP_SUBTRACT"]
 
 
 class ConfigSynonym(NamedTuple):
@@ -173,6 +174,43 @@ def describe_broker(broker: BrokerConfig, node_id: int | str | None, *, include_
     return out
 
 
+def describe_group(overrides: Mapping[str, str], broker: BrokerConfig, *, include_synonyms: bool = False,
+                   keys: Iterable[str] | None = None, include_documentation: bool = True) -> list[ConfigEntry]:
+    """DescribeConfigs for resource GROUP (32) with the group's dynamic ``overrides``.
+
+    Kafka 4.3's ``ConfigHelper.createGroupConfigEntry``: every group config (or only ``keys``),
+    sorted by name, never read-only. An override has source GROUP_CONFIG (8, the Java client's
+    DYNAMIC_GROUP_CONFIG) and comes first among the synonyms; then the broker synonym's layers
+    (``group.share.record.lock.duration.ms`` as DYNAMIC/STATIC_BROKER_CONFIG or DEFAULT_CONFIG),
+    or for the three configs without one their GroupConfig default (DEFAULT_CONFIG). Values are
+    shown as set, not capped into the broker's bounds (as Kafka shows them).
+    """
+    defaults = group_config_defaults(broker)
+    out: list[ConfigEntry] = []
+    for name in _select(GROUP_CONFIGS, keys):
+        key = GROUP_CONFIGS[name]
+        overridden = overrides.get(name) is not None
+        value: Any = defaults[name]
+        if overridden:
+            try:
+                value = key.parse(overrides[name])
+            except ConfigError:
+                value = overrides[name]
+        text = value if isinstance(value, str) else format_value(key.type, value)
+        syn = GROUP_CONFIG_SYNONYMS[name]
+        if syn is not None:
+            synonyms = _config_synonyms(broker, syn, broker_config_synonyms(syn), False)
+        else:
+            synonyms = [ConfigSynonym(name, key.default_str, int(ConfigSource.DEFAULT_CONFIG))]
+        if overridden:
+            synonyms.insert(0, ConfigSynonym(name, text, int(ConfigSource.GROUP_CONFIG)))
+        source = synonyms[0].source if synonyms else int(ConfigSource.DEFAULT_CONFIG)
+        out.append(ConfigEntry(name, text, source, False, False, int(key.type),
+                               key.doc if include_documentation else None,
+                               synonyms if include_synonyms else []))
+    return out
+
+
 def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]], *,
                       resource: str = "topic") -> dict[str, str]:
     """IncrementalAlterConfigs (KIP-339) on a set of overrides; returns the new overrides.
@@ -183,11 +221,13 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
     *default* (as Kafka's controller does), add missing / remove present comma-separated items.
     For ``resource="topic"`` the result is validated and normalised with
     :func:`validate_topic_configs`; for ``"broker"`` names are checked and the caller validates
-    the values with ``BrokerConfig.validate_dynamic_update``. A key given twice, or an unknown
+    the values with ``BrokerConfig.validate_dynamic_update``; for ``"group"`` the caller validates
+    the result with :func:`kcompat.config.group.validate_group_configs` (no group config is a
+    LIST, so APPEND and SUBTRACT always fail, as in Kafka 4.3). A key given twice, or an unknown
     operation, is INVALID_REQUEST.
     """
-    if resource not in ("topic", "broker"):
-        raise ValueError(f"resource must be 'topic' or 'broker', not {resource!r}")
+    if resource not in ("topic", "broker", "group"):
+        raise ValueError(f"resource must be 'topic', 'broker' or 'group', not {resource!r}")
     result = dict(current)
     seen: set[str] = set()
     for name, op, value in ops:
@@ -198,6 +238,8 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
             key = TOPIC_CONFIGS.get(name)
             if key is None:
                 raise ConfigError(name, f"Unknown topic config name: {name}")
+        elif resource == "group":
+            key = GROUP_CONFIGS.get(name)
         else:
             key = BROKER_CONFIGS.get(_listener_base(name))
         if op == OP_SET:

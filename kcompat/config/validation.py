@@ -59,24 +59,56 @@ def validate_broker(cfg: "BrokerConfig") -> None:
         raise ConfigError("log.retention.ms", "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
     if not cfg.log_dirs:
         raise ConfigError("log.dirs", "At least one log directory must be defined via log.dirs or log.dir.")
-    _validate_consumer_group_bounds(cfg)
+    _validate_group_bounds(cfg)
 
 
-def _validate_consumer_group_bounds(cfg: "BrokerConfig") -> None:
-    """GroupCoordinatorConfig's checks of the KIP-848 intervals, with Kafka's messages."""
-    hb, ses = "group.consumer.heartbeat.interval.ms", "group.consumer.session.timeout.ms"
-    rules = [("group.consumer.max.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
-             (hb, ">=", "group.consumer.min.heartbeat.interval.ms"),
-             (hb, "<=", "group.consumer.max.heartbeat.interval.ms"),
-             ("group.consumer.max.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
-             (ses, ">=", "group.consumer.min.session.timeout.ms"),
-             (ses, "<=", "group.consumer.max.session.timeout.ms"),
-             (hb, "<", ses)]
-    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
-    for left, op, right in rules:
+# GroupCoordinatorConfig's and ShareGroupConfig's checks (Kafka 4.3), in Kafka's order:
+# (left, op, right); "must be greater than or equal to" / "less than or equal to" / "less than".
+def _interval_rules(kind: str) -> list[tuple[str, str, str]]:
+    hb, ses = f"group.{kind}.heartbeat.interval.ms", f"group.{kind}.session.timeout.ms"
+    return [(f"group.{kind}.max.heartbeat.interval.ms", ">=", f"group.{kind}.min.heartbeat.interval.ms"),
+            (hb, ">=", f"group.{kind}.min.heartbeat.interval.ms"),
+            (hb, "<=", f"group.{kind}.max.heartbeat.interval.ms"),
+            (f"group.{kind}.max.session.timeout.ms", ">=", f"group.{kind}.min.session.timeout.ms"),
+            (ses, ">=", f"group.{kind}.min.session.timeout.ms"),
+            (ses, "<=", f"group.{kind}.max.session.timeout.ms"),
+            (hb, "<", ses)]
+
+
+def _assignment_rules(kind: str) -> list[tuple[str, str, str]]:
+    ai = f"group.{kind}.assignment.interval.ms"
+    return [(f"group.{kind}.max.assignment.interval.ms", ">=", f"group.{kind}.min.assignment.interval.ms"),
+            (ai, ">=", f"group.{kind}.min.assignment.interval.ms"),
+            (ai, "<=", f"group.{kind}.max.assignment.interval.ms")]
+
+
+GROUP_COORDINATOR_RULES = (
+    _interval_rules("consumer") + _assignment_rules("consumer")
+    + _interval_rules("share") + _assignment_rules("share")
+    + _interval_rules("streams") + _assignment_rules("streams")
+    + [("group.streams.num.standby.replicas", "<=", "group.streams.max.standby.replicas")]
+)
+SHARE_GROUP_RULES = (
+    ("group.share.max.delivery.count.limit", ">=", "group.share.delivery.count.limit"),
+    ("group.share.delivery.count.limit", ">=", "group.share.min.delivery.count.limit"),
+    ("group.share.max.partition.max.record.locks", ">=", "group.share.partition.max.record.locks"),
+    ("group.share.partition.max.record.locks", ">=", "group.share.min.partition.max.record.locks"),
+    ("group.share.record.lock.duration.ms", ">=", "group.share.min.record.lock.duration.ms"),
+    ("group.share.max.record.lock.duration.ms", ">=", "group.share.record.lock.duration.ms"),
+    ("group.share.max.share.sessions", ">=", "group.share.max.size"),
+)
+_WORDS = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+
+
+def _validate_group_bounds(cfg: "BrokerConfig") -> None:
+    """``GroupCoordinatorConfig``'s and ``ShareGroupConfig``'s bounds checks of the KIP-848,
+    KIP-932 and KIP-1071 intervals and limits, with Kafka's messages (``Utils.require``), e.g.
+    ``group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms``."""
+    for left, op, right in (*GROUP_COORDINATOR_RULES, *SHARE_GROUP_RULES):
         a, b = cfg.get(left), cfg.get(right)
         if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
-            raise ConfigError(left, f"{left} must be {words[op]} {right}")
+            raise ConfigError(left, f"{left} must be {_WORDS[op]} {right}")
+
 
 def _validate_listeners(cfg: "BrokerConfig", roles: list[str]) -> None:
     listeners = parse_listeners("listeners", cfg.get("listeners"))

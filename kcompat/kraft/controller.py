@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, MetadataImage
 from kcompat.kraft.replica_placer import UsableBroker, place_replicas
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
@@ -370,6 +370,17 @@ class Controller:
         """Replace dynamic broker configs of ``resource_name`` ("" = cluster default)."""
         self._commit_config_diff(RESOURCE_BROKER, resource_name, self.image.broker_configs(resource_name),
                                  new_configs, validate_only, now_ms)
+
+    def alter_group_configs(self, group_id: str, new_configs: dict[str, str], *, validate_only: bool,
+                            now_ms: int) -> None:
+        """Replace the dynamic configs of group ``group_id`` with ``new_configs`` (validated and
+        normalised by the caller with the broker's bounds, ``kcompat.config.group``): ConfigRecords
+        of resource type GROUP (32) for what changed. The group need not exist (as in Kafka).
+        INVALID_REQUEST for the empty name (``Default group resources are not allowed.``)."""
+        if not group_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        self._commit_config_diff(RESOURCE_GROUP, group_id, self.image.group_config(group_id), new_configs,
+                                 validate_only, now_ms)
 
     def _commit_config_diff(self, rtype: int, rname: str, old: dict, new: dict, validate_only: bool,
                             now_ms: int) -> None:

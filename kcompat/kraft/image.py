@@ -16,6 +16,7 @@ from kcompat.protocol.metadata_records import RECORD_TYPES
 # ConfigResource types (DescribeConfigs / ConfigRecord.resource_type)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # dynamic group configs (KIP-848, KIP-932): resource name = group id
 
 REGISTER_BROKER_RECORD = 0
 UNREGISTER_BROKER_RECORD = 1
@@ -180,6 +181,16 @@ class MetadataImage:
         """Dynamic broker configs: ``""`` is the cluster-wide default, ``"<node id>"`` per broker."""
         return dict(self.configs.get((RESOURCE_BROKER, resource_name), {}))
 
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """The dynamic configs set on group ``group_id`` (ConfigRecords of resource type GROUP, 32),
+        a copy: ``{"share.auto.offset.reset": "earliest", ...}``, empty if none. Raw strings as
+        stored; ``kcompat.config.group.effective_group_config`` gives the typed effective values.
+        A group keeps its configs when it is deleted, and may have them before it exists."""
+        return dict(self.configs.get((RESOURCE_GROUP, group_id), {}))
+
+    def groups_with_configs(self) -> list[str]:
+        """Ids of the groups that have dynamic configs, sorted (ListConfigResources' GROUP list)."""
+        return sorted(name for rtype, name in self.configs if rtype == RESOURCE_GROUP)
 
     def unfenced_brokers(self) -> list[int]:
         """Ids of registered brokers that may lead partitions (not fenced, not shutting down)."""

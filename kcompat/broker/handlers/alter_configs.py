@@ -2,7 +2,7 @@
 
 The pre-KIP-339 API that confluent-kafka's ``AdminClient.alter_configs`` and older tools use:
 configs not named in the request are removed (Kafka's semantics, which is why
-IncrementalAlterConfigs exists). TOPIC and BROKER resources, as IncrementalAlterConfigs.
+IncrementalAlterConfigs exists). TOPIC, BROKER and GROUP resources, as IncrementalAlterConfigs.
 """
 
 from __future__ import annotations

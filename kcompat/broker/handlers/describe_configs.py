@@ -4,14 +4,16 @@ Every config Kafka has for the resource, with its effective value and source (KI
 topic override, dynamic broker, dynamic cluster default, static broker, default), synonyms when
 asked (v1+), type and documentation (v3+, KIP-569). Kafka Connect and admin tools depend on the
 full list (KAFKA-9216). BROKER resources accept ``""`` (cluster-wide dynamic defaults) or this
-broker's id; BROKER_LOGGER lists this process's loggers and their levels.
+broker's id; BROKER_LOGGER lists this process's loggers and their levels. GROUP resources (32)
+list Kafka 4.3's group configs with the group's overrides (source GROUP_CONFIG, 8) and the
+broker-derived rest; any non-empty group id is accepted, existing or not (as Kafka).
 """
 
 from __future__ import annotations
 
 import logging
 
-from kcompat.config import ConfigError, describe_broker
+from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_configs import DescribeConfigsResponse as R
@@ -20,7 +22,7 @@ API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
 STRING_TYPE = 2
 
@@ -72,6 +74,11 @@ def _describe(broker, res, synonyms: bool, documentation: bool):
                                include_documentation=documentation)
     if res.resource_type == BROKER_LOGGER:
         return _loggers(keys)
+    if res.resource_type == GROUP:
+        if not res.resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        return describe_group(broker.image.group_config(res.resource_name), broker.config, include_synonyms=synonyms,
+                              keys=keys, include_documentation=documentation)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 

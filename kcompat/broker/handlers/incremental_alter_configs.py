@@ -4,14 +4,18 @@ TOPIC resources change the topic's overrides (ConfigRecords in the metadata log;
 reach the partition logs at once). BROKER resources change dynamic broker configs for this broker
 (``"<id>"``) or cluster-wide (``""``); read-only keys are refused with Kafka's message
 (``Cannot update these configs dynamically: Set(...)``). BROKER_LOGGER sets logger levels of this
-process. Errors: INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.
+process. GROUP resources (32) change a group's dynamic configs (Kafka 4.3's GroupConfig:
+``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...; the group need not exist);
+APPEND/SUBTRACT on them fail as no group config is a LIST. Errors: INVALID_CONFIG,
+INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
 
 import logging
 
-from kcompat.broker.config_changes import BROKER_LOGGER, TOPIC, alter_each, current_configs, replace_configs
+from kcompat.broker.config_changes import (BROKER_LOGGER, GROUP, TOPIC, alter_each, current_configs,
+                                           replace_configs)
 from kcompat.config import apply_incremental
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse as R
@@ -46,7 +50,8 @@ def _alter(broker, res, ops, validate_only: bool) -> None:
         _set_log_levels(ops, validate_only)
         return
     current = current_configs(broker, res.resource_type, res.resource_name)
-    new = apply_incremental(current, ops, resource="topic" if res.resource_type == TOPIC else "broker")
+    kind = {TOPIC: "topic", GROUP: "group"}.get(res.resource_type, "broker")
+    new = apply_incremental(current, ops, resource=kind)
     replace_configs(broker, res.resource_type, res.resource_name, new, validate_only=validate_only)
 
 
