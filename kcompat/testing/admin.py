@@ -120,23 +120,38 @@ def _has_leaders(address: str, topics: list[str]) -> bool:
 
 
 def delete_topics(bootstrap: str, names: list[str], timeout_s: float = 30.0) -> None:
-    """DeleteTopics (v4); a topic that is already gone is not an error. Raises AdminError."""
-    if not names:
-        return
-    req = DeleteTopicsRequest(topic_names=list(names), timeout_ms=int(timeout_s * 1000))
-    for result in _call_any(bootstrap, req, DELETE_TOPICS_V).responses:
-        if result.error_code not in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-            raise AdminError(result.error_code, f"deleting topic {result.name!r}", result.error_message)
+    """DeleteTopics (v4); a topic that is already gone is not an error, a retriable error (a
+    controller moving after a restart) is tried again until ``timeout_s``. Raises AdminError."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(names)
+    while pending:
+        req = DeleteTopicsRequest(topic_names=pending, timeout_ms=int(timeout_s * 1000))
+        retry = []
+        for result in _call_any(bootstrap, req, DELETE_TOPICS_V).responses:
+            if result.error_code in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                continue
+            if result.error_code not in RETRIABLE or time.monotonic() > deadline:
+                raise AdminError(result.error_code, f"deleting topic {result.name!r}", result.error_message)
+            retry.append(result.name)
+        pending = retry
+        if pending:
+            time.sleep(0.05)
 
 
-def list_groups(bootstrap: str) -> list[str]:
+def list_groups(bootstrap: str, timeout_s: float = 30.0) -> list[str]:
     """Ids of every group on every broker (ListGroups v3 to each: a broker lists the groups it
-    coordinates)."""
+    coordinates). A broker still loading its ``__consumer_offsets`` partitions (just restarted) is
+    asked again until ``timeout_s``; other errors raise AdminError."""
+    deadline = time.monotonic() + timeout_s
     groups: set[str] = set()
     for address in broker_addresses(bootstrap).values():
-        resp = wire.call(address, ListGroupsRequest(), LIST_GROUPS_V)
-        if resp.error_code != 0:
-            raise AdminError(resp.error_code, f"listing groups on {address}")
+        while True:
+            resp = wire.call(address, ListGroupsRequest(), LIST_GROUPS_V)
+            if resp.error_code == 0:
+                break
+            if resp.error_code not in RETRIABLE or time.monotonic() > deadline:
+                raise AdminError(resp.error_code, f"listing groups on {address}")
+            time.sleep(0.05)
         groups.update(g.group_id for g in resp.groups)
     return sorted(groups)
 

@@ -35,6 +35,7 @@ class ClusterNode(BrokerProcess):
             self.LISTENER_RE = re.compile(r"started controller listener \S+ on (\S+):(\d+)")
 
     def args(self) -> list[str]:
+        """The command line of :class:`BrokerProcess` with the cluster id."""
         return super().args() + [f"--cluster-id={self.cluster_id}"]
 
 
@@ -81,7 +82,7 @@ class Cluster:
         if errors:
             raise errors[0]
         if all("broker" in r for r in self.roles):
-            self.wait_for_brokers()
+            self.wait_for_brokers(timeout)
         return self
 
     def broker_ids(self, node_id: int) -> list[int]:
@@ -92,15 +93,18 @@ class Cluster:
 
     def wait_for_brokers(self, timeout: float = 10.0) -> None:
         """Until every running node lists every running node (followers learn commits a moment
-        after the controller, as in Kafka)."""
+        after the controller, as in Kafka; a node resumed after its session expired registers
+        again). ``timeout`` bounds a hang only."""
         live = [i + 1 for i, n in enumerate(self.nodes) if n.proc is not None]
         wait_until(lambda: all(self.broker_ids(i) == live for i in live), timeout, "all brokers in Metadata")
 
     @property
     def bootstrap(self) -> str:
+        """Client addresses of the running nodes, comma-separated."""
         return ",".join(f"127.0.0.1:{p}" for p, n in zip(self.client_ports, self.nodes) if n.proc is not None)
 
     def node(self, node_id: int) -> ClusterNode:
+        """The node with id ``node_id`` (``nodes[node_id - 1]``)."""
         return self.nodes[node_id - 1]
 
     def quorum(self, via: int | None = None):
@@ -119,6 +123,7 @@ class Cluster:
         return None
 
     def leader_id(self) -> int | None:
+        """Node id of the metadata quorum's leader (the active controller), None without one."""
         q = self.quorum()
         return q.leader_id if q is not None and q.leader_id >= 0 else None
 
@@ -130,8 +135,15 @@ class Cluster:
     kill9 = kill
 
     def restart(self, node_id: int, timeout: float = 120.0) -> None:
-        """Start a stopped/killed node again over its data."""
-        self.start([self.node(node_id)], timeout)
+        """Restart node ``node_id`` over its data and port: a running node (resumed first if
+        paused) is stopped cleanly with SIGTERM (a controlled shutdown moves its leaderships
+        away), a stopped or killed one is only started."""
+        node = self.node(node_id)
+        if node.proc is not None:
+            if node_id in self._paused:
+                self.resume(node_id)
+            node.stop()
+        self.start([node], timeout)
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP the node (and its worker processes)."""
@@ -139,6 +151,7 @@ class Cluster:
         self._paused.add(node_id)
 
     def resume(self, node_id: int) -> None:
+        """SIGCONT a paused node."""
         self.node(node_id).resume()
         self._paused.discard(node_id)
 

@@ -2,9 +2,10 @@
 
 Both start real kcompat nodes on 127.0.0.1 ports of their own (below the ephemeral range, a slice per
 process: :mod:`kcompat.testing.ports`), data in a temporary directory removed when they stop. A
-:class:`Broker` runs in a child process by default (a crash or ``os._exit`` of the calling code
-cannot leave its data half written) or, with ``in_process=True``, on an event loop thread of the
-calling process (no interpreter start; faults like ``kill``/``pause`` need the child process).
+:class:`Broker` and each node of a :class:`Cluster` run in a child process by default (a crash or
+``os._exit`` of the calling code cannot leave their data half written) or, with
+``in_process=True``, on event loop threads of the calling process (no interpreter start; faults like
+``kill``/``pause`` need child processes).
 
 Configuration uses Kafka's broker property names: a mapping (``Broker({"num.partitions": 3})``) or
 keyword arguments with ``_`` for ``.`` (``Broker(num_partitions=3)``); values are converted with
@@ -53,6 +54,8 @@ class _Admin:
         return name
 
     def delete_topics(self, *names: str) -> None:
+        """Delete topics (one already gone is not an error). Raises
+        :class:`kcompat.testing.admin.AdminError`."""
         admin.delete_topics(self.bootstrap_servers, list(names))
 
     def list_topics(self) -> list[str]:
@@ -71,7 +74,7 @@ class Broker(_Admin):
     ``bootstrap_servers`` is ``"host:port"`` once started. ``data_dir`` keeps the data there (never
     removed); by default it lives in a temporary directory that :meth:`stop` removes. In a child
     process (the default) :meth:`restart`, :meth:`kill`, :meth:`pause` and :meth:`resume` act on
-    the process; they raise RuntimeError for an in-process broker.
+    the process (:meth:`heal` undoes them); they raise RuntimeError for an in-process broker.
     """
 
     def __init__(self, config: Mapping[str, object] | None = None, /, *, in_process: bool = False,
@@ -85,9 +88,11 @@ class Broker(_Admin):
         self.data_dir = Path(data_dir) if data_dir is not None else self._owned_root / "data"
         self._process: BrokerProcess | None = None
         self._thread: _BrokerThread | None = None
+        self._paused = False
 
     @property
     def bootstrap_servers(self) -> str:
+        """``"host:port"`` for clients."""
         return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> "Broker":
@@ -115,6 +120,8 @@ class Broker(_Admin):
                 self._thread = None
             if self._process is not None and self._process.proc is not None:
                 try:
+                    if self._paused:            # a stopped process would not see the SIGTERM
+                        self.resume()
                     self._process.stop()
                 except RuntimeError:
                     self._process.kill9()
@@ -128,19 +135,39 @@ class Broker(_Admin):
         return self._process
 
     def restart(self) -> None:
-        """Stop (SIGTERM) and start again over the same data and port."""
-        self._child().restart()
+        """Stop (SIGTERM; resumed first if paused) and start again over the same data and port;
+        a killed broker is only started."""
+        child = self._child()
+        if child.proc is not None:
+            if self._paused:
+                self.resume()
+            child.stop()
+        child.start()
 
     def kill(self) -> None:
-        """SIGKILL the broker process; :meth:`start` brings it back over its data."""
+        """SIGKILL the broker process; :meth:`start` (or :meth:`heal`) brings it back over its data."""
         self._child().kill9()
+        self._paused = False
 
     def pause(self) -> None:
         """SIGSTOP: the broker keeps its connections but answers nothing until :meth:`resume`."""
         self._child().pause()
+        self._paused = True
 
     def resume(self) -> None:
+        """SIGCONT a paused broker."""
         self._child().resume()
+        self._paused = False
+
+    def heal(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Undo :meth:`pause` and :meth:`kill`: resume a paused broker, start a killed one over its
+        data. Nothing to do for a running or an in-process broker."""
+        if self.in_process or self._process is None:
+            return
+        if self._paused:
+            self.resume()
+        if self._process.proc is None:
+            self._process.start(timeout_s)
 
     def log_text(self) -> str:
         """What a child-process broker logged (empty for an in-process one, which logs through the
@@ -159,10 +186,12 @@ class Broker(_Admin):
 
 
 class _BrokerThread:
-    """A kcompat broker on an event loop of its own, in a daemon thread of this process."""
+    """A kcompat broker on an event loop of its own, in a daemon thread of this process;
+    ``cluster_id`` formats a new log directory for a cluster, as ``kcompat serve --cluster-id``."""
 
-    def __init__(self, props: dict[str, str]) -> None:
+    def __init__(self, props: dict[str, str], cluster_id: str | None = None) -> None:
         self.props = props
+        self.cluster_id = cluster_id
         self.loop: asyncio.AbstractEventLoop | None = None
         self.broker = None
         self.error: BaseException | None = None
@@ -170,6 +199,7 @@ class _BrokerThread:
         self._thread = threading.Thread(target=self._run, name="kcompat-broker", daemon=True)
 
     def start(self, timeout_s: float) -> None:
+        """Start the thread and return once the broker serves; RuntimeError if it cannot."""
         from kcompat.config import BrokerConfig, ConfigError
 
         try:
@@ -191,23 +221,19 @@ class _BrokerThread:
     def _run(self) -> None:
         try:
             import uvloop
-            loop = uvloop.new_event_loop()
+            factory = uvloop.new_event_loop
         except ImportError:   # pragma: no cover - uvloop is a dependency
-            loop = asyncio.new_event_loop()
-        self.loop = loop
-        try:
-            loop.run_until_complete(self._serve())
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        finally:
-            loop.close()
+            factory = None
+        # the Runner, as asyncio.run: tasks left are cancelled, async generators and the default
+        # executor's threads shut down, the loop closed
+        with asyncio.Runner(loop_factory=factory) as runner:
+            self.loop = runner.get_loop()
+            runner.run(self._serve())
 
     async def _serve(self) -> None:
         from kcompat.broker.broker import Broker as KcompatBroker
 
-        self.broker = KcompatBroker(self._config)
+        self.broker = KcompatBroker(self._config, cluster_id=self.cluster_id)
         try:
             await self.broker.start()
         except BaseException as e:   # reported by start() in the calling thread
@@ -222,6 +248,7 @@ class _BrokerThread:
         await self.broker.stopped.wait()
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Shut the broker down cleanly and wait for its thread to end."""
         if self.loop is not None and self._thread.is_alive() and self.broker is not None:
             asyncio.run_coroutine_threadsafe(self.broker.stop(), self.loop).result(timeout_s)
         if self._thread.ident is not None:
@@ -229,17 +256,19 @@ class _BrokerThread:
 
 
 class Cluster(process_cluster.Cluster, _Admin):
-    """``n`` kcompat nodes, each a broker and a controller voter, in child processes.
+    """``n`` kcompat nodes, each a broker and a controller voter, in child processes (with
+    ``in_process=True``: each on an event loop thread of this process).
 
     Defaults for a replicated cluster (any of them can be overridden): RF ``min(3, n)`` for new
     topics and the internal topics, ``min.insync.replicas`` ``min(2, RF)``, and fast failure
     detection (:data:`kcompat.testing.cluster.FAST`). Node ids are 1..n; :meth:`kill`,
-    :meth:`pause`, :meth:`resume`, :meth:`restart` take a node id, :meth:`heal` undoes them all.
+    :meth:`pause`, :meth:`resume`, :meth:`restart` take a node id, :meth:`heal` undoes them all
+    (in-process nodes can only be restarted: the others raise RuntimeError).
     Data lives in ``root`` (kept) or a temporary directory removed by :meth:`stop`.
     """
 
     def __init__(self, n: int = 3, config: Mapping[str, object] | None = None, /, *,
-                 root: str | Path | None = None, **configs: object) -> None:
+                 root: str | Path | None = None, in_process: bool = False, **configs: object) -> None:
         rf = min(3, n)
         isr = min(2, rf)
         defaults = {"default.replication.factor": rf, "min.insync.replicas": isr,
@@ -248,6 +277,9 @@ class Cluster(process_cluster.Cluster, _Admin):
         self._owned_root = None if root is not None else Path(tempfile.mkdtemp(prefix="kcompat-cluster-"))
         super().__init__(Path(root) if root is not None else self._owned_root, n,
                          broker_properties({**defaults, **(config or {})}, configs))
+        self.in_process = in_process
+        if in_process:
+            self.nodes = [_ThreadNode(node) for node in self.nodes]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -271,7 +303,7 @@ class Cluster(process_cluster.Cluster, _Admin):
         if down:
             self.start(down, timeout_s)
         else:
-            self.wait_for_brokers()
+            self.wait_for_brokers(timeout_s)
 
     def start(self, nodes=None, timeout: float = START_TIMEOUT_S) -> "Cluster":
         """Start the nodes (default all) and wait until every node lists every broker. A full
@@ -290,8 +322,51 @@ class Cluster(process_cluster.Cluster, _Admin):
             raise
 
     def stop(self) -> None:
+        """Stop every node cleanly and remove the data if it lives in this object's temporary
+        directory."""
         try:
             super().stop()
         finally:
             if self._owned_root is not None:
                 shutil.rmtree(self._owned_root, ignore_errors=True)
+
+
+class _ThreadNode:
+    """A cluster node on an event loop thread of this process, in place of the child process of a
+    :class:`kcompat.testing.cluster.ClusterNode` (same data directory, properties, cluster id and
+    ports): what :class:`kcompat.testing.cluster.Cluster` calls of a node. ``proc`` is the running
+    broker thread, None while stopped."""
+
+    def __init__(self, node) -> None:
+        self.data_dir, self.overrides, self.cluster_id = node.data_dir, node.overrides, node.cluster_id
+        self.host, self.port = node.host, node.port
+        self.proc: _BrokerThread | None = None
+
+    @property
+    def bootstrap(self) -> str | None:
+        """``host:port`` while running."""
+        return f"{self.host}:{self.port}" if self.proc is not None else None
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "_ThreadNode":
+        """Start the node's broker thread over its data; RuntimeError if it cannot start."""
+        thread = _BrokerThread({"log.dirs": str(self.data_dir), **self.overrides}, self.cluster_id)
+        thread.start(timeout)
+        self.proc = thread
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Shut the broker down cleanly (a controlled shutdown first, as on SIGTERM)."""
+        if self.proc is not None:
+            self.proc.stop(timeout)
+            self.proc = None
+        return 0
+
+    def _fault(self, *_args) -> None:
+        raise RuntimeError("kill, pause and resume need the cluster's nodes in child processes "
+                           "(Cluster(in_process=False))")
+
+    kill9 = pause = resume = signal = _fault
+
+    def log_text(self) -> str:
+        """Empty: an in-process node logs through this process's ``logging``."""
+        return ""

@@ -3,7 +3,8 @@
 
 Fixtures
 - ``kafka_broker``: a :class:`kcompat.testing.Broker` (single node), started once per session by
-  default (``kcompat_scope``), ``bootstrap_servers`` for clients.
+  default (``kcompat_scope``), ``bootstrap_servers`` for clients; brought back after a test that
+  paused or killed it.
 - ``kafka_cluster``: a :class:`kcompat.testing.Cluster` of 3 nodes (RF 3, ``min.insync.replicas``
   2, fast failure detection) with ``kill``/``restart``/``pause``/``resume`` by node id; shared like
   ``kafka_broker``, and healed after every test that used it (paused nodes resumed, killed ones
@@ -20,8 +21,9 @@ Options (command line or ini file)
   with Kafka's names for every broker and cluster node the fixtures start.
 - ``--kcompat-scope`` / ``kcompat_scope``: ``session`` (default), ``package``, ``module``, ``class``
   or ``function``: how long a broker or cluster lives.
-- ``--kcompat-reset`` / ``kcompat_reset = true``: after each test that used ``kafka_broker``, delete
-  every topic and group, so tests sharing one broker start from an empty one.
+- ``--kcompat-reset`` / ``kcompat_reset = true``: after each test that used ``kafka_broker`` or
+  ``kafka_cluster``, delete every topic and group, so tests sharing one broker start from an empty
+  one (a few requests, against seconds for a new broker).
 - ``--kcompat-in-process`` / ``kcompat_in_process = true``: run ``kafka_broker`` on an event loop
   thread of the pytest process instead of a child process (no interpreter start).
 
@@ -40,25 +42,28 @@ _TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 
 def pytest_addoption(parser) -> None:
+    """The ``--kcompat-...`` command-line options and their ini-file names."""
     group = parser.getgroup("kcompat", "kcompat Kafka fixtures")
     group.addoption("--kcompat-config", action="append", default=[], metavar="KEY=VALUE",
                     help="broker property for the kcompat fixtures' brokers (repeatable)")
     group.addoption("--kcompat-scope", choices=SCOPES, default=None,
                     help="lifetime of kafka_broker and kafka_cluster (default: session)")
     group.addoption("--kcompat-reset", action="store_true", default=None,
-                    help="delete all topics and groups after each test that used kafka_broker")
+                    help="delete all topics and groups after each test that used kafka_broker or "
+                         "kafka_cluster")
     group.addoption("--kcompat-in-process", action="store_true", default=None,
                     help="run kafka_broker in the pytest process (an event loop thread)")
     parser.addini("kcompat_config", type="linelist", default=[],
                   help="broker properties (KEY=VALUE, one per line) for the kcompat fixtures")
     parser.addini("kcompat_scope", default="session", help="lifetime of kafka_broker and kafka_cluster")
     parser.addini("kcompat_reset", type="bool", default=False,
-                  help="delete all topics and groups after each test that used kafka_broker")
+                  help="delete all topics and groups after each test that used kafka_broker or kafka_cluster")
     parser.addini("kcompat_in_process", type="bool", default=False,
                   help="run kafka_broker in the pytest process (an event loop thread)")
 
 
 def pytest_configure(config) -> None:
+    """Declare the ``kafka_topic`` marker."""
     config.addinivalue_line(
         "markers", "kafka_topic(partitions=1, config=None, replication_factor=-1): shape of the "
                    "kafka_topic fixture's topic")
@@ -97,15 +102,33 @@ def kafka_broker(pytestconfig):
         yield broker
 
 
+def _uses_broker(request) -> bool:
+    """Whether the test uses ``kafka_broker``, directly or through a topic fixture (whose topics
+    are on ``kafka_cluster`` when the test uses that)."""
+    names = request.fixturenames
+    return "kafka_broker" in names or ("kafka_cluster" not in names and
+                                       ("kafka_topic" in names or "kafka_topic_factory" in names))
+
+
+def _reset(target) -> None:
+    left = target.reset()
+    if left:
+        raise AssertionError(f"kcompat_reset could not delete groups still in use: {left}")
+
+
 @pytest.fixture(autouse=True)
-def _kcompat_reset(request):
-    """With ``kcompat_reset``, empty the shared broker after each test that used it."""
+def _kcompat_broker_after_test(request):
+    """After each test that used ``kafka_broker``: resume or restart it if the test paused or
+    killed it, and with ``kcompat_reset`` delete its topics and groups. The broker is requested
+    before the test, so that whatever its scope it is torn down after this."""
+    if not _uses_broker(request):
+        yield
+        return
+    broker = request.getfixturevalue("kafka_broker")
     yield
-    if "kafka_broker" in request.fixturenames and _option(request.config, "reset"):
-        broker = request.getfixturevalue("kafka_broker")
-        left = broker.reset()
-        if left:
-            raise AssertionError(f"kcompat_reset could not delete groups still in use: {left}")
+    broker.heal()
+    if _option(request.config, "reset"):
+        _reset(broker)
 
 
 @pytest.fixture(scope=_scope)
@@ -117,12 +140,15 @@ def _kcompat_cluster(pytestconfig):
 
 
 @pytest.fixture
-def kafka_cluster(_kcompat_cluster):
+def kafka_cluster(_kcompat_cluster, pytestconfig):
     """A running 3-node kcompat cluster (:class:`kcompat.testing.Cluster`), whole at the start of
-    every test: nodes a previous test killed or paused are back."""
+    every test: nodes a previous test killed or paused are back (and with ``kcompat_reset`` its
+    topics and groups are gone)."""
     _kcompat_cluster.heal()
     yield _kcompat_cluster
     _kcompat_cluster.heal()
+    if _option(pytestconfig, "reset"):
+        _reset(_kcompat_cluster)
 
 
 def _target(request):
@@ -151,6 +177,7 @@ def kafka_topic_factory(request):
 
     yield make
     if made:
+        target.heal()     # a node the test paused or killed could not take part in the deletion
         target.delete_topics(*made)
 
 

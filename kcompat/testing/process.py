@@ -54,6 +54,7 @@ class BrokerProcess:
         self._reader: threading.Thread | None = None
 
     def args(self) -> list[str]:
+        """The ``python -m kcompat serve --override ...`` command line."""
         # no HTTP listener unless asked: test brokers would compete for its one documented port
         overrides = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir),
                      "http.listeners": ""}
@@ -125,6 +126,8 @@ class BrokerProcess:
         return rc
 
     def kill9(self) -> None:
+        """SIGKILL the broker and its worker processes (its process group) and reap it; a later
+        :meth:`start` recovers its data as after a crash."""
         if self.proc is None:
             return
         try:
@@ -152,6 +155,7 @@ class BrokerProcess:
         self.signal(signal.SIGCONT)
 
     def restart(self) -> "BrokerProcess":
+        """:meth:`stop` (SIGTERM) and :meth:`start` again over the same data and port."""
         self.stop()
         return self.start()
 

@@ -11,11 +11,13 @@ from kcompat.protocol.messages.headers import RequestHeader, ResponseHeader
 
 
 def connect(bootstrap: str, timeout: float = 10.0) -> socket.socket:
+    """A blocking connection to ``host:port`` whose reads and writes time out after ``timeout`` s."""
     host, port = bootstrap.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=timeout)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``; ConnectionError if the broker closes first."""
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -27,6 +29,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def send_request(sock: socket.socket, request, version: int, correlation_id: int = 1,
                  client_id: str = "kcompat-testing") -> None:
+    """Write one request frame (size, header v1 or v2 as the version is flexible, body)."""
     req_cls = type(request)
     flexible = req_cls.FLEXIBLE_MIN is not None and version >= req_cls.FLEXIBLE_MIN
     body = bytearray()
@@ -55,6 +58,7 @@ def call(bootstrap: str, request, version: int):
 
 
 def api_versions(bootstrap: str) -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) of every API the broker lists in ApiVersions v3."""
     from kcompat.protocol.messages.api_versions import ApiVersionsRequest
     resp = call(bootstrap, ApiVersionsRequest(client_software_name="kcompat-testing",
                                               client_software_version="1"), 3)

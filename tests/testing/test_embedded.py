@@ -1,5 +1,8 @@
 """kcompat.testing.Broker and Cluster as context managers (kcompat/testing/embedded.py): child
-process and in-process brokers, restarts and faults, configuration errors, data removal."""
+process and in-process brokers and clusters, restarts and faults, configuration errors, data removal.
+
+A clean stop is told from a forced one by the broker's last log line, ``shutdown complete``, which a
+broker killed after its SIGTERM went unanswered never writes."""
 
 from __future__ import annotations
 
@@ -69,6 +72,23 @@ def test_paused_broker_answers_again_after_resume():
         assert admin.list_topics(b.bootstrap_servers) == []
 
 
+def test_a_paused_broker_restarts_and_stops_cleanly_and_a_killed_one_heals(tmp_path):
+    with Broker(data_dir=tmp_path / "data") as b:
+        produce(b.bootstrap_servers, "p", [b"a"])
+        b.pause()
+        b.restart()                               # resumed first, then SIGTERM
+        produce(b.bootstrap_servers, "p", [b"b"])
+        b.kill()
+        b.heal()                                  # started again over its data
+        b.heal()                                  # whole: nothing to do
+        produce(b.bootstrap_servers, "p", [b"c"])
+        b.pause()                                 # and left paused at exit
+    log = (tmp_path / "data-broker.log").read_text()
+    assert log.count("shutdown complete") == 2, log[-3000:]   # the restart and the exit
+    with Broker(data_dir=tmp_path / "data") as b:
+        assert consume(b.bootstrap_servers, "p", 3) == [b"a", b"b", b"c"]
+
+
 def test_a_given_data_dir_is_kept(tmp_path):
     with Broker(data_dir=tmp_path / "data") as b:
         produce(b.bootstrap_servers, "kept", [b"x"])
@@ -123,4 +143,36 @@ def test_cluster_replicates_over_three_nodes_and_heals():
         c.heal()
         assert [n.proc is not None for n in c.nodes] == [True, True, True]
         produce(c.bootstrap_servers, "rep", [b"after"])
+        pid = c.node(1).proc.pid
+        c.restart(1)                               # a running node: SIGTERM, then started again
+        assert c.node(1).proc.pid != pid
+        assert "shutdown complete" in c.node(1).log_text()
+        produce(c.bootstrap_servers, "rep", [b"after restart"])
+        assert sorted(consume(c.bootstrap_servers, "rep", 12)) == sorted(
+            [b"%d" % i for i in range(10)] + [b"after", b"after restart"])
+    assert not root.exists()
+
+
+def test_in_process_cluster_replicates_restarts_nodes_and_stops_cleanly():
+    def broker_threads() -> int:
+        return [t.name for t in threading.enumerate()].count("kcompat-broker")
+
+    before = broker_threads()
+    with Cluster(3, in_process=True) as c:
+        root = c._owned_root
+        assert broker_threads() - before == 3 and all(n.proc is not None for n in c.nodes)
+        c.create_topic("rep", partitions=2)
+        meta = admin.metadata(c.bootstrap_servers, ["rep"]).topics[0]
+        assert all(sorted(p.replica_nodes) == [1, 2, 3] for p in meta.partitions)
+        produce(c.bootstrap_servers, "rep", [b"%d" % i for i in range(10)])
+        leader = c.leader_of("rep", 0)
+        c.restart(leader)                          # a clean stop of its thread, then a new one
+        assert broker_threads() - before == 3
+        produce(c.bootstrap_servers, "rep", [b"after"])
+        for fault in (c.kill, c.pause):
+            with pytest.raises(RuntimeError, match="child processes"):
+                fault(leader)
+        c.heal()                                   # whole: nothing to undo
+        assert sorted(consume(c.bootstrap_servers, "rep", 11)) == sorted([b"%d" % i for i in range(10)] + [b"after"])
+    assert broker_threads() == before
     assert not root.exists()

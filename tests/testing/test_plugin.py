@@ -8,9 +8,14 @@ since each inner session is a separate process.
 from __future__ import annotations
 
 import json
+import os
+import tomllib
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RECORD = '''
 import json, os, pathlib
@@ -24,8 +29,13 @@ def record(name, value):
 
 @pytest.fixture
 def inner(pytester, monkeypatch):
-    """pytester with a ``record`` helper module for inner tests and the output dir in the env."""
+    """pytester with a ``record`` helper module for inner tests and the output dir in the env.
+
+    The inner sessions import this checkout's kcompat (its root first on PYTHONPATH): the
+    installed distribution supplies the ``pytest11`` entry point, but an editable install may
+    point at another checkout, or at none left on this machine."""
     monkeypatch.setenv("KCOMPAT_TEST_OUT", str(pytester.path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     pytester.makepyfile(recorder=RECORD)
     pytester.syspathinsert()
     return pytester
@@ -39,6 +49,19 @@ def recorded(pytester, name: str) -> list:
 def run(pytester, *args: str):
     """An inner session in a subprocess: the plugin as an installed entry point loads it."""
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "0", *args, timeout=240)
+
+
+def test_the_plugin_is_registered_through_the_pytest11_entry_point(inner):
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    assert declared == {"kcompat": "kcompat.testing.plugin"}
+    installed = {e.name: e.value for e in entry_points(group="pytest11")}
+    assert installed.get("kcompat") == "kcompat.testing.plugin"
+    # an inner session with no conftest.py and no -p has the fixtures and the options
+    result = run(inner, "--help")
+    result.stdout.fnmatch_lines(["*--kcompat-config=KEY=VALUE*", "*--kcompat-reset*", "*kcompat_scope*"])
+    result = run(inner, "--fixtures")
+    for name in ("kafka_broker", "kafka_cluster", "kafka_topic", "kafka_topic_factory"):
+        result.stdout.fnmatch_lines([f"{name}*kcompat/testing/plugin.py*"])
 
 
 def test_kafka_broker_is_shared_and_kafka_topic_is_fresh_per_test(inner):
@@ -125,8 +148,42 @@ def test_reset_deletes_topics_and_groups_between_tests(inner):
     ''')
     run(inner).assert_outcomes(passed=1, failed=1)        # without the option state leaks
     run(inner, "--kcompat-reset").assert_outcomes(passed=2)
+    # a broker per test: it is reset before it is torn down, never fetched again after
+    run(inner, "--kcompat-reset", "--kcompat-scope=function").assert_outcomes(passed=2)
     inner.makeini("[pytest]\nkcompat_reset = true\n")
     run(inner).assert_outcomes(passed=2)
+
+
+def test_a_test_that_pauses_or_kills_the_shared_broker_leaves_it_running_for_the_next(inner):
+    inner.makepyfile(test_inner='''
+        import kafka
+        from recorder import record
+
+        def send(broker):
+            producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+            producer.send("faults", b"x").get(30)
+            producer.close()
+
+        def test_pause(kafka_broker):
+            send(kafka_broker)
+            kafka_broker.pause()
+
+        def test_kill(kafka_broker):
+            send(kafka_broker)                      # resumed after the last test
+            record("bs", kafka_broker.bootstrap_servers)
+            kafka_broker.kill()
+
+        def test_after(kafka_broker):
+            record("bs", kafka_broker.bootstrap_servers)
+            send(kafka_broker)                      # started again over its data
+            consumer = kafka.KafkaConsumer("faults", bootstrap_servers=kafka_broker.bootstrap_servers,
+                                           auto_offset_reset="earliest", consumer_timeout_ms=10000)
+            assert [m.value for m in consumer] == [b"x"] * 3
+            consumer.close()
+    ''')
+    run(inner).assert_outcomes(passed=3)
+    first, second = recorded(inner, "bs")
+    assert first == second                  # the same broker, on the same address
 
 
 def test_scope_and_config_options(inner):
@@ -270,8 +327,52 @@ def test_kafka_cluster_survives_a_leader_kill_and_is_healed_for_the_next_test(in
     assert recorded(inner, "live") == [[True, True, True]]
 
 
+def test_kafka_cluster_restart_pause_and_reset_between_tests(inner):
+    inner.makepyfile(test_inner='''
+        import confluent_kafka
+        from kcompat.testing import admin
+        from recorder import record
+
+        def produce(cluster, value):
+            p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+            p.produce("made-by-the-test", value)
+            assert p.flush(60) == 0
+
+        def test_faults(kafka_cluster):
+            kafka_cluster.create_topic("made-by-the-test")          # no fixture deletes it
+            produce(kafka_cluster, b"a")
+            c = confluent_kafka.Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers,
+                                          "group.id": "left-behind", "auto.offset.reset": "earliest",
+                                          "enable.auto.commit": False})
+            c.subscribe(["made-by-the-test"])
+            m = c.poll(30)
+            assert m is not None and m.error() is None, m
+            c.commit(m, asynchronous=False)
+            c.close()
+            leader = kafka_cluster.leader_of("made-by-the-test")
+            pid = kafka_cluster.node(leader).proc.pid
+            kafka_cluster.restart(leader)          # a running node: SIGTERM, then started again
+            assert kafka_cluster.node(leader).proc.pid != pid
+            assert "shutdown complete" in kafka_cluster.node(leader).log_text()
+            produce(kafka_cluster, b"b")
+            other = next(n for n in (1, 2, 3) if n != kafka_cluster.leader_of("made-by-the-test"))
+            kafka_cluster.pause(other)             # left paused for the fixture to resume
+            record("paused", other)
+
+        def test_next(kafka_cluster):
+            record("live", [n.proc is not None for n in kafka_cluster.nodes])
+            for node in (1, 2, 3):
+                assert kafka_cluster.broker_ids(node) == [1, 2, 3]
+            assert kafka_cluster.list_topics() == []                       # reset
+            assert admin.list_groups(kafka_cluster.bootstrap_servers) == []
+    ''')
+    run(inner, "--kcompat-reset").assert_outcomes(passed=2)
+    assert len(recorded(inner, "paused")) == 1
+    assert recorded(inner, "live") == [[True, True, True]]
+
+
 def test_the_readme_example_runs_as_written(inner):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     section = readme.split("## Kafka in your own tests (pytest plugin)", 1)[1]
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert "def test_with_aiokafka" in example
