@@ -22,6 +22,10 @@ from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, of
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kcompat.broker.handlers import share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import (
+    delete_share_group_state, initialize_share_group_state, read_share_group_state, read_share_group_state_summary,
+    write_share_group_state,
+)
+from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
@@ -35,6 +39,8 @@ _MODULES = (
     describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions,
     consumer_group_heartbeat, consumer_group_describe,
     share_group_heartbeat, share_group_describe,
+    initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
+    read_share_group_state_summary,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

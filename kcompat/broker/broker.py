@@ -41,6 +41,8 @@ from kcompat.broker.quorum import QuorumRuntime
 from kcompat.broker.replica_fetcher import ReplicaFetcherManager
 from kcompat.broker.group_runtime import GroupRuntime
 from kcompat.broker.txn_runtime import TxnRuntime
+from kcompat.broker.share_persister import SharePersister
+from kcompat.broker.share_state_runtime import ShareStateRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
@@ -171,6 +173,8 @@ class Broker:
             self.cleaner_driver.start()   # advances a cleaning as soon as its worker step finishes
         self.groups = GroupRuntime(self)
         self.txn = TxnRuntime(self)
+        self.share_state = ShareStateRuntime(self)       # the share coordinator (__share_group_state)
+        self.share_persister = SharePersister(self)      # its client: DefaultStatePersister
         if cfg.get("transaction.partition.verification.enable"):
             self.replica_manager.txn_verifier = self.txn.verify
             for p in self.replica_manager.partitions.values():
@@ -200,6 +204,7 @@ class Broker:
                 log.info("started listener %s:%d", *self._pending_listener_logs[name])
             self.groups.start()
             self.txn.start()
+            self.share_state.start()
             self.publisher.host_coordinators()
         log.info("kcompat node %d started (%s): cluster id %s, %d partitions, metadata at offset %d, "
                  "log dirs %s, in %.0f ms", self.node_id, ",".join(cfg.process_roles), self.cluster_id,
@@ -549,6 +554,9 @@ class Broker:
             task.cancel()
         if self.lifecycle is not None:
             self.lifecycle.stop()
+        if hasattr(self, "share_state"):
+            self.share_persister.close()
+            self.share_state.stop()
         if hasattr(self, "txn"):
             self.txn.stop()
             self.groups.stop()

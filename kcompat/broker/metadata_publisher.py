@@ -15,6 +15,7 @@ import logging
 
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC
+from kcompat.share.state_coordinator import SHARE_GROUP_STATE_TOPIC
 from kcompat.kraft.image import (
     CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
     RESOURCE_TOPIC, record_type_of,
@@ -58,7 +59,7 @@ class MetadataPublisher:
             replicas=ip.replicas, isr=ip.isr, now_ms=b.now_ms(),
             min_insync_replicas=b.topic_values(t.name)["min.insync.replicas"],
             replica_lag_time_max_ms=b.config.get("replica.lag.time.max.ms"), is_eligible=self.is_eligible)
-        if t.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+        if t.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
             if ip.leader == b.node_id:
                 self._coordinator_partition_led(t.name, pid, ip.leader_epoch)
             else:
@@ -72,7 +73,8 @@ class MetadataPublisher:
     def host_coordinators(self) -> None:
         """Load the group and transaction coordinators of internal partitions this node leads."""
         b = self.broker
-        for topic, runtime in ((OFFSETS_TOPIC, b.groups), (TRANSACTION_STATE_TOPIC, b.txn)):
+        for topic, runtime in ((OFFSETS_TOPIC, b.groups), (TRANSACTION_STATE_TOPIC, b.txn),
+                               (SHARE_GROUP_STATE_TOPIC, b.share_state)):
             t = b.image.topics.get(topic)
             if t is not None:
                 for pid, p in t.partitions.items():
@@ -81,7 +83,8 @@ class MetadataPublisher:
 
     def _runtime(self, topic: str):
         b = self.broker
-        return getattr(b, "groups", None) if topic == OFFSETS_TOPIC else getattr(b, "txn", None)
+        name = {OFFSETS_TOPIC: "groups", TRANSACTION_STATE_TOPIC: "txn", SHARE_GROUP_STATE_TOPIC: "share_state"}
+        return getattr(b, name[topic], None)
 
     def _coordinator_partition_led(self, topic: str, partition: int, leader_epoch: int) -> None:
         """Load the coordinator of an internal partition this node leads (again after an epoch
@@ -139,6 +142,8 @@ class MetadataPublisher:
                     log.info("deleted topic %s (%d partitions)", name, n)
                     if hasattr(b, "groups"):
                         b.groups.on_partitions_deleted(removed)
+                if hasattr(b, "share_state") and b.share_state.coordinator.owned_partitions():
+                    b.share_state.on_topics_deleted([r.topic_id])
             elif kind == CONFIG_RECORD:
                 if r.resource_type == RESOURCE_TOPIC:
                     b.replica_manager.update_topic_config(r.resource_name)

@@ -319,11 +319,30 @@ _CORE: list[ConfigKey] = [
     d("producer.id.expiration.ms", INT, 86400000, at_least(1), CW, True, "Idle producer id state expires after this (ms) (KIP-854)."),
     d("producer.id.expiration.check.interval.ms", INT, 600000, at_least(1), RO, True,
       "How often (ms) expired producer ids are removed.", internal=True),
-    # ---------------------------------------------------------------- share groups (KIP-932)
-    d("share.coordinator.state.topic.replication.factor", SHORT, 3, at_least(1), RO, False, "Replication factor of __share_group_state."),
-    d("share.coordinator.state.topic.min.isr", SHORT, 2, at_least(1), RO, False, "min.insync.replicas of __share_group_state."),
-    d("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1), RO, False, "Partitions of __share_group_state."),
-    d("share.coordinator.state.topic.segment.bytes", INT, 104857600, at_least(1), RO, False, "Segment size (bytes) of __share_group_state."),
+    # ---------------------------------------------------------------- share coordinator (KIP-932, Kafka 4.3's
+    # ShareCoordinatorConfig). Kafka creates __share_group_state with cleanup.policy=delete,
+    # compression.type=producer and the segment size below, and no min.insync.replicas override: the
+    # min.isr key is defined (and validated) but, as in Kafka, not applied to the topic.
+    d("share.coordinator.state.topic.replication.factor", SHORT, 3, at_least(1), RO, True, "Replication factor of __share_group_state."),
+    d("share.coordinator.state.topic.min.isr", SHORT, 2, at_least(1), RO, False, "Overridden min.insync.replicas for __share_group_state (not applied, as in Kafka)."),
+    d("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1), RO, True, "Partitions of __share_group_state (do not change after deployment)."),
+    d("share.coordinator.state.topic.segment.bytes", INT, 104857600, at_least(1), RO, True, "Segment size (bytes) of __share_group_state."),
+    d("share.coordinator.threads", INT, 1, at_least(1), RO, False, "Threads of the share coordinator."),
+    d("share.coordinator.snapshot.update.records.per.snapshot", INT, 500, between(0, 500), RO, True,
+      "Update records the share coordinator writes between two snapshot records of a share partition."),
+    d("share.coordinator.write.timeout.ms", INT, 5000, at_least(1), RO, True,
+      "How long (ms) the share coordinator waits for every replica of __share_group_state to receive a write."),
+    d("share.coordinator.load.buffer.size", INT, 5242880, at_least(1), RO, False, "Read batch size (bytes) when loading share state."),
+    d("share.coordinator.state.topic.compression.codec", INT, 0, None, RO, False, "Compression codec id for __share_group_state."),
+    d("share.coordinator.append.linger.ms", INT, -1, at_least(-1), RO, False,
+      "How long (ms) the share coordinator lets writes accumulate before flushing them (-1: adaptive)."),
+    d("share.coordinator.cached.buffer.max.bytes", INT, 1048588, at_least(524288), CW, False,
+      "Largest write buffer the share coordinator keeps for reuse."),
+    d("share.coordinator.state.topic.prune.interval.ms", INT, 300000, at_least(1), RO, True,
+      "How often (ms) redundant records of __share_group_state are deleted.", internal=True),
+    d("share.coordinator.cold.partition.snapshot.interval.ms", INT, 300000, at_least(1), RO, True,
+      "How often (ms) share partitions not written to are snapshotted again (so pruning can advance).",
+      internal=True),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigKey] = {}

@@ -1,10 +1,14 @@
-"""FindCoordinator (key 10), versions 0-6: which broker coordinates a group or transactional id.
+"""FindCoordinator (key 10), versions 0-6: which broker coordinates a group, a transactional id
+or a share partition.
 
-Key types (KIP-98): 0 GROUP, 1 TRANSACTION (from v1); batched lookups of several keys from v4
-(KIP-699). A group's coordinator is the leader of its ``__consumer_offsets`` partition, a
-transactional id's the leader of its ``__transaction_state`` partition; both topics are created on
-the first lookup, as Kafka does: in the background, the lookup answering COORDINATOR_NOT_AVAILABLE
-(which clients retry) until the topic exists. An unknown key type is INVALID_REQUEST.
+Key types (KIP-98): 0 GROUP, 1 TRANSACTION (from v1), 2 SHARE (KIP-932, from v6); batched lookups
+of several keys from v4 (KIP-699). A group's coordinator is the leader of its ``__consumer_offsets``
+partition, a transactional id's the leader of its ``__transaction_state`` partition, a share
+partition's (key ``groupId:topicId:partition``, Kafka's SharePartitionKey) the leader of its
+``__share_group_state`` partition; the topics are created on the first lookup, as Kafka does: in
+the background, the lookup answering COORDINATOR_NOT_AVAILABLE (which clients retry) until the
+topic exists. An unknown key type, a SHARE key before v6 or a malformed SHARE key is
+INVALID_REQUEST.
 
 Advertising this API also matters to librdkafka beyond groups: it only enables LZ4 compression
 for brokers that support FindCoordinator (its feature map uses it as the 0.9+ marker) and
@@ -15,12 +19,13 @@ from __future__ import annotations
 
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
+from kcompat.share.state_coordinator import parse_share_key
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -40,6 +45,18 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
         if not key:
             return ErrorCode.INVALID_REQUEST, "Invalid transactional id", -1, "", -1
         leader = broker.txn.coordinator_node(key)
+        endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
+        if endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+        host, port = endpoint
+        return ErrorCode.NONE, None, leader, host, port
+    if key_type == SHARE and ctx.api_version >= 6:
+        broker = ctx.broker
+        try:
+            parse_share_key(key)
+        except ValueError as e:
+            return ErrorCode.INVALID_REQUEST, str(e), -1, "", -1
+        leader = broker.share_state.coordinator_node(key)
         endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1

@@ -1,0 +1,23 @@
+"""InitializeShareGroupState (key 83), versions 0-0: a share partition's state starts afresh (a new
+state epoch and start offset, no batches): the group coordinator's call when a share group first
+consumes a partition or its offsets are altered.
+
+An inter-broker API of KIP-932 answered by the share coordinator of each key, the leader of its
+``__share_group_state`` partition (:mod:`kcompat.broker.share_state_runtime`); other keys of the
+request get NOT_COORDINATOR per partition. Versions are those of Kafka 4.3.1's spec.
+"""
+
+from kcompat.protocol.messages.initialize_share_group_state import InitializeShareGroupStateResponse as R
+from kcompat.share.state_coordinator import error_response as _error_response
+
+API_KEY = 83
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, req):
+    return ctx.broker.share_state.initialize_state(req, ctx.api_version)
+
+
+def error_response(req, version, code):
+    return _error_response(R, req, code)

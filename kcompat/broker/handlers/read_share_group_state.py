@@ -1,0 +1,23 @@
+"""ReadShareGroupState (key 84), versions 0-0: the state a share-partition leader loads when it
+becomes leader; a leader epoch above the recorded one is written, fencing the previous leader's
+writes (FENCED_LEADER_EPOCH).
+
+An inter-broker API of KIP-932 answered by the share coordinator of each key, the leader of its
+``__share_group_state`` partition (:mod:`kcompat.broker.share_state_runtime`); other keys of the
+request get NOT_COORDINATOR per partition. Versions are those of Kafka 4.3.1's spec.
+"""
+
+from kcompat.protocol.messages.read_share_group_state import ReadShareGroupStateResponse as R
+from kcompat.share.state_coordinator import error_response as _error_response
+
+API_KEY = 84
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, req):
+    return ctx.broker.share_state.read_state(req, ctx.api_version)
+
+
+def error_response(req, version, code):
+    return _error_response(R, req, code)

@@ -1,0 +1,22 @@
+"""ReadShareGroupStateSummary (key 87), versions 0-1: start offset, state and leader epochs and (v1,
+KIP-1226) delivery complete count of share partitions (DescribeShareGroupOffsets, lag).
+
+An inter-broker API of KIP-932 answered by the share coordinator of each key, the leader of its
+``__share_group_state`` partition (:mod:`kcompat.broker.share_state_runtime`); other keys of the
+request get NOT_COORDINATOR per partition. Versions are those of Kafka 4.3.1's spec.
+"""
+
+from kcompat.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryResponse as R
+from kcompat.share.state_coordinator import error_response as _error_response
+
+API_KEY = 87
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx, req):
+    return ctx.broker.share_state.read_state_summary(req, ctx.api_version)
+
+
+def error_response(req, version, code):
+    return _error_response(R, req, code)

@@ -1,0 +1,23 @@
+"""WriteShareGroupState (key 85), versions 0-1: a share-partition leader's new start offset, delivery
+complete count (v1, KIP-1226) and changed state batches, written as a ShareUpdate (every N updates
+a ShareSnapshot).
+
+An inter-broker API of KIP-932 answered by the share coordinator of each key, the leader of its
+``__share_group_state`` partition (:mod:`kcompat.broker.share_state_runtime`); other keys of the
+request get NOT_COORDINATOR per partition. Versions are those of Kafka 4.3.1's spec.
+"""
+
+from kcompat.protocol.messages.write_share_group_state import WriteShareGroupStateResponse as R
+from kcompat.share.state_coordinator import error_response as _error_response
+
+API_KEY = 85
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx, req):
+    return ctx.broker.share_state.write_state(req, ctx.api_version)
+
+
+def error_response(req, version, code):
+    return _error_response(R, req, code)
