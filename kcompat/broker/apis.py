@@ -20,7 +20,7 @@ from kcompat.broker.handlers import (
 )
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
-from kcompat.broker.handlers import share_group_describe, share_group_heartbeat
+from kcompat.broker.handlers import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import (
     delete_share_group_state, initialize_share_group_state, read_share_group_state, read_share_group_state_summary,
     write_share_group_state,
@@ -38,7 +38,7 @@ _MODULES = (
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
     describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions,
     consumer_group_heartbeat, consumer_group_describe,
-    share_group_heartbeat, share_group_describe,
+    share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
     initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
     read_share_group_state_summary,
 )

@@ -41,6 +41,7 @@ from kcompat.broker.quorum import QuorumRuntime
 from kcompat.broker.replica_fetcher import ReplicaFetcherManager
 from kcompat.broker.group_runtime import GroupRuntime
 from kcompat.broker.txn_runtime import TxnRuntime
+from kcompat.broker.share.service import ShareService
 from kcompat.broker.share_persister import SharePersister
 from kcompat.broker.share_state_runtime import ShareStateRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
@@ -175,6 +176,9 @@ class Broker:
         self.txn = TxnRuntime(self)
         self.share_state = ShareStateRuntime(self)       # the share coordinator (__share_group_state)
         self.share_persister = SharePersister(self)      # its client: DefaultStatePersister
+        self.share = ShareService(image=self.image, replica_manager=self.replica_manager,
+                                  persister=self.share_persister, group_config=self.image.group_config,
+                                  config=cfg, now_ms=self.now_ms)   # ShareFetch / ShareAcknowledge
         if cfg.get("transaction.partition.verification.enable"):
             self.replica_manager.txn_verifier = self.txn.verify
             for p in self.replica_manager.partitions.values():
@@ -555,6 +559,7 @@ class Broker:
         if self.lifecycle is not None:
             self.lifecycle.stop()
         if hasattr(self, "share_state"):
+            self.share.stop()
             self.share_persister.close()
             self.share_state.stop()
         if hasattr(self, "txn"):

@@ -1,0 +1,18 @@
+"""ShareFetch (key 78), versions 1-2: a share consumer's fetch of records it acquires, with the
+acknowledgements of earlier ones piggybacked (KIP-932; v2: record-limit acquisition and RENEW,
+KIP-1206/KIP-1222). Served by :func:`kcompat.broker.share.requests.share_fetch`."""
+
+from kcompat.broker.share.requests import share_fetch
+from kcompat.protocol.messages.share_fetch import ShareFetchResponse as R
+
+API_KEY = 78
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+def handle(ctx, req):
+    return share_fetch(ctx, req)
+
+
+def error_response(req, version, code):
+    return R(throttle_time_ms=0, error_code=code, responses=[], node_endpoints=[])

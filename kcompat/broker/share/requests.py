@@ -1,0 +1,188 @@
+"""ShareFetch and ShareAcknowledge as Kafka's ``KafkaApis`` handles them (KIP-932): the share
+session, acknowledgements first, then the fetch, and the response with current-leader hints.
+
+The handlers (:mod:`kcompat.broker.handlers.share_fetch`, :mod:`...share_acknowledge`) decode and
+call :func:`share_fetch` / :func:`share_acknowledge`; the work is done by the broker's
+:class:`kcompat.broker.share.partitions.SharePartitionManager` and
+:class:`kcompat.broker.share.sessions.ShareSessionCache`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kcompat.broker.leader_hints import current_leader
+from kcompat.broker.share.partitions import FetchedPartition
+from kcompat.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeResponse as AR
+from kcompat.protocol.messages.share_fetch import ShareFetchResponse as FR
+
+RECORD_LIMIT_MODE = 1   # ShareFetch v2 ShareAcquireMode: 0 batch-optimized, 1 record-limit (KIP-1206)
+HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+def _acks(topics, image) -> tuple[dict, dict]:
+    """({(topic id, partition): [(first, last, types)]}, {(topic id, partition): error}) of a
+    request's acknowledgement batches; unknown topic ids get UNKNOWN_TOPIC_ID."""
+    acks: dict[tuple[uuid.UUID, int], list] = {}
+    errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for t in topics:
+        known = t.topic_id in image.topics_by_id
+        for p in t.partitions:
+            batches = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]
+            if not batches:
+                continue
+            if not known:
+                errors[(t.topic_id, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                acks.setdefault((t.topic_id, p.partition_index), []).extend(batches)
+    return acks, errors
+
+
+def _leader(broker, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+    t = broker.image.topics_by_id.get(topic_id)
+    return current_leader(broker, t.name, partition) if t is not None else (-1, -1)
+
+
+def _endpoints(broker, ctx, leaders: set[int], endpoint_cls) -> list:
+    if not leaders:
+        return []
+    return [endpoint_cls(node_id=node, host=host, port=port, rack=rack)
+            for node, host, port, rack in broker.live_broker_endpoints(ctx.listener_name) if node in leaders]
+
+
+async def share_fetch(ctx, req) -> FR:
+    """One ShareFetch v1-v2. Top-level errors: INVALID_REQUEST (no group or member id,
+    acknowledgements in a session-opening request, partitions to fetch in a closing one),
+    SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED. Per
+    partition: UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER (with the current leader), and the
+    acknowledgement's error in ``acknowledge_error_code``."""
+    broker = ctx.broker
+    manager, sessions = broker.share.partitions, broker.share.sessions
+    now = broker.now_ms()
+    group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
+    lock_ms = manager.record_lock_duration_ms(group_id) if group_id else 0
+
+    def top(code: ErrorCode, message: str | None = None) -> FR:
+        return FR(throttle_time_ms=0, error_code=int(code), error_message=message,
+                  acquisition_lock_timeout_ms=lock_ms, responses=[], node_endpoints=[])
+
+    if not group_id or not member_id:
+        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
+    image = broker.image
+    requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
+    acks, ack_errors = _acks(req.topics, image)
+    forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    if epoch == INITIAL_EPOCH:
+        if acks or ack_errors:
+            return top(ErrorCode.INVALID_REQUEST, "Acknowledge data present in Initial Fetch Request.")
+        code, session, replaced = sessions.open(group_id, member_id, requested, now)
+        if code != ErrorCode.NONE:
+            return top(code)
+        if replaced is not None:
+            manager.release_member(group_id, member_id, list(replaced.partitions))
+    elif epoch == FINAL_EPOCH:
+        code = sessions.check_final(group_id, member_id)
+        if code != ErrorCode.NONE:
+            return top(code)
+        if requested and not acks:
+            return top(ErrorCode.INVALID_REQUEST, "Final ShareFetch may only acknowledge, not fetch.")
+        session = None
+    else:
+        code, session = sessions.advance(group_id, member_id, epoch, now)
+        if code != ErrorCode.NONE:
+            return top(code)
+        for tp in requested:
+            session.partitions.setdefault(tp, None)
+        for tp in forgotten:
+            session.partitions.pop(tp, None)
+    ack_results = dict(ack_errors)
+    if acks:
+        ack_results.update(await manager.acknowledge(group_id, member_id, acks))
+    if epoch == FINAL_EPOCH:
+        closed = sessions.close(group_id, member_id)
+        if closed is not None:
+            manager.release_member(group_id, member_id, list(closed.partitions))
+        fetch_from: list = []
+    elif req.is_renew_ack if ctx.api_version >= 2 else False:
+        fetch_from = []   # KIP-1222: a renew-only request does not fetch
+    else:
+        fetch_from = [tp for tp in session.partitions if tp[0] in image.topics_by_id]
+    fetched: dict = {}
+    if fetch_from:
+        fetched = await manager.fetch(
+            group_id, member_id, fetch_from, max_records=req.max_records if req.max_records > 0 else 500,
+            batch_size=req.batch_size, record_limit=ctx.api_version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE,
+            max_bytes=req.max_bytes if req.max_bytes > 0 else 2**31 - 1, max_wait_ms=req.max_wait_ms,
+            is_shutting_down=lambda: broker.shutting_down)
+    unknown = {tp: FetchedPartition(ErrorCode.UNKNOWN_TOPIC_ID) for tp in requested if tp[0] not in image.topics_by_id}
+    full = epoch == INITIAL_EPOCH
+    by_topic: dict[uuid.UUID, list] = {}
+    leaders: set[int] = set()
+    order = list(dict.fromkeys(list(session.partitions if session is not None else []) + requested
+                               + list(ack_results)))
+    for tp in order:
+        f = fetched.get(tp) or unknown.get(tp)
+        ack = ack_results.get(tp)
+        if not full and ack is None and (f is None or (f.error == ErrorCode.NONE and not f.acquired)):
+            continue   # an incremental response lists only partitions with news
+        f = f or FetchedPartition()
+        leader_id, leader_epoch = _leader(broker, *tp)
+        if f.error in HINT_ERRORS and leader_id >= 0:
+            leaders.add(leader_id)
+        by_topic.setdefault(tp[0], []).append(FR.PartitionData(
+            partition_index=tp[1], error_code=int(f.error), error_message=f.message,
+            acknowledge_error_code=int(ack or ErrorCode.NONE), acknowledge_error_message=None,
+            current_leader=FR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
+            records=f.records if f.acquired else b"",
+            acquired_records=[FR.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
+                                                 delivery_count=a.delivery_count) for a in f.acquired]))
+    return FR(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=lock_ms,
+              responses=[FR.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+              node_endpoints=_endpoints(broker, ctx, leaders, FR.NodeEndpoint))
+
+
+async def share_acknowledge(ctx, req) -> AR:
+    """One ShareAcknowledge v1-v2: acknowledgements of records fetched in the member's share
+    session. Top-level errors: INVALID_REQUEST, SHARE_SESSION_NOT_FOUND,
+    INVALID_SHARE_SESSION_EPOCH (also for epoch 0: a session is opened by ShareFetch only). Per
+    partition: INVALID_RECORD_STATE, UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER (with the leader)."""
+    broker = ctx.broker
+    manager, sessions = broker.share.partitions, broker.share.sessions
+    group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
+    lock_ms = manager.record_lock_duration_ms(group_id) if group_id else 0
+
+    def top(code: ErrorCode, message: str | None = None) -> AR:
+        return AR(throttle_time_ms=0, error_code=int(code), error_message=message,
+                  acquisition_lock_timeout_ms=lock_ms, responses=[], node_endpoints=[])
+
+    if not group_id or not member_id:
+        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
+    if epoch == INITIAL_EPOCH:
+        return top(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session.")
+    if epoch == FINAL_EPOCH:
+        code = sessions.check_final(group_id, member_id)
+    else:
+        code, _session = sessions.advance(group_id, member_id, epoch, broker.now_ms())
+    if code != ErrorCode.NONE:
+        return top(code)
+    acks, results = _acks(req.topics, broker.image)
+    if acks:
+        results.update(await manager.acknowledge(group_id, member_id, acks))
+    if epoch == FINAL_EPOCH:
+        closed = sessions.close(group_id, member_id)
+        if closed is not None:
+            manager.release_member(group_id, member_id, list(closed.partitions))
+    by_topic: dict[uuid.UUID, list] = {}
+    leaders: set[int] = set()
+    for tp, code in results.items():
+        leader_id, leader_epoch = _leader(broker, *tp)
+        if code in HINT_ERRORS and leader_id >= 0:
+            leaders.add(leader_id)
+        by_topic.setdefault(tp[0], []).append(AR.PartitionData(
+            partition_index=tp[1], error_code=int(code),
+            current_leader=AR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)))
+    return AR(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=lock_ms,
+              responses=[AR.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+              node_endpoints=_endpoints(broker, ctx, leaders, AR.NodeEndpoint))
