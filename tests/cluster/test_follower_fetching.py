@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conformance import maven
+from conformance.clients.java import JavaTools, json_events
 from conformance.reference import java_command
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode
@@ -35,9 +36,10 @@ RACKS = {n: rack_of(n) for n in (1, 2, 3)}
 
 class EdgeLoad:
     """An idempotent acks=all producer writing ``topic`` while a committing librdkafka consumer
-    (``client.rack``) reads it at the edge; ``acked`` and ``read`` are the values in order."""
+    (``client.rack``) reads it at the edge; ``acked`` and ``read`` are the values in order.
+    ``consume=False``: the producer alone (another client reads)."""
 
-    def __init__(self, bootstrap: str, topic: str, client_rack: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, client_rack: str, consume: bool = True) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self.acked: list[bytes] = []
         self.read: list[bytes] = []
@@ -45,12 +47,14 @@ class EdgeLoad:
         self.stop = threading.Event()
         self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                      "linger.ms": 2, "message.timeout.ms": 120000})
-        self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                                     "client.rack": client_rack, "auto.offset.reset": "earliest",
-                                     "enable.auto.commit": False, "fetch.wait.max.ms": 100})
-        self.consumer.subscribe([topic])
-        self._threads = [threading.Thread(target=self._produce, daemon=True),
-                         threading.Thread(target=self._consume, daemon=True)]
+        self._threads = [threading.Thread(target=self._produce, daemon=True)]
+        self.consumer = None
+        if consume:
+            self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                                         "client.rack": client_rack, "auto.offset.reset": "earliest",
+                                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+            self.consumer.subscribe([topic])
+            self._threads.append(threading.Thread(target=self._consume, daemon=True))
 
     def start(self) -> "EdgeLoad":
         for t in self._threads:
@@ -90,9 +94,10 @@ class EdgeLoad:
     def finish(self, timeout: float = 90) -> None:
         self.stop.set()
         self._threads[0].join(timeout)
-        self._drained_at = time.monotonic() + timeout
-        self._threads[1].join(timeout + 5)
-        self.consumer.close()
+        if self.consumer is not None:
+            self._drained_at = time.monotonic() + timeout
+            self._threads[1].join(timeout + 5)
+            self.consumer.close()
 
     def wait_acked(self, n: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -140,25 +145,64 @@ def test_consumer_reads_from_the_replica_in_its_rack(tmp_path, selector):
         assert counts[leader][0] > 0 and all(f == 0 for _, f in counts.values()), counts
 
 
+def kill9_and_leader_change(cluster, load: EdgeLoad, leader: int, follower: int) -> None:
+    """While ``load`` runs: kill -9 of the follower serving the consumer, its restart, a
+    controlled shutdown of the leader (the leader moves) and its restart."""
+    load.wait_acked(1000)
+    cluster.kill(follower)                               # the replica serving the consumer
+    load.wait_acked(len(load.acked) + 1000)
+    cluster.restart(follower)
+    load.wait_acked(len(load.acked) + 1000)
+    cluster.node(leader).stop()                          # controlled shutdown: the leader moves
+    load.wait_acked(len(load.acked) + 1000)
+    cluster.restart(leader)
+    load.wait_acked(len(load.acked) + 500)
+
+
 def test_kill9_of_the_serving_follower_and_a_leader_change_lose_nothing(tmp_path):
     cluster = rack_cluster(tmp_path, True).start()
     try:
         topic = new_topic_name()
         leader, follower = make_topic(cluster.bootstrap, topic)
         load = EdgeLoad(cluster.bootstrap, topic, RACKS[follower]).start()
-        load.wait_acked(1000)
-        cluster.kill(follower)                               # the replica serving the consumer
-        load.wait_acked(len(load.acked) + 1000)
-        cluster.restart(follower)
-        load.wait_acked(len(load.acked) + 1000)
-        cluster.node(leader).stop()                          # controlled shutdown: the leader moves
-        load.wait_acked(len(load.acked) + 1000)
-        cluster.restart(leader)
-        load.wait_acked(len(load.acked) + 500)
+        kill9_and_leader_change(cluster, load, leader, follower)
         load.finish()
         assert not load.errors, load.errors[:3]
         assert load.read == load.acked
     finally:
+        cluster.stop()
+
+
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
+def test_java_4_committing_consumer_through_a_kill9_of_the_serving_follower_and_a_leader_change(tmp_path):
+    """Kafka 4.3.1's VerifiableConsumer (``client.rack``, a commitSync after every batch) reading at
+    the edge of an acks=all producer: the same faults, every acknowledged record read once, in order."""
+    (tmp_path / "java").mkdir()
+    tools = JavaTools(str(maven.resolve_kafka("4.3.1")), tmp_path / "java")
+    cluster = rack_cluster(tmp_path, True).start()
+    reader = None
+    try:
+        topic = new_topic_name()
+        leader, follower = make_topic(cluster.bootstrap, topic)
+        config = tools.properties("rack", {"client.rack": RACKS[follower], "fetch.max.wait.ms": "100"})
+        read: list[bytes] = []
+
+        def on_line(line: str) -> None:
+            read.extend(str(e["value"]).encode() for e in json_events([line]) if e.get("name") == "record_data")
+        reader = tools.background("org.apache.kafka.tools.VerifiableConsumer", [
+            "--bootstrap-server", cluster.bootstrap, "--topic", topic, "--group-id", f"j-{topic}",
+            "--reset-policy", "earliest", "--verbose", "--command-config", str(config)], on_line=on_line, name="reader")
+        load = EdgeLoad(cluster.bootstrap, topic, RACKS[follower], consume=False).start()
+        kill9_and_leader_change(cluster, load, leader, follower)
+        load.finish()
+        assert not load.errors, load.errors[:3]
+        wait_until(lambda: len(read) >= len(load.acked), 90, "the Java consumer at the end of the log")
+        reader.stop(grace=20)
+        reader = None
+        assert read == load.acked
+    finally:
+        if reader is not None:
+            reader.stop(grace=5)
         cluster.stop()
 
 
