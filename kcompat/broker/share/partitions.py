@@ -252,6 +252,12 @@ class SharePartitionManager:
                 if not fut.done():
                     fut.set_result(code)
             if code != ErrorCode.NONE:
+                if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+                    # the state was re-initialized (AlterShareGroupOffsets) or a newer leader took
+                    # it over: drop this copy; the next fetch loads the state again
+                    log.info("share partition %s %s-%d fenced (%s); reloading on next use", group_id, topic_id,
+                             index, code.name)
+                    self._drop(entry.key)
                 return
 
     def _durable(self, entry: _Entry, version: int) -> asyncio.Future:

@@ -1,0 +1,118 @@
+"""Share groups over the wire against a kcompat process: share sessions and their epochs,
+acknowledgements of records a member does not hold, stale member epochs, unknown topics --
+the error codes Kafka answers (KIP-932), and that none of them leaves a partition stuck."""
+
+from __future__ import annotations
+
+import uuid
+
+import confluent_kafka as ck
+import pytest
+
+from kcompat.protocol.errors import ErrorCode as E
+from kcompat.protocol.messages.metadata import MetadataRequest
+from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeRequest as SA
+from kcompat.protocol.messages.share_fetch import ShareFetchRequest as SF
+from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as HB
+from kcompat.testing import Broker, admin
+from kcompat.testing.wire import call
+from tests.share.test_share_consumers import set_group_configs
+
+ACCEPT, RELEASE = 1, 2
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with Broker({"group.share.record.lock.duration.ms": "30000"}) as b:
+        yield b
+
+
+@pytest.fixture
+def setup(broker):
+    """A fresh 1-partition topic with 10 records and a share group reading from the earliest."""
+    topic, group = f"w-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:6]}"
+    broker.create_topic(topic, 1)
+    admin.wait_for_leaders(broker.bootstrap_servers, [topic])
+    admin.wait_for_coordinator(broker.bootstrap_servers, 0)   # __consumer_offsets, as a client's FindCoordinator
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10):
+        p.produce(topic, value=b"%d" % i)
+    assert p.flush(30) == 0
+    set_group_configs(broker.bootstrap_servers, group, {"share.auto.offset.reset": "earliest"})
+    md = call(broker.bootstrap_servers, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                         allow_auto_topic_creation=False), 12)
+    return broker.bootstrap_servers, topic, md.topics[0].topic_id, group
+
+
+def fetch(bs, group, member, epoch, topic_id, acks=None, *, wait=500, forget=None):
+    parts = [SF.FetchPartition(partition_index=0, acknowledgement_batches=[
+        SF.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=[t]) for f, l, t in (acks or [])])]
+    req = SF(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait, min_bytes=1,
+             max_bytes=1 << 20, max_records=500, batch_size=500,
+             topics=[SF.FetchTopic(topic_id=topic_id, partitions=parts)] if topic_id is not None else [],
+             forgotten_topics_data=forget or [])
+    return call(bs, req, 1)
+
+
+def ack(bs, group, member, epoch, topic_id, acks):
+    req = SA(group_id=group, member_id=member, share_session_epoch=epoch, topics=[SA.AcknowledgeTopic(
+        topic_id=topic_id, partitions=[SA.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            SA.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=[t]) for f, l, t in acks])])])
+    return call(bs, req, 1)
+
+
+def acquired(resp):
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in resp.responses for p in t.partitions for a in p.acquired_records]
+
+
+def partition_errors(resp, field="error_code"):
+    return [getattr(p, field) for t in resp.responses for p in t.partitions]
+
+
+def test_session_epochs(setup):
+    bs, _topic, tid, group = setup
+    assert ack(bs, group, "m1", 0, tid, [(0, 0, ACCEPT)]).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    assert ack(bs, group, "m1", 3, tid, [(0, 0, ACCEPT)]).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert fetch(bs, group, "m1", 0, tid, [(0, 0, ACCEPT)]).error_code == E.INVALID_REQUEST
+    assert fetch(bs, group, "m1", 4, tid).error_code == E.SHARE_SESSION_NOT_FOUND
+    r = fetch(bs, group, "m1", 0, tid)
+    assert r.error_code == 0 and acquired(r) == [(0, 9, 1)] and r.acquisition_lock_timeout_ms == 30000
+    assert fetch(bs, group, "m1", 3, tid).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    # the right epoch still works after the refused one, and acknowledging moves it on
+    r = ack(bs, group, "m1", 1, tid, [(0, 4, ACCEPT)])
+    assert r.error_code == 0 and partition_errors(r) == [0]
+    r = fetch(bs, group, "m1", 2, tid, [(5, 9, RELEASE)])
+    assert partition_errors(r, "acknowledge_error_code") == [0] and acquired(r) == [(5, 9, 2)]
+    # closing the session releases what the member holds: another member gets it at once
+    assert fetch(bs, group, "m1", -1, None).error_code == 0
+    assert ack(bs, group, "m1", 3, tid, [(5, 5, ACCEPT)]).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert acquired(fetch(bs, group, "m2", 0, tid)) == [(5, 9, 3)]
+
+
+def test_acknowledging_records_another_member_holds(setup):
+    bs, _topic, tid, group = setup
+    assert acquired(fetch(bs, group, "holder", 0, tid)) == [(0, 9, 1)]
+    assert fetch(bs, group, "thief", 0, tid, wait=0).error_code == 0          # nothing left for it
+    r = ack(bs, group, "thief", 1, tid, [(0, 9, ACCEPT)])
+    assert partition_errors(r) == [E.INVALID_RECORD_STATE]
+    r = ack(bs, group, "holder", 1, tid, [(0, 9, 7)])                         # no such type
+    assert partition_errors(r) == [E.INVALID_REQUEST]
+    r = ack(bs, group, "holder", 2, tid, [(0, 9, ACCEPT)])                    # nothing was changed before
+    assert partition_errors(r) == [0]
+    # offsets below the share-partition start (all done) are ignored, as Kafka's SharePartition does
+    assert partition_errors(ack(bs, group, "holder", 3, tid, [(0, 0, RELEASE)])) == [0]
+    assert fetch(bs, group, "thief", 2, tid, wait=0).responses == []            # nothing came back
+
+
+def test_unknown_topic_and_stale_member_epoch(setup):
+    bs, _topic, tid, group = setup
+    r = fetch(bs, group, "m1", 0, uuid.uuid4())
+    assert partition_errors(r) == [E.UNKNOWN_TOPIC_ID]
+    hb = call(bs, HB(group_id=group, member_id="m1", member_epoch=0, subscribed_topic_names=[_topic]), 1)
+    assert hb.error_code == 0 and hb.member_epoch == 1
+    stale = call(bs, HB(group_id=group, member_id="m1", member_epoch=7), 1)
+    assert stale.error_code == E.FENCED_MEMBER_EPOCH
+    left = call(bs, HB(group_id=group, member_id="m1", member_epoch=-1), 1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    assert call(bs, HB(group_id=group, member_id="m1", member_epoch=1), 1).error_code == E.UNKNOWN_MEMBER_ID
