@@ -267,7 +267,7 @@ class Cluster(process_cluster.Cluster, _Admin):
     Data lives in ``root`` (kept) or a temporary directory removed by :meth:`stop`.
     """
 
-    def __init__(self, n: int = 3, config: Mapping[str, object] | None = None, /, *,
+    def __init__(self, n: int = 3, config: Mapping[str, object] | None = None, *,
                  root: str | Path | None = None, in_process: bool = False, **configs: object) -> None:
         rf = min(3, n)
         isr = min(2, rf)

@@ -158,7 +158,7 @@ def test_in_process_cluster_replicates_restarts_nodes_and_stops_cleanly():
         return [t.name for t in threading.enumerate()].count("kcompat-broker")
 
     before = broker_threads()
-    with Cluster(3, in_process=True) as c:
+    with Cluster(n=3, in_process=True) as c:      # n by keyword, not taken for a broker property
         root = c._owned_root
         assert broker_threads() - before == 3 and all(n.proc is not None for n in c.nodes)
         c.create_topic("rep", partitions=2)
