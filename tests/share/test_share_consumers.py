@@ -109,8 +109,9 @@ def test_three_consumers_split_the_records_with_none_twice(broker, lib, tmp_path
     group = f"g-{uuid.uuid4().hex[:6]}"
     set_group_configs(broker.bootstrap_servers, group, {"share.auto.offset.reset": "earliest"})
     produce(broker.bootstrap_servers, topic, 30_000)
-    consumers = [ShareConsumer(lib, broker.bootstrap_servers, group, topic, "accept", idle_ms=15_000,
-                               workdir=tmp_path, name=f"c{i}") for i in range(3)]
+    # explicit acknowledgement (ACCEPT each record, commitSync) and implicit (the next poll accepts)
+    consumers = [ShareConsumer(lib, broker.bootstrap_servers, group, topic, mode, idle_ms=15_000,
+                               workdir=tmp_path, name=f"c{i}") for i, mode in enumerate(("accept", "implicit", "accept"))]
     for c in consumers:
         c.wait_done(240)
     seen = Counter(o for c in consumers for o in c.offsets())

@@ -1,6 +1,7 @@
 """librdkafka's share consumer (confluent-kafka's ``ShareConsumer``, KIP-932) against kcompat:
 two consumers split a topic's records with none delivered twice, explicit REJECT archives a
-record for good and RELEASE hands it out again."""
+record for good and RELEASE hands it out again, and a ``share.isolation.level=read_committed``
+group never gets records of an aborted transaction."""
 
 from __future__ import annotations
 
@@ -83,3 +84,36 @@ def test_reject_archives_and_release_redelivers(broker):
         by_offset.setdefault(o, []).append(dc)
     assert {o: dcs for o, dcs in by_offset.items() if o % 2 == 0} == {o: [1] for o in range(0, 20, 2)}
     assert {o: dcs for o, dcs in by_offset.items() if o % 2} == {o: [1, 2] for o in range(1, 20, 2)}
+
+
+def test_read_committed_share_group_never_delivers_aborted_records(broker):
+    topic = new_topic(broker, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    set_group_configs(broker.bootstrap_servers, group, {"share.auto.offset.reset": "earliest",
+                                                        "share.isolation.level": "read_committed"})
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx-{group}"})
+    p.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, f"{outcome}-{i}".encode())
+        if outcome == "commit":
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    c = consumer(broker.bootstrap_servers, group, topic)
+    values = []
+    try:
+        start = last = time.monotonic()
+        while time.monotonic() - last < 6 and time.monotonic() - start < 60:
+            msgs = c.poll(0.2)
+            for m in msgs.records():
+                values.append(m.value().decode())
+                c.acknowledge(m, ck.AcknowledgeType.ACCEPT)
+                last = time.monotonic()
+            if not msgs.is_empty():
+                c.commit_sync()
+    finally:
+        c.close()
+    # the two committed transactions, each record once; nothing of the aborted one
+    assert Counter(values) == Counter(f"commit-{i}" for i in range(10)) + Counter(f"commit-{i}" for i in range(10))
