@@ -21,6 +21,7 @@ from kcompat.broker.handlers import (
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kcompat.broker.handlers import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
+from kcompat.broker.handlers import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
 from kcompat.broker.handlers import (
     delete_share_group_state, initialize_share_group_state, read_share_group_state, read_share_group_state_summary,
     write_share_group_state,
@@ -41,6 +42,7 @@ _MODULES = (
     share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
     initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
     read_share_group_state_summary,
+    describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

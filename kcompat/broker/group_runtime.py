@@ -21,6 +21,7 @@ import asyncio
 import itertools
 
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
+from kcompat.broker.share_group_admin import ShareGroupAdmin
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
 from kcompat.group.share_groups import ShareProtocolConfig
@@ -104,6 +105,7 @@ class GroupRuntime(CoordinatorRuntime):
                                                   consumer_config=consumer_protocol_config(broker.config),
                                                   share_config=share_protocol_config(broker.config),
                                                   group_overrides=self._group_overrides))
+        self.share_admin = ShareGroupAdmin(self)   # the share-group admin APIs (KIP-932)
 
     def _group_overrides(self, group_id: str) -> dict[str, str]:
         """A group's dynamic GROUP configs (KIP-848/KIP-932) from the metadata image."""
@@ -216,8 +218,8 @@ class GroupRuntime(CoordinatorRuntime):
         return self.run(lambda reply_to, now: self.coordinator.list_groups(reply_to, req, ctx.api_version, now))
 
     def delete_groups(self, ctx, req) -> asyncio.Future:
-        return self.run(lambda reply_to, now: self.coordinator.delete_groups(reply_to, req, ctx.api_version, now),
-                        self._partitions(req.groups_names))
+        """Empty share groups have their share state deleted first (:mod:`.share_group_admin`)."""
+        return asyncio.ensure_future(self.share_admin.delete_groups(ctx, req))
 
     def consumer_group_heartbeat(self, ctx, req) -> asyncio.Future:
         client_id, host = self._client(ctx)
@@ -236,6 +238,10 @@ class GroupRuntime(CoordinatorRuntime):
     def share_group_describe(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.share_group_describe(
             reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
+
+    def stop(self) -> None:
+        self.share_admin.close()
+        super().stop()
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
         self.apply(self.coordinator.on_partitions_deleted(partitions, self.broker.now_ms()))

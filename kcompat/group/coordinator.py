@@ -9,7 +9,8 @@ clock, the Result being built) and parts with narrow interfaces -- classic membe
 (:class:`kcompat.group.offsets.OffsetManager`), storage and loading
 (:class:`kcompat.group.storage.GroupStore`), KIP-848 consumer groups
 (:class:`kcompat.group.consumer_groups.ConsumerGroupManager`) and KIP-932 share groups
-(:class:`kcompat.group.share_groups.ShareGroupManager`). :class:`GroupCoordinator` is the
+(:class:`kcompat.group.share_groups.ShareGroupManager`, their admin steps in
+:class:`kcompat.group.share_admin.ShareAdmin`). :class:`GroupCoordinator` is the
 facade the broker's runtime calls; it routes each API to its part and fires timers. Each call takes the
 current time and returns a :class:`Result`: records to append to ``__consumer_offsets`` and replies
 to send after they are appended. A JoinGroup or SyncGroup may wait: its reply comes in the Result of
@@ -54,6 +55,7 @@ from kcompat.coordinator.java_strings import java_string_hash, java_string_lengt
 from kcompat.group.membership import ClassicGroupManager
 from kcompat.group.offsets import OffsetManager
 from kcompat.group.shard import GroupShardContext
+from kcompat.group.share_admin import ShareAdmin
 from kcompat.group.share_groups import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager, ShareProtocolConfig
 from kcompat.group.storage import GroupStore
 from kcompat.protocol.errors import ErrorCode
@@ -101,6 +103,7 @@ class GroupCoordinator:
             emit=lambda partition, key, value: ctx.emit(partition, key, value, applied=True),
             timers=ctx.timers, new_group=ctx.new_group, now=lambda: ctx.now,
             group_overrides=group_overrides or (lambda group_id: {}))
+        self.share_admin = ShareAdmin(ctx, self.share_groups, topics or NO_TOPICS)
         self.store = GroupStore(ctx, self.classic, self.consumer_groups, self.share_groups)
         self.offsets = OffsetManager(ctx, self.store, self.classic, self.consumer_groups, txn_verifier)
         ctx.on_begin = self._on_begin
@@ -257,6 +260,27 @@ class GroupCoordinator:
                                                          GROUP_OPERATIONS))
         self.ctx.reply((reply_to, version), ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups))
         return self.ctx.end(now_ms)
+
+    # the share-group admin steps (KIP-932), chained with the share coordinator by the broker's
+    # kcompat.broker.share_group_admin; see kcompat.group.share_admin
+
+    def share_initialized_partitions(self, reply_to, group_id: str, now_ms: int) -> Result:
+        return self.share_admin.initialized_partitions(reply_to, group_id, now_ms)
+
+    def alter_share_group_offsets(self, reply_to, req, now_ms: int) -> Result:
+        return self.share_admin.alter_offsets(reply_to, req, now_ms)
+
+    def complete_alter_share_group_offsets(self, reply_to, group_id: str, initialized: dict, now_ms: int) -> Result:
+        return self.share_admin.complete_alter(reply_to, group_id, initialized, now_ms)
+
+    def delete_share_group_offsets(self, reply_to, req, now_ms: int) -> Result:
+        return self.share_admin.delete_offsets(reply_to, req, now_ms)
+
+    def complete_delete_share_group_offsets(self, reply_to, group_id: str, deleted: dict, now_ms: int) -> Result:
+        return self.share_admin.complete_delete_offsets(reply_to, group_id, deleted, now_ms)
+
+    def share_group_deletions(self, reply_to, group_ids: list[str], now_ms: int) -> Result:
+        return self.share_admin.share_group_deletions(reply_to, group_ids, now_ms)
 
     def share_group_partitions(self, group_id: str) -> dict | None:
         """The topic partitions whose share-partition state a share group has (topic id -> (name,

@@ -139,6 +139,15 @@ class ShareGroupManager:
             group.protocol_type = SHARE_PROTOCOL_TYPE
         return group, group.share
 
+    def get_or_create(self, group_id: str, create: bool) -> tuple[Group | None, str | None]:
+        """getOrMaybeCreateShareGroup for the admin APIs (:mod:`kcompat.group.share_admin`):
+        ``(group, None)``, or ``(None, message)`` for GROUP_ID_NOT_FOUND (a group of another
+        type, or none and ``create`` false)."""
+        try:
+            return self._group_for(group_id, create)[0], None
+        except _Error as e:
+            return None, e.message
+
     def _heartbeat(self, req, client_id: str, client_host: str) -> HeartbeatResponse:
         epoch = req.member_epoch
         group, sg = self._group_for(req.group_id, epoch == 0)

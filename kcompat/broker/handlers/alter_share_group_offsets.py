@@ -1,0 +1,18 @@
+"""AlterShareGroupOffsets (key 91), version 0: new start offsets for the share partitions of an
+empty share group (``kafka-share-groups.sh --reset-offsets --execute``,
+``Admin.alterShareGroupOffsets``): NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND for a
+group of another type, UNKNOWN_TOPIC_OR_PARTITION per partition (:mod:`kcompat.broker.share_group_admin`)."""
+
+from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsResponse as R
+
+API_KEY = 91
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, req):
+    return ctx.broker.groups.share_admin.alter_offsets(ctx, req)
+
+
+def error_response(req, version, code):
+    return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])

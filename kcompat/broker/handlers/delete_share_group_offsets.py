@@ -1,0 +1,18 @@
+"""DeleteShareGroupOffsets (key 92), version 0: delete the share state of topics of an empty share
+group (``kafka-share-groups.sh --delete-offsets``, ``Admin.deleteShareGroupOffsets``):
+NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION per topic
+(:mod:`kcompat.broker.share_group_admin`)."""
+
+from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsResponse as R
+
+API_KEY = 92
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, req):
+    return ctx.broker.groups.share_admin.delete_offsets(ctx, req)
+
+
+def error_response(req, version, code):
+    return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
