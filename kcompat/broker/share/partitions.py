@@ -40,6 +40,7 @@ from kcompat.share.partition import AcquiredRecords, SharePartition, SharePartit
 log = logging.getLogger("kcompat.share")
 
 READ_COMMITTED = 1
+PARTITION_READ_BYTES = 1 << 20   # at most this much of one partition's log is read per acquisition
 Key = tuple[str, uuid.UUID, int]   # (group id, topic id, partition)
 
 
@@ -278,6 +279,15 @@ class SharePartitionManager:
         """Apply each partition's acknowledgement batches for ``member_id`` and wait until the
         share coordinator has them. Per partition: NONE, INVALID_RECORD_STATE (records not
         acquired by this member), INVALID_REQUEST, NOT_LEADER_OR_FOLLOWER, or the write's error."""
+        return await self.acknowledged(await self.apply_acknowledgements(group_id, member_id, acks))
+
+    async def apply_acknowledgements(self, group_id: str, member_id: str,
+                                     acks: dict[tuple[uuid.UUID, int], list[tuple[int, int, list[int]]]]
+                                     ) -> tuple[dict, list]:
+        """The first half of :meth:`acknowledge`: the share partitions change now (a released
+        record may be fetched at once); returns ``(results, pending writes)`` for
+        :meth:`acknowledged`. ShareFetch fetches in between, so the write to the share
+        coordinator overlaps the fetch (as Kafka's piggybacked acknowledgements do)."""
         results: dict[tuple[uuid.UUID, int], ErrorCode] = {}
         waits = []
         now = self._now()
@@ -292,11 +302,18 @@ class SharePartitionManager:
             if code == ErrorCode.NONE:
                 waits.append(((topic_id, index), self._durable(entry, self._changed(entry))))
                 self._available.set()
+        self._ensure_timer()
+        return results, waits
+
+    @staticmethod
+    async def acknowledged(applied: tuple[dict, list]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+        """The second half of :meth:`acknowledge`: wait for the writes; a failed one is the
+        partition's error."""
+        results, waits = applied
         for tp, fut in waits:
             code = await fut
             if code != ErrorCode.NONE:
                 results[tp] = code
-        self._ensure_timer()
         return results
 
     def release_member(self, group_id: str, member_id: str, partitions) -> None:
@@ -319,7 +336,8 @@ class SharePartitionManager:
         if offset is None:
             return FetchedPartition()
         try:
-            data = p.read(offset, max_bytes, isolation_level=isolation, min_one_batch=True)
+            data = p.read(offset, min(max_bytes, PARTITION_READ_BYTES), isolation_level=isolation,
+                          min_one_batch=True)
         except KafkaError as e:
             if e.code != ErrorCode.OFFSET_OUT_OF_RANGE:
                 return FetchedPartition(e.code, e.message)
@@ -332,17 +350,22 @@ class SharePartitionManager:
         if isolation == READ_COMMITTED:
             aborted = dict(p.aborted_transactions(offset, p.last_stable_offset))
         batches = []
-        for _pos, h in rb.iter_batches(data):
+        spans = []
+        for pos, h in rb.iter_batches(data):
             skip = h.is_control or (h.is_transactional and h.producer_id in aborted
                                     and aborted[h.producer_id] <= h.last_offset)
             batches.append((h.base_offset, h.last_offset, skip))
+            spans.append((pos, pos + h.size, h.base_offset, h.last_offset))
         acquired = sp.acquire(member_id, batches, max_records, self._now(), record_limit_mode=record_limit,
                               batch_size=batch_size or None, fetch_offset=offset)
         # an acquisition is not written: Kafka never persists ACQUIRED (a record acquired when
         # the leader fails is delivered again with the same delivery count)
         if not acquired:
             return FetchedPartition()
-        return FetchedPartition(records=data, acquired=acquired)
+        # only the batches holding acquired records go back (the read may run past max_records)
+        first, last = acquired[0].first_offset, acquired[-1].last_offset
+        used = [(lo, hi) for lo, hi, base, end in spans if end >= first and base <= last]
+        return FetchedPartition(records=memoryview(data)[used[0][0]:used[-1][1]], acquired=acquired)
 
     async def fetch(self, group_id: str, member_id: str, partitions: list[tuple[uuid.UUID, int]], *,
                     max_records: int, batch_size: int, record_limit: bool, max_bytes: int, max_wait_ms: int,

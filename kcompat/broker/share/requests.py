@@ -98,8 +98,7 @@ async def share_fetch(ctx, req) -> FR:
         for tp in forgotten:
             session.partitions.pop(tp, None)
     ack_results = dict(ack_errors)
-    if acks:
-        ack_results.update(await manager.acknowledge(group_id, member_id, acks))
+    applied = await manager.apply_acknowledgements(group_id, member_id, acks) if acks else ({}, [])
     if epoch == FINAL_EPOCH:
         closed = sessions.close(group_id, member_id)
         if closed is not None:
@@ -116,6 +115,7 @@ async def share_fetch(ctx, req) -> FR:
             batch_size=req.batch_size, record_limit=ctx.api_version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE,
             max_bytes=req.max_bytes if req.max_bytes > 0 else 2**31 - 1, max_wait_ms=req.max_wait_ms,
             is_shutting_down=lambda: broker.shutting_down)
+    ack_results.update(await manager.acknowledged(applied))   # durable before the answer
     unknown = {tp: FetchedPartition(ErrorCode.UNKNOWN_TOPIC_ID) for tp in requested if tp[0] not in image.topics_by_id}
     full = epoch == INITIAL_EPOCH
     by_topic: dict[uuid.UUID, list] = {}
