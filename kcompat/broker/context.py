@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kcompat.security.principal import ANONYMOUS
+
 
 class _NoResponse:
     """Returned by a handler when Kafka sends no response (Produce with acks=0)."""
@@ -39,3 +41,9 @@ class RequestContext:
     @property
     def peer(self) -> str:
         return self.connection.peer if self.connection is not None else "?"
+
+    @property
+    def principal(self):
+        """The :class:`kcompat.security.principal.KafkaPrincipal` the connection authenticated
+        as (``User:ANONYMOUS`` without authentication)."""
+        return getattr(self.connection, "principal", ANONYMOUS)
