@@ -7,11 +7,25 @@
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
+import java.util.function.Supplier;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 
 public class PerfClient {
+    /** Polls until nothing arrives for idleMs; returns {epoch ms of the last records, count}. */
+    static long[] drain(Supplier<ConsumerRecords<byte[], byte[]>> poll, long idleMs) {
+        long count = 0, lastData = System.currentTimeMillis();
+        while (System.currentTimeMillis() - lastData < idleMs) {
+            ConsumerRecords<byte[], byte[]> rs = poll.get();
+            if (!rs.isEmpty()) {
+                count += rs.count();
+                lastData = System.currentTimeMillis();
+            }
+        }
+        return new long[] {lastData, count};
+    }
+
     public static void main(String[] args) {
         String bootstrap = args[0], group = args[1], topic = args[2], mode = args[3];
         long idleMs = Long.parseLong(args[4]);
@@ -20,35 +34,22 @@ public class PerfClient {
         props.put("group.id", group);
         props.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
         props.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
-        long count = 0, last = System.currentTimeMillis(), lastData = last;
+        long[] result;
         if (mode.equals("share")) {
             try (KafkaShareConsumer<byte[], byte[]> c = new KafkaShareConsumer<>(props)) {
                 c.subscribe(List.of(topic));
-                while (System.currentTimeMillis() - lastData < idleMs) {
-                    ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(100));
-                    if (!rs.isEmpty()) {
-                        count += rs.count();
-                        lastData = System.currentTimeMillis();
-                    }
-                }
+                result = drain(() -> c.poll(Duration.ofMillis(100)), idleMs);
                 c.commitSync();
-                last = lastData;
             }
         } else {
             props.put("auto.offset.reset", "earliest");
             try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(props)) {
                 c.subscribe(List.of(topic));
-                while (System.currentTimeMillis() - lastData < idleMs) {
-                    ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(100));
-                    if (!rs.isEmpty()) {
-                        count += rs.count();
-                        lastData = System.currentTimeMillis();
-                    }
-                }
+                result = drain(() -> c.poll(Duration.ofMillis(100)), idleMs);
                 c.commitSync();
-                last = lastData;
             }
         }
+        long last = result[0], count = result[1];
         System.out.println("LAST " + last + " " + count);
     }
 }

@@ -17,6 +17,8 @@ Assignments are ``{topic id (uuid.UUID): frozenset of partitions}``.
 
 from __future__ import annotations
 
+import hashlib
+
 import enum
 import uuid
 from dataclasses import dataclass, field, replace
@@ -52,6 +54,29 @@ class TopicsView(Protocol):
     def topic(self, name: str) -> TopicInfo | None: ...
 
     def name_of(self, topic_id: uuid.UUID) -> str | None: ...
+
+
+def subscribed_topic_infos(topics: TopicsView, names) -> dict[str, TopicInfo]:
+    """The existing topics among ``names``, sorted by name: what a modern group (consumer or
+    share) assigns from."""
+    out = {}
+    for name in sorted(names):
+        info = topics.topic(name)
+        if info is not None:
+            out[name] = info
+    return out
+
+
+def metadata_hash(infos: dict[str, TopicInfo]) -> int:
+    """A 63-bit digest of subscribed topics (id, name, partitions, racks): kcompat's group
+    metadata hash (ConsumerGroupMetadataValue / ShareGroupMetadataValue.MetadataHash; Kafka hashes
+    the same facts with Murmur3). A change means a new group epoch and assignment."""
+    h = hashlib.blake2b(digest_size=8)
+    for name, info in infos.items():
+        h.update(f"{info.topic_id}|{name}|{info.num_partitions}|".encode())
+        for p in sorted(info.racks):
+            h.update(f"{p}:{','.join(sorted(info.racks[p]))};".encode())
+    return int.from_bytes(h.digest(), "big") >> 1
 
 
 @dataclass(frozen=True)

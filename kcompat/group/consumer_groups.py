@@ -18,7 +18,6 @@ both ways, keeping its committed offsets.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 import logging
 import uuid
@@ -33,9 +32,10 @@ from kcompat.group.coordinator_types import EMPTY
 from kcompat.group.consumer_assignors import ASSIGNORS, MemberSpec, TopicSpec
 from kcompat.group.consumer_migration import ClassicRequestError, Migration
 from kcompat.group.consumer_group import (
-    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, restore, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
+    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, restore, subscribed_topic_infos, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
     MemberState, reconcile,
 )
+from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
 from kcompat.group.consumer_records import Assignment
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
 from kcompat.group.timers import Timers
@@ -348,22 +348,10 @@ class ConsumerGroupManager:
                            crec.regular_expression_value(list(matched), self.topics.version(), self._now()))
 
     def _subscribed_topics(self, cg: ConsumerGroup) -> dict[str, TopicInfo]:
-        out = {}
-        for name in sorted(cg.subscribed_names()):
-            info = self.topics.topic(name)
-            if info is not None:
-                out[name] = info
-        return out
+        return subscribed_topic_infos(self.topics, cg.subscribed_names())
 
     def metadata_hash(self, cg: ConsumerGroup) -> int:
-        """A 63-bit digest of the subscribed topics (id, name, partitions, racks): kcompat's
-        ConsumerGroupMetadataValue.MetadataHash (Kafka hashes the same facts with Murmur3)."""
-        h = hashlib.blake2b(digest_size=8)
-        for name, info in self._subscribed_topics(cg).items():
-            h.update(f"{info.topic_id}|{name}|{info.num_partitions}|".encode())
-            for p in sorted(info.racks):
-                h.update(f"{p}:{','.join(sorted(info.racks[p]))};".encode())
-        return int.from_bytes(h.digest(), "big") >> 1
+        return topics_metadata_hash(self._subscribed_topics(cg))
 
     def _assignor_name(self, cg: ConsumerGroup) -> str:
         """The assignor most members ask for, else the first of group.consumer.assignors

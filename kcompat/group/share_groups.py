@@ -13,13 +13,13 @@ memory when decided and written as records that describe them (their replay is a
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from kcompat.group import share_group_records as srec
-from kcompat.group.consumer_group import TopicInfo, TopicsView
+from kcompat.group.consumer_group import TopicInfo, TopicsView, subscribed_topic_infos
+from kcompat.group.consumer_group import metadata_hash as group_metadata_hash
 from kcompat.group.consumer_records import Assignment
 from kcompat.group.model import Group
 from kcompat.group.share_group import (
@@ -206,22 +206,10 @@ class ShareGroupManager:
         return after
 
     def _subscribed_topics(self, sg: ShareGroup) -> dict[str, TopicInfo]:
-        out = {}
-        for name in sorted(sg.subscribed_names()):
-            info = self.topics.topic(name)
-            if info is not None:
-                out[name] = info
-        return out
-
-    def _metadata_hash(self, sg: ShareGroup) -> int:
-        """A 63-bit digest of the subscribed topics (id, name, partitions), as for consumer groups."""
-        h = hashlib.blake2b(digest_size=8)
-        for name, info in self._subscribed_topics(sg).items():
-            h.update(f"{info.topic_id}|{name}|{info.num_partitions};".encode())
-        return int.from_bytes(h.digest(), "big") >> 1
+        return subscribed_topic_infos(self.topics, sg.subscribed_names())
 
     def _maybe_bump_epoch(self, group: Group, sg: ShareGroup, subscription_changed: bool) -> None:
-        metadata_hash = self._metadata_hash(sg)
+        metadata_hash = group_metadata_hash(self._subscribed_topics(sg))
         if subscription_changed or metadata_hash != sg.metadata_hash:
             sg.group_epoch += 1
             sg.metadata_hash = metadata_hash
