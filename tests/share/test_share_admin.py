@@ -4,7 +4,8 @@ and lag, --members, --state), --reset-offsets (--to-earliest, --to-latest, --to-
 empty group), --delete-offsets and --delete, with share groups consumed by Kafka 4.3.1's
 ``KafkaShareConsumer`` (tests/share/java/ShareClient.java), Kafka's error answers on the wire
 (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups), and
-``kafka-console-share-consumer.sh`` (``ConsoleShareConsumer``) reading N records."""
+``kafka-console-share-consumer.sh`` (``ConsoleShareConsumer``) reading N records, and the lag of
+partitions led by other brokers of a cluster."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupO
 from kcompat.protocol.messages.delete_groups import DeleteGroupsRequest
 from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DQ
 from kcompat.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest as DSQ
+from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kcompat.protocol.messages.list_groups import ListGroupsRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as RSQ
-from kcompat.testing import Broker
+from kcompat.testing import Broker, Cluster
 from kcompat.testing.process import wait_for
 from kcompat.testing.wire import call
 from tests.share.test_share_consumers import BROKER_CONFIGS, ShareConsumer, new_topic, produce, set_group_configs
@@ -285,3 +287,30 @@ def test_console_share_consumer_reads_n_records(broker, tools):
     assert "Processed a total of 30 messages" in r.stderr
     wait_empty(broker, group)
     assert offsets_table(tools, broker, group).keys() == {(topic, 0), (topic, 1)}
+
+
+def test_lag_of_partitions_led_by_other_brokers():
+    """The coordinator asks each partition's leader for its latest offset (ListOffsets LATEST) and
+    the share coordinators of the keys, wherever they are."""
+    with Cluster(n=3) as c:
+        c.create_topic("t", 3, replication_factor=1)
+        p = ck.Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "1"})
+        for i in range(90):
+            p.produce("t", value=str(i).encode(), partition=i % 3)
+        assert p.flush(60) == 0
+        assert len({c.leader_of("t", p) for p in range(3)}) == 3
+        node = wait_for(lambda: _coordinator(c.bootstrap_servers, "g"), 60, what="a group coordinator")
+        alter = call(node, AQ(group_id="g", topics=[AQ.AlterShareGroupOffsetsRequestTopic(topic_name="t", partitions=[
+            AQ.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=p + 1) for p in range(3)])]), 0)
+        assert [(x.partition_index, x.error_code) for x in alter.responses[0].partitions] == [(0, 0), (1, 0), (2, 0)]
+        resp = call(node, DSQ(groups=[DSQ.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1)
+        (t,) = resp.groups[0].topics
+        assert sorted((x.partition_index, x.start_offset, x.lag, x.error_code) for x in t.partitions) == [
+            (0, 1, 29, 0), (1, 2, 28, 0), (2, 3, 27, 0)]
+
+
+def _coordinator(bootstrap: str, group: str) -> str | None:
+    """host:port of ``group``'s coordinator (None while there is none yet)."""
+    fc = call(bootstrap.split(",")[0], FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+    co = fc.coordinators[0]
+    return f"{co.host}:{co.port}" if co.error_code == 0 else None
