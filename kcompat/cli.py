@@ -116,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"kcompat: cannot read configuration file: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    try:   # TLS listeners' key and trust stores are read now, as Kafka's SslFactory does at start-up
+        from kcompat.security.ssl_context import validate_listeners
+        validate_listeners(config)
+    except ConfigError as e:
+        print(f"kcompat: invalid configuration: {e}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency

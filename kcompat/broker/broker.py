@@ -30,6 +30,7 @@ from pathlib import Path
 from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
+from kcompat.broker.tls import controller_ssl, tls_protocol_factory
 from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.request_stats import RequestStats
 from kcompat.broker.controller_service import ControllerService
@@ -154,6 +155,7 @@ class Broker:
             # the marker covers the metadata log when it lives in a log dir: stop() flushes and
             # closes the quorum's log before the log manager writes the marker
             clean_shutdown=self.log_manager.had_clean_shutdown.get(metadata_dir, False))
+        self.quorum.clients.ssl_context = controller_ssl(cfg)   # TLS to the voters' controller listener
         self.quorum.start()
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
@@ -219,7 +221,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._pending_listener_logs = {}
         for name, host, port in listeners:
-            server = await loop.create_server(lambda n=name: KafkaConnection(self, n), host or None, port,
+            # SSL/SASL_SSL listeners handshake first (kcompat.broker.tls); plaintext ones serve directly
+            factory = tls_protocol_factory(lambda n=name: KafkaConnection(self, n), self.config, name)
+            server = await loop.create_server(factory, host or None, port,
                                               reuse_address=True, backlog=1024, start_serving=serve)
             self._servers.append(server)
             sock = server.sockets[0]

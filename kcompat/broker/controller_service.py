@@ -17,6 +17,7 @@ import logging
 from typing import Callable
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.broker.tls import controller_ssl
 from kcompat.kraft.controller import NewTopic, TopicResult
 from kcompat.kraft.metadata_log import encode_record
 from kcompat.protocol import records as rb
@@ -36,7 +37,8 @@ class ControllerService:
         self.broker = broker
         self._lock = asyncio.Lock()
         self._outbox: list[list] = []
-        self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}")
+        self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}",
+                                    ssl_context=controller_ssl(broker.config))
         self._next_rebalance_ms: int | None = None
 
     @property

@@ -58,10 +58,12 @@ class _ClientProtocol(asyncio.Protocol):
 class NodeConnection:
     """A client connection to ``host:port``. :meth:`send` returns the decoded response."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, *, ssl_context=None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        # TLS: an ssl.SSLContext for an SSL/SASL_SSL listener (kcompat.broker.tls), None = plain TCP
+        self.ssl_context = ssl_context
         self._transport = None
         self._pending: dict[int, tuple[asyncio.Future, type, int, bool]] = {}
         self._next_correlation = 1
@@ -69,8 +71,9 @@ class NodeConnection:
 
     async def connect(self, timeout_s: float = 5.0) -> None:
         loop = asyncio.get_running_loop()
+        tls = {} if self.ssl_context is None else {"ssl": self.ssl_context, "server_hostname": self.host}
         self._transport, _ = await asyncio.wait_for(
-            loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port), timeout_s)
+            loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port, **tls), timeout_s)
 
     def send_nowait(self, request, version: int) -> asyncio.Future:
         """Write the request now; the future resolves to the response (or NodeConnectionError)."""
@@ -131,11 +134,14 @@ class NodeConnection:
 
 
 class NodeClients:
-    """One connection per destination node id; ``endpoint_of(node_id) -> (host, port) | None``."""
+    """One connection per destination node id; ``endpoint_of(node_id) -> (host, port) | None``;
+    ``ssl_context``: TLS for every connection (the destination listener is SSL/SASL_SSL), or None."""
 
-    def __init__(self, endpoint_of: Callable[[int], tuple[str, int] | None], client_id: str) -> None:
+    def __init__(self, endpoint_of: Callable[[int], tuple[str, int] | None], client_id: str, *,
+                 ssl_context=None) -> None:
         self._endpoint_of = endpoint_of
         self._client_id = client_id
+        self.ssl_context = ssl_context
         self._conns: dict[int, NodeConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
 
@@ -156,7 +162,7 @@ class NodeClients:
         endpoint = self._endpoint_of(node_id)
         if endpoint is None:
             raise NodeConnectionError(f"no endpoint known for node {node_id}")
-        conn = NodeConnection(endpoint[0], endpoint[1], self._client_id)
+        conn = NodeConnection(endpoint[0], endpoint[1], self._client_id, ssl_context=self.ssl_context)
         try:
             await conn.connect()
         except (OSError, asyncio.TimeoutError) as e:

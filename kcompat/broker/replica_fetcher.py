@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.broker.tls import inter_broker_ssl
 from kcompat.isr.follower import (
     AppendRecords, Backoff, Fenced, FollowerFetch, IncrementLogStartOffset, ListLeaderOffsets, SetHighWatermark,
     Truncate, TruncateFullyAndStartAt,
@@ -45,7 +46,8 @@ class ReplicaFetcherManager:
         self.broker = broker
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.listener = broker.config.inter_broker_listener_name
-        self.clients = NodeClients(self._endpoint_of, f"kcompat-replica-fetcher-{broker.node_id}")
+        self.clients = NodeClients(self._endpoint_of, f"kcompat-replica-fetcher-{broker.node_id}",
+                                   ssl_context=inter_broker_ssl(broker.config))
         self.closed = False
 
     def _endpoint_of(self, node_id: int):

@@ -30,6 +30,7 @@ import logging
 import uuid
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.broker.tls import inter_broker_ssl
 from kcompat.group.share_admin import message
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AR
@@ -183,7 +184,8 @@ class ShareGroupAdmin:
                 ep = b.endpoints.get(listener) if b is not None else None
                 return (ep.host, ep.port) if ep is not None else None
 
-            self._clients = NodeClients(endpoint_of, f"kcompat-share-admin-{broker.node_id}")
+            self._clients = NodeClients(endpoint_of, f"kcompat-share-admin-{broker.node_id}",
+                                        ssl_context=inter_broker_ssl(broker.config))
         return self._clients
 
     # ------------------------------------------------------------------ AlterShareGroupOffsets

@@ -27,6 +27,7 @@ import uuid
 from typing import Iterable, NamedTuple
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.broker.tls import inter_broker_ssl
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest
 from kcompat.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest
@@ -233,5 +234,6 @@ class SharePersister:
                 ep = b.endpoints.get(listener) if b is not None else None
                 return (ep.host, ep.port) if ep is not None else None
 
-            self._clients = NodeClients(endpoint_of, f"kcompat-share-persister-{broker.node_id}")
+            self._clients = NodeClients(endpoint_of, f"kcompat-share-persister-{broker.node_id}",
+                                        ssl_context=inter_broker_ssl(broker.config))
         return self._clients

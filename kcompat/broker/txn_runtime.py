@@ -26,6 +26,7 @@ import logging
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.node_client import NodeClients
+from kcompat.broker.tls import inter_broker_ssl
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
@@ -275,7 +276,8 @@ class TxnRuntime(CoordinatorRuntime):
                 ep = b.endpoints.get(listener) if b is not None else None
                 return (ep.host, ep.port) if ep is not None else None
 
-            self._clients = NodeClients(endpoint_of, f"kcompat-txn-{self.broker.node_id}")
+            self._clients = NodeClients(endpoint_of, f"kcompat-txn-{self.broker.node_id}",
+                                        ssl_context=inter_broker_ssl(self.broker.config))
         return self._clients
 
     def _markers_done(self, m, errors: dict) -> None:

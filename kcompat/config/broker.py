@@ -196,7 +196,8 @@ class BrokerConfig:
         """Statically set keys kcompat accepts but does not act on."""
         out = []
         for k in self._static:
-            key = BROKER_CONFIGS.get(k)
+            base = _listener_base(k)   # listener.name.<l>.ssl.* acts as ssl.* does (kcompat.security.ssl_context)
+            key = BROKER_CONFIGS.get(k) or (BROKER_CONFIGS.get(base) if base.startswith("ssl.") else None)
             if key is None or not key.implemented:
                 out.append(k)
         return sorted(out)

@@ -5,7 +5,9 @@ metrics, quotas, tiered storage, the newer group protocols) loads. Types, defaul
 modes are Kafka's (``KafkaConfig`` / ``SslConfigs`` / ``SaslConfigs`` / ``BrokerSecurityConfigs`` /
 ``ZkConfigs`` / ``MetricConfigs`` / ``QuotaConfigs`` / ``RemoteLogManagerConfig`` /
 ``GroupCoordinatorConfig`` / ``DelegationTokenManagerConfigs`` / ``PasswordEncoderConfigs``).
-Every key here is ``implemented=False``: setting it logs a warning at start-up.
+Every key here is ``implemented=False`` (setting it logs a warning at start-up), except the
+``ssl.*`` keys, defined in :mod:`kcompat.config.ssl_defs` and acted on by
+:mod:`kcompat.security.ssl_context`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from .errors import invalid_value
 from .keydef import BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PASSWORD, PB, RO, SHORT, STRING, ConfigKey
 from .keydef import define as _define
+from .ssl_defs import SSL_CONFIGS
 from .types import LONG_MAX, Custom, ValidString, at_least
 
 INT_MAX = 2**31 - 1
@@ -36,6 +39,18 @@ def _check_metadata_version(name: str, value: str) -> None:
 
 METADATA_VERSION = Custom(_check_metadata_version, "[0.8.0, ..., 3.9-IV0]")
 
+_AUTHORIZERS = ("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
+
+
+def _check_authorizer(name: str, value: str) -> None:
+    """Only the authorizers kcompat implements (kcompat.security.authorizer); Kafka would fail to
+    load any other class too."""
+    if (value or "").strip() not in _AUTHORIZERS:
+        raise invalid_value(name, value, "Class " + str(value) + " cannot be found")
+
+
+AUTHORIZER_CLASS = Custom(_check_authorizer, "[StandardAuthorizer, AclAuthorizer]")
+
 
 def _d(name, ctype, default, validator, mode, doc, *, internal=False) -> ConfigKey:
     return _define(name, ctype, default, validator, mode, False, doc, internal=internal)
@@ -46,7 +61,6 @@ def _many(prefix_doc: str, specs: list[tuple]) -> list[ConfigKey]:
     return [_d(n, t, dflt, v, m, prefix_doc) for (n, t, dflt, v, m) in specs]
 
 
-_SSL_DOC = "TLS setting (kcompat speaks PLAINTEXT only; accepted for compatibility)."
 _SASL_DOC = "SASL setting (kcompat does not authenticate; accepted for compatibility)."
 _ZK_DOC = "ZooKeeper-mode setting (kcompat runs KRaft only; ignored)."
 _MET_DOC = "JMX/metrics setting (ignored by kcompat)."
@@ -59,9 +73,14 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("reserved.broker.max.id", INT, 1000, at_least(0), RO, "Largest configurable broker.id (ZooKeeper mode)."),
     _d("num.replica.alter.log.dirs.threads", INT, None, None, RO, "Threads moving replicas between log directories."),
     _d("early.start.listeners", STRING, None, None, RO, "Listeners started before the authorizer is ready."),
-    _d("authorizer.class.name", STRING, "", None, RO, "Authorizer class; empty = no authorization."),
-    _d("super.users", STRING, None, None, RO, "Authorizer super users (StandardAuthorizer/AclAuthorizer setting)."),
-    _d("allow.everyone.if.no.acl.found", BOOLEAN, False, None, RO, "Authorizer setting: allow when no ACL matches."),
+    # implemented (issue 19, kcompat.security.authorizer): ACLs enforced when the class is set
+    _define("authorizer.class.name", STRING, "", AUTHORIZER_CLASS, RO, True,
+            "Authorizer class: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or Kafka 3.x's "
+            "kafka.security.authorizer.AclAuthorizer) enforces ACLs; empty = no authorization."),
+    _define("super.users", STRING, None, None, RO, True,
+            "Principals allowed everything by the authorizer, semicolon-separated: User:admin;User:broker."),
+    _define("allow.everyone.if.no.acl.found", BOOLEAN, False, None, RO, True,
+            "Authorizer: allow an operation on a resource that has no ACL at all."),
     _d("config.providers", LIST, "", None, RO, "ConfigProvider names for indirect values (KIP-297)."),
     _d("unstable.api.versions.enable", BOOLEAN, False, None, RO, "Advertise unreleased API versions.", internal=True),
     _d("unstable.feature.versions.enable", BOOLEAN, False, None, RO, "Enable unreleased feature versions.", internal=True),
@@ -140,31 +159,7 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("security.providers", STRING, None, None, RO, "Security provider creator classes."),
     _d("principal.builder.class", CLASS, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
        None, PB, "KafkaPrincipalBuilder implementation."),
-    *_many(_SSL_DOC, [
-        ("ssl.protocol", STRING, "TLSv1.3", None, PB),
-        ("ssl.provider", STRING, None, None, PB),
-        ("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3", None, PB),
-        ("ssl.keystore.type", STRING, "JKS", None, PB),
-        ("ssl.keystore.location", STRING, None, None, PB),
-        ("ssl.keystore.password", PASSWORD, None, None, PB),
-        ("ssl.key.password", PASSWORD, None, None, PB),
-        ("ssl.keystore.key", PASSWORD, None, None, PB),
-        ("ssl.keystore.certificate.chain", PASSWORD, None, None, PB),
-        ("ssl.truststore.type", STRING, "JKS", None, PB),
-        ("ssl.truststore.location", STRING, None, None, PB),
-        ("ssl.truststore.password", PASSWORD, None, None, PB),
-        ("ssl.truststore.certificates", PASSWORD, None, None, PB),
-        ("ssl.keymanager.algorithm", STRING, "SunX509", None, PB),
-        ("ssl.trustmanager.algorithm", STRING, "PKIX", None, PB),
-        ("ssl.endpoint.identification.algorithm", STRING, "https", None, PB),
-        ("ssl.secure.random.implementation", STRING, None, None, PB),
-        ("ssl.client.auth", STRING, "none", ValidString(["required", "requested", "none"]), PB),
-        ("ssl.cipher.suites", LIST, "", None, PB),
-        ("ssl.principal.mapping.rules", STRING, "DEFAULT", None, RO),
-        ("ssl.engine.factory.class", CLASS, None, None, PB),
-        ("ssl.allow.dn.changes", BOOLEAN, False, None, RO),
-        ("ssl.allow.san.changes", BOOLEAN, False, None, RO),
-    ]),
+    *SSL_CONFIGS,   # kcompat.config.ssl_defs: implemented by kcompat.security.ssl_context
     *_many(_SASL_DOC, [
         ("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, PB),
         ("sasl.jaas.config", PASSWORD, None, None, PB),

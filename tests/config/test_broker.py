@@ -159,9 +159,12 @@ def test_unknown_key_in_override():
 
 
 def test_pass_through_prefixes_are_accepted():
-    cfg = make(**{"listener.name.plaintext.ssl.keystore.location": "/x"})
+    cfg = make(**{"listener.name.plaintext.ssl.keystore.location": "/x", "rsm.config.x": "1"})
     assert cfg.get("listener.name.plaintext.ssl.keystore.location") == "/x"
-    assert "listener.name.plaintext.ssl.keystore.location" in cfg.ignored_keys()
+    assert cfg.get("rsm.config.x") == "1"
+    assert "rsm.config.x" in cfg.ignored_keys()
+    # a listener's ssl.* override acts as ssl.* does (kcompat.security.ssl_context): not "ignored"
+    assert "listener.name.plaintext.ssl.keystore.location" not in cfg.ignored_keys()
 
 
 @pytest.mark.parametrize("key,value,fragment", [

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from kcompat.broker.http.rest_common import RestError, kafka_error, topic_not_found, unavailable
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
+from kcompat.broker.tls import inter_broker_ssl
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -67,7 +68,7 @@ class ClusterClient:
         self.broker = broker
         self.client_id = client_id
         self.listener = broker.config.inter_broker_listener_name
-        self.clients = NodeClients(self._endpoint_of, client_id)
+        self.clients = NodeClients(self._endpoint_of, client_id, ssl_context=inter_broker_ssl(broker.config))
         self._coordinators: dict[str, int] = {}
 
     def _endpoint_of(self, node_id: int):

@@ -1,0 +1,144 @@
+"""TLS on the broker's sockets: the accept side of SSL/SASL_SSL listeners and the ``ssl`` arguments
+of the broker's own connections to other nodes. Contexts come from
+:mod:`kcompat.security.ssl_context`.
+
+A TLS listener accepts plain TCP with :class:`TlsAcceptor` as the protocol, which runs the
+server-side handshake (``loop.start_tls``) and only then hands the TLS transport to the
+:class:`~kcompat.broker.connection.KafkaConnection`. Doing the handshake here rather than with
+``create_server(ssl=...)`` lets a failed handshake (a plaintext client on a TLS port, a client
+without the certificate ``ssl.client.auth=required`` asks for, an untrusted certificate) be
+logged with its reason: asyncio and uvloop drop those silently. The broker keeps serving.
+
+On an SSL listener the connection's principal (``connection.principal``) is Kafka's
+``DefaultKafkaPrincipalBuilder`` one: ``User:<mapped subject DN>`` of the client certificate
+(``ssl.principal.mapping.rules``), ``User:ANONYMOUS`` without one; a DN no rule maps fails the
+authentication (the connection is closed, as Kafka does). On SASL_SSL the SASL exchange decides.
+The accept logs one DEBUG line with the peer, listener, TLS version, cipher, DN and principal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+
+from kcompat.security.principal import ANONYMOUS, user
+from kcompat.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_dn
+
+log = logging.getLogger("kcompat.broker.tls")
+
+HANDSHAKE_TIMEOUT_S = 10.0   # Kafka bounds a handshake by connections.max.idle.ms; 10 s is ample
+
+
+class TlsAcceptor(asyncio.Protocol):
+    """The protocol of one accepted TCP connection on a TLS listener, until its handshake is done.
+
+    ``app``: the KafkaConnection to hand the TLS transport to; ``ctx``: the listener's server
+    context; ``mapper``: the principal mapper on SSL listeners, ``None`` on SASL_SSL (the principal
+    is SASL's)."""
+
+    def __init__(self, app: asyncio.Protocol, ctx: ssl.SSLContext, listener_name: str,
+                 mapper: SslPrincipalMapper | None) -> None:
+        self.app = app
+        self.ctx = ctx
+        self.listener_name = listener_name
+        self.mapper = mapper
+        self.peer = "?"
+        self._transport = None
+        self._coro = None
+
+    def connection_made(self, transport) -> None:
+        # start_tls is stepped here, synchronously, rather than in a task: uvloop resumes reading
+        # right after connection_made returns, so the ClientHello could reach this protocol (and be
+        # lost) before a task ran; once start_tls has begun, bytes go to its SSLProtocol, which
+        # keeps them until its handshake starts.
+        transport.pause_reading()
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._transport = transport
+        self._coro = asyncio.get_running_loop().start_tls(
+            transport, self.app, self.ctx, server_side=True, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        self._step()
+
+    def _step(self, _fut=None) -> None:
+        """Drive start_tls as a Task would: resume it whenever the future it waits on is done."""
+        try:
+            waiting = self._coro.send(None)
+        except StopIteration as done:
+            self._coro = None
+            self._handshake_done(done.value)
+            return
+        except Exception as e:   # SSLError, a reset or timeout: the peer's doing, never the broker's
+            self._coro = None
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            log.warning("closing connection from %s on TLS listener %s: TLS handshake failed: %s",
+                        self.peer, self.listener_name, reason)
+            self._transport.close()
+            return
+        if waiting is None:
+            asyncio.get_running_loop().call_soon(self._step)
+        else:
+            waiting.add_done_callback(self._step)
+
+    def data_received(self, data) -> None:  # pragma: no cover - start_tls took the transport over
+        pass
+
+    def connection_lost(self, exc) -> None:  # pragma: no cover - start_tls took the transport over
+        pass
+
+    def _handshake_done(self, tls) -> None:
+        peer_s = self.peer
+        sslobj = tls.get_extra_info("ssl_object")
+        der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+        dn = None
+        principal = ANONYMOUS
+        if der:
+            try:
+                dn = subject_dn(der)
+                if self.mapper is not None:
+                    principal = user(self.mapper.get_name(dn))
+            except (NoMatchingRule, ValueError) as e:
+                log.warning("closing connection from %s on TLS listener %s: failed authentication: %s",
+                            peer_s, self.listener_name, e)
+                tls.abort()
+                return
+        self.app.connection_made(tls)
+        if self.mapper is not None:
+            self.app.principal = principal
+        if log.isEnabledFor(logging.DEBUG):
+            cipher = sslobj.cipher() if sslobj is not None else None
+            log.debug("TLS connection from %s on listener %s: %s %s, client certificate %s, principal %s",
+                      peer_s, self.listener_name, sslobj.version() if sslobj is not None else "?",
+                      cipher[0] if cipher else "?", dn if dn is not None else "none",
+                      principal if self.mapper is not None else "(from SASL)")
+
+
+def tls_protocol_factory(make_connection, config, listener_name: str):
+    """The ``create_server`` protocol factory for ``listener_name``: ``make_connection()`` itself
+    on a plaintext listener, else one wrapping it in a :class:`TlsAcceptor`. Raises ConfigError."""
+    from kcompat.security.ssl_context import server_context
+
+    ctx = server_context(config, listener_name)
+    if ctx is None:
+        return make_connection
+    is_ssl = config.security_protocol(listener_name) == "SSL"
+    mapper = SslPrincipalMapper(config.get("ssl.principal.mapping.rules")) if is_ssl else None
+    return lambda: TlsAcceptor(make_connection(), ctx, listener_name, mapper)
+
+
+def inter_broker_ssl(config) -> ssl.SSLContext | None:
+    """The client context of ``inter.broker.listener.name`` (replica fetchers, coordinator
+    forwarding, the share persister): ``None`` when that listener is plaintext."""
+    from kcompat.security.ssl_context import client_context
+
+    return client_context(config, config.inter_broker_listener_name)
+
+
+def controller_ssl(config) -> ssl.SSLContext | None:
+    """The client context of the first of ``controller.listener.names`` (Raft between voters,
+    broker registration and heartbeats, forwarded requests), as Kafka's controller channel uses;
+    ``None`` when it is plaintext or there is no controller listener."""
+    from kcompat.security.ssl_context import client_context
+
+    names = config.controller_listener_names
+    return client_context(config, names[0]) if names else None
