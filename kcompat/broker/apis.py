@@ -26,6 +26,7 @@ from kcompat.broker.handlers import (
     delete_share_group_state, initialize_share_group_state, read_share_group_state, read_share_group_state_summary,
     write_share_group_state,
 )
+from kcompat.broker.handlers import create_acls, delete_acls, describe_acls
 from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
@@ -43,6 +44,7 @@ _MODULES = (
     initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
     read_share_group_state_summary,
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
+    describe_acls, create_acls, delete_acls,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}
@@ -53,6 +55,7 @@ _CONTROLLER_MODULES = (
     api_versions, raft_fetch, vote, begin_quorum_epoch, end_quorum_epoch, describe_quorum, fetch_snapshot,
     broker_registration, broker_heartbeat, allocate_producer_ids, create_topics, delete_topics, create_partitions,
     alter_configs, incremental_alter_configs, describe_cluster, alter_partition, elect_leaders,
+    describe_acls, create_acls, delete_acls,
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}

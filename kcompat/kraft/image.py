@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kcompat.protocol.metadata_records import RECORD_TYPES
+from kcompat.security.acl import AclBinding, AclStore
 
 # ConfigResource types (DescribeConfigs / ConfigRecord.resource_type)
 RESOURCE_TOPIC = 2
@@ -30,6 +31,8 @@ FENCE_BROKER_RECORD = 7
 UNFENCE_BROKER_RECORD = 8
 FEATURE_LEVEL_RECORD = 12
 BROKER_REGISTRATION_CHANGE_RECORD = 17
+ACCESS_CONTROL_ENTRY_RECORD = 18
+REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
 
 NO_LEADER = -1
 NO_CHANGE_LEADER = -2  # PartitionChangeRecord: leader unchanged
@@ -89,7 +92,8 @@ class MetadataImage:
     Attributes: ``topics`` (name -> TopicImage), ``topics_by_id`` (uuid -> TopicImage),
     ``configs`` ((resource type, resource name) -> {config name: value}), ``next_producer_id``
     (first id of the next unallocated block, ProducerIdsRecord), ``features`` (name -> level),
-    ``brokers`` (id -> BrokerImage), ``offset`` (metadata log offset of the last applied record,
+    ``brokers`` (id -> BrokerImage), ``acls`` (the ACL set, :class:`kcompat.security.acl.AclStore`,
+    AccessControlEntryRecords), ``offset`` (metadata log offset of the last applied record,
     -1 if none).
     """
 
@@ -100,6 +104,7 @@ class MetadataImage:
         self.next_producer_id = 0
         self.features: dict[str, int] = {}
         self.brokers: dict[int, BrokerImage] = {}
+        self.acls = AclStore()
         self.offset = -1
 
     def apply(self, record, offset: int) -> None:
@@ -165,7 +170,13 @@ class MetadataImage:
                     b.fenced = record.fenced > 0
                 if record.in_controlled_shutdown:
                     b.in_controlled_shutdown = True
-        # other record types (ACLs, quotas, SCRAM, ...) are not used by kcompat yet
+        elif kind == ACCESS_CONTROL_ENTRY_RECORD:
+            self.acls.add(record.id, AclBinding.of(record.resource_type, record.resource_name, record.pattern_type,
+                                                   record.principal, record.host, record.operation,
+                                                   record.permission_type))
+        elif kind == REMOVE_ACCESS_CONTROL_ENTRY_RECORD:
+            self.acls.remove(record.id)
+        # other record types (quotas, SCRAM, ...) are not used by kcompat yet
         self.offset = offset
 
     def has_partition(self, topic: str, partition: int) -> bool:
@@ -198,9 +209,9 @@ class MetadataImage:
 
     def to_records(self) -> list:
         """Records that rebuild this image from empty (a metadata snapshot, KIP-630): features,
-        brokers, topics with partitions, configs, the producer id watermark."""
+        brokers, topics with partitions, configs, ACLs, the producer id watermark."""
         from kcompat.protocol.metadata_records import (
-            ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, TopicRecord,
+            AccessControlEntryRecord, ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, TopicRecord,
         )
         out: list = [FeatureLevelRecord(name=n, feature_level=lvl) for n, lvl in sorted(self.features.items())]
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
@@ -219,6 +230,10 @@ class MetadataImage:
         for (rtype, rname), values in sorted(self.configs.items()):
             out += [ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
                     for k, v in sorted(values.items())]
+        for acl_id, a in sorted(self.acls.by_id.items()):
+            out.append(AccessControlEntryRecord(
+                id=acl_id, resource_type=a.resource_type, resource_name=a.resource_name, pattern_type=a.pattern_type,
+                principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id))
         return out
