@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from kcompat.security.acl import AclOperation, ResourceType
+from kcompat.security.authorizer import StandardAuthorizer, all_operations
 from kcompat.security.principal import ANONYMOUS
+
+_NO_AUTHORIZER = object()
 
 
 class _NoResponse:
@@ -47,3 +51,56 @@ class RequestContext:
         """The :class:`kcompat.security.principal.KafkaPrincipal` the connection authenticated
         as (``User:ANONYMOUS`` without authentication)."""
         return getattr(self.connection, "principal", ANONYMOUS)
+
+    # -- authorization (issue 19) ---------------------------------------------------------------
+
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        """The broker's authorizer (``authorizer.class.name``), None when none is configured or
+        the request came in on a controller listener: requests there are the quorum's own and
+        those a broker forwards after authorizing them itself (kcompat forwards without
+        Kafka's Envelope, so the controller does not see the client's principal)."""
+        if self.broker is None or self.listener_name in self.broker.config.controller_listener_names:
+            return None
+        return authorizer_of(self.broker)
+
+    @property
+    def client_host(self) -> str:
+        """The client's IP address, as ACL hosts name it."""
+        peer = self.peer
+        host = peer.rpartition(":")[0] if ":" in peer else peer
+        return host.strip("[]")
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether this request's principal may do ``operation`` on the resource; True when no
+        authorizer is configured."""
+        auth = self.authorizer
+        return auth is None or auth.authorize(self.principal, self.client_host, operation, resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        """``operation`` on the CLUSTER resource (``kafka-cluster``)."""
+        return self.authorize(operation, ResourceType.CLUSTER, "kafka-cluster")
+
+    def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether ``operation`` is allowed on some resource of ``resource_type``."""
+        auth = self.authorizer
+        return auth is None or auth.authorize_by_resource_type(self.principal, self.client_host, operation,
+                                                               resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The ``*_authorized_operations`` bitfield for the resource (all supported operations
+        without an authorizer)."""
+        auth = self.authorizer
+        if auth is None:
+            return all_operations(resource_type)
+        return auth.authorized_operations(self.principal, self.client_host, resource_type, name)
+
+
+def authorizer_of(broker) -> StandardAuthorizer | None:
+    """The broker's StandardAuthorizer over its metadata image's ACLs, made once from its config
+    (None without ``authorizer.class.name``)."""
+    auth = broker.__dict__.get("_kcompat_authorizer", _NO_AUTHORIZER)
+    if auth is _NO_AUTHORIZER:
+        auth = StandardAuthorizer.from_config(lambda: broker.image.acls, broker.config.get)
+        broker.__dict__["_kcompat_authorizer"] = auth
+    return auth

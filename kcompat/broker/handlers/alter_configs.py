@@ -2,12 +2,14 @@
 
 The pre-KIP-339 API that confluent-kafka's ``AdminClient.alter_configs`` and older tools use:
 configs not named in the request are removed (Kafka's semantics, which is why
-IncrementalAlterConfigs exists). TOPIC, BROKER and GROUP resources, as IncrementalAlterConfigs.
+IncrementalAlterConfigs exists). TOPIC, BROKER and GROUP resources, as IncrementalAlterConfigs,
+with its authorization (ALTER_CONFIGS).
 """
 
 from __future__ import annotations
 
 from kcompat.broker.config_changes import alter_each, replace_configs
+from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.alter_configs import AlterConfigsResponse as R
 
@@ -17,7 +19,10 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    denied = config_resource_check(ctx, Op.ALTER_CONFIGS, req.resources)
+    return answer_denied(ctx, req, "resources", denied, error_response, "responses",
+                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                      error_response))
 
 
 def _local(ctx, req):

@@ -2,13 +2,15 @@
 
 INVALID_PARTITIONS when the count does not grow, UNKNOWN_TOPIC_OR_PARTITION for unknown topics,
 INVALID_REPLICA_ASSIGNMENT for bad manual assignments, INVALID_REQUEST for a topic named twice
-(Kafka's ``ReplicationControlManager.createPartitions``).
+(Kafka's ``ReplicationControlManager.createPartitions``). With an authorizer ALTER on the topic
+(TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from kcompat.broker.authz import TOPIC, Op, answer_denied
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.create_partitions import CreatePartitionsResponse as R
 
@@ -18,7 +20,11 @@ MAX_VERSION = 3
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
+              if not ctx.authorize(Op.ALTER, TOPIC, t.name)]
+    return answer_denied(ctx, req, "topics", denied, error_response, "results",
+                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                      error_response))
 
 
 def _local(ctx, req):

@@ -4,11 +4,13 @@ Per topic, as Kafka's ``ReplicationControlManager.createTopics``: name validatio
 (INVALID_TOPIC_EXCEPTION), TOPIC_ALREADY_EXISTS, partition count and replication factor (-1 means
 ``num.partitions`` / ``default.replication.factor``), manual assignments, topic configs validated
 (INVALID_CONFIG), ``validate_only``. From v5 the result carries the partition count, replication
-factor and every config with its value and source (KIP-525); from v7 the topic id.
+factor and every config with its value and source (KIP-525); from v7 the topic id. With an
+authorizer a topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import TOPIC, Op, answer_denied
 from kcompat.kraft.controller import NewTopic
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_topics import CreateTopicsResponse as R
@@ -20,7 +22,12 @@ MAX_VERSION = 7
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    cluster_create = ctx.authorize_cluster(Op.CREATE)
+    denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
+              if not cluster_create and not ctx.authorize(Op.CREATE, TOPIC, t.name)]
+    return answer_denied(ctx, req, "topics", denied, error_response, "topics",
+                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                      error_response))
 
 
 def _local(ctx, req):

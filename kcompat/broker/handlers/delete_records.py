@@ -3,10 +3,13 @@
 As Kafka's ``ReplicaManager.deleteRecords``: offset -1 means the high watermark; an offset above
 the high watermark is OFFSET_OUT_OF_RANGE; whole segments below the new log start offset are
 deleted; the response carries the new low watermark.
+
+With an authorizer DELETE on the topic is required (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op, TOPIC
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.delete_records import DeleteRecordsResponse as R
 
@@ -20,7 +23,11 @@ def handle(ctx, req):
     topics = []
     for t in req.topics:
         parts = []
+        deletable = ctx.authorize(Op.DELETE, TOPIC, t.name)
         for dp in t.partitions:
+            if not deletable:
+                parts.append(_error(dp.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             p = broker.replica_manager.get(t.name, dp.partition_index)
             if p is None:
                 parts.append(_error(dp.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

@@ -2,11 +2,13 @@
 
 UNKNOWN_TOPIC_OR_PARTITION for unknown names, UNKNOWN_TOPIC_ID for unknown ids,
 TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false (Kafka's errors). Partition logs are
-renamed to ``-delete`` directories and removed after ``log.segment.delete.delay.ms``.
+renamed to ``-delete`` directories and removed after ``log.segment.delete.delay.ms``. With an
+authorizer a topic needs DELETE on it (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import TOPIC, Op, answer_denied
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.delete_topics import DeleteTopicsResponse as R
 from kcompat.protocol.primitives import ZERO_UUID
@@ -17,7 +19,22 @@ MAX_VERSION = 6
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    image = ctx.broker.image
+
+    def name_of(item) -> str | None:
+        if isinstance(item, str):
+            return item
+        if item.name is not None:
+            return item.name
+        t = image.topics_by_id.get(item.topic_id)
+        return t.name if t is not None else None   # an unknown id: UNKNOWN_TOPIC_ID from the controller
+
+    attr = "topics" if ctx.api_version >= 6 else "topic_names"
+    denied = [(item, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for item in getattr(req, attr)
+              if name_of(item) is not None and not ctx.authorize(Op.DELETE, TOPIC, name_of(item))]
+    return answer_denied(ctx, req, attr, denied, error_response, "responses",
+                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                      error_response))
 
 
 def _local(ctx, req):

@@ -1,12 +1,13 @@
 """DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers (KIP-700).
 
 v1 adds ``endpoint_type`` (KIP-919): 1 = brokers (what we serve), 2 = controllers (answered
-with UNSUPPORTED_ENDPOINT_TYPE by a broker listener, as Kafka does).
+with UNSUPPORTED_ENDPOINT_TYPE by a broker listener, as Kafka does). With an authorizer,
+``cluster_authorized_operations`` lists what the ACLs allow (0 without DESCRIBE on the cluster).
 """
 
 from __future__ import annotations
 
-from kcompat.broker.handlers.metadata import AUTHORIZED_OPS_NOT_REQUESTED, CLUSTER_OPERATIONS
+from kcompat.broker.handlers.metadata import AUTHORIZED_OPS_NOT_REQUESTED, cluster_operations
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_cluster import DescribeClusterResponse as R
 
@@ -24,7 +25,7 @@ def handle(ctx, req):
                  error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
                                "of type CONTROLLER",
                  endpoint_type=req.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
-    ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else AUTHORIZED_OPS_NOT_REQUESTED
+    ops = cluster_operations(ctx) if req.include_cluster_authorized_operations else AUTHORIZED_OPS_NOT_REQUESTED
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_BROKERS,
              cluster_id=broker.cluster_id, controller_id=broker.node_id,
              brokers=[R.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=r)

@@ -6,13 +6,15 @@ asked (v1+), type and documentation (v3+, KIP-569). Kafka Connect and admin tool
 full list (KAFKA-9216). BROKER resources accept ``""`` (cluster-wide dynamic defaults) or this
 broker's id; BROKER_LOGGER lists this process's loggers and their levels. GROUP resources (32)
 list Kafka 4.3's group configs with the group's overrides (source GROUP_CONFIG, 8) and the
-broker-derived rest; any non-empty group id is accepted, existing or not (as Kafka).
+broker-derived rest; any non-empty group id is accepted, existing or not (as Kafka). With an
+authorizer DESCRIBE_CONFIGS on the topic, group or cluster (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 import logging
 
+from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -28,6 +30,11 @@ STRING_TYPE = 2
 
 
 def handle(ctx, req):
+    denied = config_resource_check(ctx, Op.DESCRIBE_CONFIGS, req.resources)
+    return answer_denied(ctx, req, "resources", denied, error_response, "results", lambda: _permitted(ctx, req))
+
+
+def _permitted(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     results = []

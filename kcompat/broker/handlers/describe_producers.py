@@ -1,7 +1,11 @@
 """DescribeProducers (key 61), version 0: the producer state of partitions this broker leads —
 producer id, epoch, last sequence and timestamp, coordinator epoch, and the start offset of an open
-transaction (KIP-664, ``kafka-transactions describe-producers``)."""
+transaction (KIP-664, ``kafka-transactions describe-producers``).
 
+With an authorizer READ on the topic is required (TOPIC_AUTHORIZATION_FAILED).
+"""
+
+from kcompat.broker.authz import Op, TOPIC
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_producers import DescribeProducersResponse as R
 
@@ -14,8 +18,14 @@ def handle(ctx, req):
     topics = []
     for t in req.topics:
         parts = []
+        readable = ctx.authorize(Op.READ, TOPIC, t.name)
         for index in t.partition_indexes:
-            p = ctx.broker.replica_manager.get(t.name, index)
+            p = ctx.broker.replica_manager.get(t.name, index) if readable else None
+            if not readable:
+                parts.append(R.PartitionResponse(partition_index=index,
+                                                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                 error_message=None, active_producers=[]))
+                continue
             if p is None:
                 parts.append(R.PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                  error_message=None, active_producers=[]))

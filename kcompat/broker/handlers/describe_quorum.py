@@ -4,10 +4,13 @@ each voter's and observer's log end offset and fetch times (KIP-595, KIP-836) â€
 
 Answered by the quorum leader; on any other node (and on broker listeners) the request is
 forwarded to the active controller, as Kafka's brokers do.
+
+With an authorizer DESCRIBE on the cluster is required on broker listeners (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_quorum import DescribeQuorumResponse
 
@@ -17,6 +20,8 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
+    if not ctx.authorize_cluster(Op.DESCRIBE):
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
     if broker.quorum.is_leader:
         return broker.quorum.handle_request(req)

@@ -15,12 +15,15 @@ As Kafka's ``DescribeTopicPartitionsRequestHandler`` and ``KRaftMetadataCache``:
   request with INVALID_REQUEST (every requested topic carries the error);
 - partitions carry no error, a leader of -1 when they have none, and no eligible leader replicas
   (kcompat does not implement KIP-966's ELR); a replica is offline when its broker is not
-  registered, as in Metadata.
+  registered, as in Metadata;
+- with an authorizer, topics without DESCRIBE are left out of an all-topics answer and answered
+  TOPIC_AUTHORIZATION_FAILED by name; ``topic_authorized_operations`` lists what the ACLs allow.
 """
 
 from __future__ import annotations
 
-from kcompat.broker.handlers.metadata import INTERNAL_TOPICS, TOPIC_OPERATIONS
+from kcompat.broker.authz import TOPIC, Op
+from kcompat.broker.handlers.metadata import INTERNAL_TOPICS
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsResponse as R
@@ -48,6 +51,12 @@ def handle(ctx, req):
         if remaining <= 0:
             next_cursor = R.Cursor(topic_name=name, partition_index=0)
             break
+        if not ctx.authorize(Op.DESCRIBE, TOPIC, name):
+            if not fetch_all:   # not disclosed: left out of "all", refused by name
+                topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                    is_internal=False, partitions=[]))
+            continue
         t = image.topics.get(name)
         if t is None:
             if not fetch_all:
@@ -68,7 +77,7 @@ def handle(ctx, req):
                 last_known_elr=[], offline_replicas=[r for r in p.replicas if r not in image.brokers]))
         topics_out.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
-            partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS))
+            partitions=partitions, topic_authorized_operations=ctx.authorized_operations(TOPIC, name)))
         if upper < len(t.partitions):
             next_cursor = R.Cursor(topic_name=name, partition_index=upper)
             break

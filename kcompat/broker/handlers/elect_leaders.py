@@ -9,10 +9,13 @@ ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. ``topic_partitions``
 partition, and then only partitions that needed an election are listed. An unknown election type
 is INVALID_REQUEST for every partition named and, from v1, at the top level; v0 has no election
 type (always preferred) and no top-level error code.
+
+With an authorizer ALTER on the cluster is required (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.elect_leaders import ElectLeadersResponse as R
 
@@ -22,6 +25,8 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
+    if not ctx.authorize_cluster(Op.ALTER):
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 

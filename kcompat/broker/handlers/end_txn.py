@@ -2,8 +2,12 @@
 
 The response follows the durable PrepareCommit/PrepareAbort record; the markers are then written
 to every partition of the transaction and the transaction completes (KIP-98).
+
+With an authorizer WRITE on the transactional id is required (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
+from kcompat.broker.authz import Op, TRANSACTIONAL_ID
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.end_txn import EndTxnResponse as R
 
 API_KEY = 26
@@ -12,6 +16,8 @@ MAX_VERSION = 4
 
 
 def handle(ctx, req):
+    if not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     return ctx.broker.txn.end_txn(ctx, req)
 
 

@@ -31,13 +31,16 @@ As Kafka's ``KafkaApis.handleFetchRequest`` / ``ReplicaManager.fetchMessages`` /
   ``Partition.fetchRecords`` with ``fetchOnlyLeader`` false); the leader, when
   ``replica.selector.class`` is Kafka's RackAwareReplicaSelector, answers such a fetch with
   ``preferred_read_replica`` and no records when a follower in the consumer's rack should serve it
-  (:mod:`kcompat.isr.replica_selector`), and answers at once. Older consumers read from the leader.
+  (:mod:`kcompat.isr.replica_selector`), and answers at once. Older consumers read from the leader;
+- with an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
+  cluster (TOPIC_AUTHORIZATION_FAILED for the partitions otherwise, as Kafka answers).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from kcompat.broker.authz import TOPIC, Op
 from kcompat.broker.leader_hints import FETCH_HINT_ERRORS, add_leader_hints
 from kcompat.isr.replica_selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -65,13 +68,22 @@ def handle(ctx, req):
     version = ctx.api_version
     if version >= 7 and req.session_id != 0:
         return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-    plan = _resolve(broker, req, version)
+    plan = _resolve(broker, req, version, _readable(ctx, req, version))
     responses, total, has_error = _read_all(broker, req, plan, version, _replica_of(req, version),
                                             ctx.listener_name)
     if req.max_wait_ms <= 0 or total >= max(req.min_bytes, 1) or has_error or not plan.entries \
             or broker.shutting_down:
         return _response(ctx, responses)
     return _delayed(ctx, req, plan, version)
+
+
+def _readable(ctx, req, version: int):
+    """``name -> bool``: may this fetch read the topic (a follower: CLUSTER_ACTION on the
+    cluster; a consumer: READ on the topic)."""
+    if _replica_of(req, version)[0] >= 0:
+        follower_ok = ctx.authorize_cluster(Op.CLUSTER_ACTION)
+        return lambda name: follower_ok
+    return lambda name: ctx.authorize(Op.READ, TOPIC, name)
 
 
 def _replica_of(req, version: int) -> tuple[int, int]:
@@ -82,7 +94,7 @@ def _replica_of(req, version: int) -> tuple[int, int]:
     return req.replica_id, -1
 
 
-def _resolve(broker, req, version: int) -> _Plan:
+def _resolve(broker, req, version: int, readable=lambda name: True) -> _Plan:
     plan = _Plan()
     image = broker.image
     # a consumer with client metadata may read from a follower (Kafka FetchParams.fetchOnlyLeader)
@@ -98,6 +110,8 @@ def _resolve(broker, req, version: int) -> _Plan:
         for fp in ft.partitions:
             if name is None:
                 target = ErrorCode.UNKNOWN_TOPIC_ID
+            elif not readable(name):
+                target = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
                 target = broker.replica_manager.get(name, fp.partition)
                 leader = broker.leader_of(name, fp.partition)
@@ -293,7 +307,7 @@ async def _wait(ctx, req, version: int, partitions: list, roles: list, ends: lis
             if now_ends == ends:
                 continue
             ends = now_ends
-            plan = _resolve(broker, req, version)
+            plan = _resolve(broker, req, version, _readable(ctx, req, version))
             responses, total, has_error = _read_all(broker, req, plan, version, replica, ctx.listener_name)
             if total >= need or has_error:
                 return _response(ctx, responses)
@@ -301,7 +315,7 @@ async def _wait(ctx, req, version: int, partitions: list, roles: list, ends: lis
         for p in partitions:
             p.remove_waiter(wake)
         broker.fetch_waiters.discard(wake)
-    plan = _resolve(broker, req, version)
+    plan = _resolve(broker, req, version, _readable(ctx, req, version))
     responses, _total, _err = _read_all(broker, req, plan, version, replica, ctx.listener_name)
     return _response(ctx, responses)
 

@@ -13,10 +13,15 @@ INVALID_REQUEST.
 Advertising this API also matters to librdkafka beyond groups: it only enables LZ4 compression
 for brokers that support FindCoordinator (its feature map uses it as the 0.9+ marker) and
 otherwise sends LZ4-configured batches uncompressed.
+
+With an authorizer DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is required, CLUSTER_ACTION for share-state keys.
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import GROUP as GROUP_RESOURCE
+from kcompat.broker.authz import TRANSACTIONAL_ID, Op
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 from kcompat.share.state_coordinator import parse_share_key
@@ -30,6 +35,12 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
+    if key_type == GROUP and not ctx.authorize(Op.DESCRIBE, GROUP_RESOURCE, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == TRANSACTION and not ctx.authorize(Op.DESCRIBE, TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == SHARE and not ctx.authorize_cluster(Op.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == GROUP:
         broker = ctx.broker
         if not key and ctx.api_version < 4:

@@ -7,13 +7,15 @@ reach the partition logs at once). BROKER resources change dynamic broker config
 process. GROUP resources (32) change a group's dynamic configs (Kafka 4.3's GroupConfig:
 ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...; the group need not exist);
 APPEND/SUBTRACT on them fail as no group config is a LIST. Errors: INVALID_CONFIG,
-INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION.
+INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION; with an authorizer ALTER_CONFIGS on the topic, group or
+cluster (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 import logging
 
+from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.broker.config_changes import (BROKER_LOGGER, GROUP, TOPIC, alter_each, current_configs,
                                            replace_configs)
 from kcompat.config import apply_incremental
@@ -29,6 +31,11 @@ _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
 
 
 def handle(ctx, req):
+    denied = config_resource_check(ctx, Op.ALTER_CONFIGS, req.resources)
+    return answer_denied(ctx, req, "resources", denied, error_response, "responses", lambda: _permitted(ctx, req))
+
+
+def _permitted(ctx, req):
     if all(res.resource_type == BROKER_LOGGER for res in req.resources):
         return _local(ctx, req)  # logger levels belong to this process
     return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)

@@ -6,10 +6,15 @@ after an error (KIP-360, v3+ with its current id and epoch). Ids come from contr
 blocks and are never reused, also across restarts. With a transactional id the transaction
 coordinator answers: a new id, or the same id with its epoch bumped, fencing older producers
 (see :mod:`kcompat.txn.coordinator`).
+
+With an authorizer a transactional producer needs WRITE on its transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on
+some topic (CLUSTER_AUTHORIZATION_FAILED), as Kafka checks.
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op, TOPIC, TRANSACTIONAL_ID
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse as R
 
@@ -19,6 +24,11 @@ MAX_VERSION = 5
 
 
 def handle(ctx, req):
+    if req.transactional_id is not None and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if req.transactional_id is None and not (ctx.authorize_cluster(Op.IDEMPOTENT_WRITE)
+                                             or ctx.authorize_by_resource_type(Op.WRITE, TOPIC)):
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if req.transactional_id is not None:
         return ctx.broker.txn.init_producer_id(ctx, req)
     try:

@@ -5,8 +5,12 @@ consumes a partition or its offsets are altered.
 An inter-broker API of KIP-932 answered by the share coordinator of each key, the leader of its
 ``__share_group_state`` partition (:mod:`kcompat.broker.share_state_runtime`); other keys of the
 request get NOT_COORDINATOR per partition. Versions are those of Kafka 4.3.1's spec.
+
+With an authorizer CLUSTER_ACTION on the cluster is required (CLUSTER_AUTHORIZATION_FAILED).
 """
 
+from kcompat.broker.authz import Op
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.initialize_share_group_state import InitializeShareGroupStateResponse as R
 from kcompat.share.state_coordinator import error_response as _error_response
 
@@ -16,6 +20,8 @@ MAX_VERSION = 0
 
 
 def handle(ctx, req):
+    if not ctx.authorize_cluster(Op.CLUSTER_ACTION):
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return ctx.broker.share_state.initialize_state(req, ctx.api_version)
 
 

@@ -15,12 +15,15 @@ from v8, LATEST_TIERED (-5) from v9 (beyond what kcompat advertises), any other 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, unless ``replica_id`` is -2, Kafka's
 debugging id); a follower asking as a replica (``replica_id`` >= 0) gets the log end offset for
 LATEST, as Kafka's ``fetchOffsetForTimestamp`` with ``isolationLevel`` None.
+
+With an authorizer, DESCRIBE on the topic is required (TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from kcompat.broker.authz import TOPIC, Op
 from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_offsets import ListOffsetsResponse as R
@@ -50,7 +53,11 @@ def handle(ctx, req):
     topics = []
     for t in req.topics:
         parts = []
+        describable = ctx.authorize(Op.DESCRIBE, TOPIC, t.name)
         for lp in t.partitions:
+            if not describable:
+                parts.append(_error(lp.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if seen[(t.name, lp.partition_index)] > 1:
                 # Kafka's handleListOffsetRequest: a partition listed twice is INVALID_REQUEST
                 parts.append(_error(lp.partition_index, ErrorCode.INVALID_REQUEST))

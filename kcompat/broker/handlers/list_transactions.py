@@ -1,6 +1,11 @@
 """ListTransactions (key 66), versions 0-1: transactional ids with their producer and state,
-filtered by state, producer id and (v1) minimum duration (KIP-664, KIP-994)."""
+filtered by state, producer id and (v1) minimum duration (KIP-664, KIP-994).
 
+With an authorizer only transactional ids the principal may DESCRIBE are listed.
+"""
+
+from kcompat.broker.authz import Op, TRANSACTIONAL_ID, then
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_transactions import ListTransactionsResponse as R
 
 API_KEY = 66
@@ -9,7 +14,14 @@ MAX_VERSION = 1
 
 
 def handle(ctx, req):
-    return ctx.broker.txn.list_transactions(ctx, req)
+    return then(ctx.broker.txn.list_transactions(ctx, req), lambda resp: _describable(ctx, resp))
+
+
+def _describable(ctx, resp):
+    """Only the transactions whose transactional id the principal may DESCRIBE (Kafka)."""
+    resp.transaction_states = [s for s in resp.transaction_states
+                               if ctx.authorize(Op.DESCRIBE, TRANSACTIONAL_ID, s.transactional_id)]
+    return resp
 
 
 def error_response(req, version, code):

@@ -6,11 +6,19 @@ An unknown topic is auto-created when ``auto.create.topics.enable`` and the requ
 (``allow_auto_topic_creation``, implicitly true before v4) — our controller commits synchronously,
 so the response already carries the new topic's partitions. Invalid names get
 INVALID_TOPIC_EXCEPTION; otherwise UNKNOWN_TOPIC_OR_PARTITION.
+
+With an authorizer (Kafka's checks): a topic the principal may not DESCRIBE is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when asked for by name (its existence
+is not disclosed); auto-creation needs CREATE on the cluster or the topic (else
+TOPIC_AUTHORIZATION_FAILED); ``topic_authorized_operations`` / ``cluster_authorized_operations``
+(v8+) list what the ACLs allow.
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import TOPIC, Op, may_create_topic
 from kcompat.kraft.controller import validate_topic_name
+from kcompat.security.acl import ResourceType
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.metadata import MetadataResponse as R
 from kcompat.protocol.primitives import ZERO_UUID
@@ -34,7 +42,8 @@ def handle(ctx, req):
     if req.topics and (req.allow_auto_topic_creation if version >= 4 else True) \
             and broker.config.get("auto.create.topics.enable"):
         missing = [t.name for t in req.topics if t.name is not None and t.name not in broker.image.topics
-                   and t.name not in INTERNAL_TOPICS and _valid_name(t.name)]
+                   and t.name not in INTERNAL_TOPICS and _valid_name(t.name)
+                   and ctx.authorize(Op.DESCRIBE, TOPIC, t.name) and may_create_topic(ctx, t.name)]
         if missing and not (version < 12 and any(t.topic_id != ZERO_UUID for t in req.topics)):
             return _create_then_answer(ctx, req, list(dict.fromkeys(missing)))
     return _answer(ctx, req, {})
@@ -67,7 +76,8 @@ def _answer(ctx, req, create_errors: dict):
         return error_response(req, version, ErrorCode.INVALID_REQUEST)
     if want_all:
         for name in sorted(image.topics):
-            topics_out.append(_topic(broker, name, include_ops))
+            if ctx.authorize(Op.DESCRIBE, TOPIC, name):
+                topics_out.append(_topic(ctx, name, include_ops))
     else:
         allow_create = req.allow_auto_topic_creation if version >= 4 else True
         for t in req.topics:
@@ -77,8 +87,13 @@ def _answer(ctx, req, create_errors: dict):
                     topics_out.append(R.MetadataResponseTopic(
                         error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id,
                         topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED))
+                elif not ctx.authorize(Op.DESCRIBE, TOPIC, found.name):
+                    # topic ids are not sensitive: Kafka answers the id with the error
+                    topics_out.append(R.MetadataResponseTopic(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=t.topic_id,
+                        partitions=[], topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED))
                 else:
-                    topics_out.append(_topic(broker, found.name, include_ops))
+                    topics_out.append(_topic(ctx, found.name, include_ops))
                 continue
             topics_out.append(_lookup(ctx, t.name, allow_create, include_ops, create_errors))
     resp = R(
@@ -88,21 +103,32 @@ def _answer(ctx, req, create_errors: dict):
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics_out,
-        cluster_authorized_operations=(CLUSTER_OPERATIONS if version >= 8 and
+        cluster_authorized_operations=(cluster_operations(ctx) if version >= 8 and
                                        req.include_cluster_authorized_operations
                                        else AUTHORIZED_OPS_NOT_REQUESTED))
     return resp
 
 
+def cluster_operations(ctx) -> int:
+    """The cluster's authorized operations bitfield: 0 without DESCRIBE on the cluster (Kafka)."""
+    if not ctx.authorize_cluster(Op.DESCRIBE):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster")
+
+
 def _lookup(ctx, name: str, allow_create: bool, include_ops: bool, create_errors: dict):
     broker = ctx.broker
+    if not ctx.authorize(Op.DESCRIBE, TOPIC, name):
+        return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if name in broker.image.topics:
-        return _topic(broker, name, include_ops)
+        return _topic(ctx, name, include_ops)
     if not _valid_name(name):
         return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if name in create_errors:
         return _error_topic(name, create_errors[name])
     if allow_create and broker.config.get("auto.create.topics.enable") and name not in INTERNAL_TOPICS:
+        if not may_create_topic(ctx, name):
+            return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         # created but not in this node's image yet: Kafka's answer for a topic being created
         return _error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE)
     return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -113,7 +139,8 @@ def _error_topic(name: str, code: ErrorCode):
                                    partitions=[], topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)
 
 
-def _topic(broker, name: str, include_ops: bool):
+def _topic(ctx, name: str, include_ops: bool):
+    broker = ctx.broker
     t = broker.image.topics[name]
     partitions = []
     for pid in sorted(t.partitions):
@@ -127,7 +154,8 @@ def _topic(broker, name: str, include_ops: bool):
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else AUTHORIZED_OPS_NOT_REQUESTED)
+        topic_authorized_operations=(ctx.authorized_operations(TOPIC, name) if include_ops
+                                     else AUTHORIZED_OPS_NOT_REQUESTED))
 
 
 def error_response(req, version, code):

@@ -17,10 +17,14 @@ As Kafka's ``ReplicaManager.lastOffsetForLeaderEpoch`` / ``Partition.lastOffsetF
 Kafka. Kafka's ``Partition.makeLeader`` puts the leader's epoch into the cache at its LEO; until
 the partition does that itself, the first request served for an epoch missing from the cache
 does it here, so a leader that has not written in its epoch yet answers (epoch, LEO) as Kafka's.
+
+With an authorizer a follower (``replica_id`` >= 0) needs CLUSTER_ACTION on the cluster, a consumer
+DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op, TOPIC
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochResponse as R
 
@@ -32,8 +36,14 @@ MAX_VERSION = 4
 def handle(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
-    topics = [R.OffsetForLeaderTopicResult(topic=t.topic, partitions=[_one(broker, t.topic, op, version)
-                                                                      for op in t.partitions])
+    if version >= 3 and req.replica_id >= 0:   # a follower
+        follower_ok = ctx.authorize_cluster(Op.CLUSTER_ACTION)
+        allowed = lambda name: follower_ok  # noqa: E731
+    else:
+        allowed = lambda name: ctx.authorize(Op.DESCRIBE, TOPIC, name)  # noqa: E731
+    topics = [R.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+        _one(broker, t.topic, op, version) if allowed(t.topic) else _error(op.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for op in t.partitions])
               for t in req.topics]
     return R(throttle_time_ms=0, topics=topics)
 

@@ -19,13 +19,17 @@ As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``
 - a transactional batch that opens its producer's transaction in a partition is verified with
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
   ``verify_only`` when the coordinator is another broker;
-- per-partition validation and idempotence live in :class:`kcompat.isr.partition.Partition`.
+- per-partition validation and idempotence live in :class:`kcompat.isr.partition.Partition`;
+- with an authorizer: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for
+  everything) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions); a topic is
+  auto-created only with WRITE and CREATE (on the cluster or the topic).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
 from kcompat.kraft.controller import validate_topic_name
@@ -48,8 +52,14 @@ def handle(ctx, req):
     """Append at once, or first auto-create the topics that do not exist yet (kcompat, as the
     single-node issue asks; Kafka creates topics only from Metadata)."""
     broker = ctx.broker
+    if req.transactional_id and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        if req.acks == 0:
+            ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
+            return NO_RESPONSE
+        return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if broker.config.get("auto.create.topics.enable"):
-        missing = [td.name for td in req.topic_data if td.name not in broker.image.topics and _valid(td.name)]
+        missing = [td.name for td in req.topic_data if td.name not in broker.image.topics and _valid(td.name)
+                   and ctx.authorize(Op.WRITE, TOPIC, td.name) and may_create_topic(ctx, td.name)]
         if missing:
             return _create_then_append(ctx, req, list(dict.fromkeys(missing)))
     return _verify_then_append(ctx, req)
@@ -114,9 +124,12 @@ def _append_all(ctx, req, verified: dict | None = None):
     waits = []   # (partition response, Partition, required offset) for acks=-1
     for td in req.topic_data:
         parts = []
+        writable = ctx.authorize(Op.WRITE, TOPIC, td.name)
         for pd in td.partition_data:
             if acks not in (-1, 0, 1):
                 resp, required = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None), -1
+            elif not writable:
+                resp, required = _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, version, None), -1
             else:
                 resp, partition, required = _append(broker, td.name, pd, acks, now, version, req.transactional_id,
                                                     verified.get((td.name, pd.index)) if verified else None)

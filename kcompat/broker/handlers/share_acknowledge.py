@@ -1,7 +1,13 @@
 """ShareAcknowledge (key 79), versions 1-2: acknowledgements of records a share consumer acquired
 (ACCEPT, RELEASE, REJECT, and RENEW from v2; KIP-932, KIP-1222). Served by
-:func:`kcompat.broker.share.requests.share_acknowledge`."""
+:func:`kcompat.broker.share.requests.share_acknowledge`.
 
+With an authorizer READ on the group (GROUP_AUTHORIZATION_FAILED) and on every topic
+(TOPIC_AUTHORIZATION_FAILED for the request) are required.
+"""
+
+from kcompat.broker.authz import GROUP, TOPIC, Op, known_topic_names
+from kcompat.protocol.errors import ErrorCode
 from kcompat.broker.share.requests import share_acknowledge
 from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeResponse as R
 
@@ -11,6 +17,10 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
+    if not ctx.authorize(Op.READ, GROUP, req.group_id):
+        return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not all(ctx.authorize(Op.READ, TOPIC, name) for name in known_topic_names(ctx, req.topics)):
+        return error_response(req, ctx.api_version, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     return share_acknowledge(ctx, req)
 
 

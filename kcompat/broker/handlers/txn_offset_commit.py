@@ -16,10 +16,15 @@ refusal answers every partition with the error Kafka's ``maybeConvertOffsetCommi
 (``TXN_VERIFY_ERRORS``, the same as the local check): INVALID_TXN_STATE when the partition is
 not in the transaction (abortable for the producer), INVALID_PRODUCER_EPOCH when fenced,
 COORDINATOR_NOT_AVAILABLE (retriable) for NOT_ENOUGH_REPLICAS, i.e. a coordinator that is busy,
-loading, moved or unreachable."""
+loading, moved or unreachable.
+
+With an authorizer WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the
+group (GROUP_AUTHORIZATION_FAILED) and READ on each topic (TOPIC_AUTHORIZATION_FAILED) are required.
+"""
 
 from __future__ import annotations
 
+from kcompat.broker.authz import GROUP, TOPIC, TRANSACTIONAL_ID, Op, answer_denied
 from kcompat.group.coordinator_types import TXN_VERIFY_ERRORS
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse as R
@@ -32,6 +37,15 @@ MAX_VERSION = 4
 def handle(ctx, req):
     """Submit to the group coordinator; first, when verification is on, this broker coordinates
     the group and the transaction coordinator is another broker, verify with it."""
+    if not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(Op.READ, GROUP, req.group_id):
+        return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics if not ctx.authorize(Op.READ, TOPIC, t.name)]
+    return answer_denied(ctx, req, "topics", denied, error_response, "topics", lambda: _permitted(ctx, req))
+
+
+def _permitted(ctx, req):
     broker = ctx.broker
     groups = broker.groups
     tid = req.transactional_id

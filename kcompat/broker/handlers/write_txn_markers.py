@@ -5,8 +5,12 @@ coordinator writes its markers directly; this API serves coordinators on other b
 As Kafka's ``handleWriteTxnMarkersRequest`` (an acks=-1 append): only the partition's leader
 writes (NOT_LEADER_OR_FOLLOWER elsewhere), and the answer waits until each marker is on the whole
 ISR (the HW passed it), at most ``request.timeout.ms``; a replication failure is that partition's
-error and the coordinator sends the marker again. On a single replica the answer is immediate."""
+error and the coordinator sends the marker again. On a single replica the answer is immediate.
 
+With an authorizer CLUSTER_ACTION on the cluster is required (CLUSTER_AUTHORIZATION_FAILED).
+"""
+
+from kcompat.broker.authz import Op
 import asyncio
 
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
@@ -19,6 +23,8 @@ MAX_VERSION = 1
 
 
 def handle(ctx, req):
+    if not ctx.authorize_cluster(Op.CLUSTER_ACTION):
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
     now = broker.now_ms()
     timeout_ms = broker.config.get("request.timeout.ms")

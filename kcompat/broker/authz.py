@@ -1,0 +1,102 @@
+"""Small helpers for the authorization checks handlers make (issue 19, Kafka's ``AuthHelper``).
+
+Handlers call ``ctx.authorize(operation, resource_type, name)`` (True without an authorizer) and
+use these for the recurring shapes: may a topic be created, keep the permitted items of a request
+and answer the others with an error, and adjust a response that may still be on its way (a
+handler may return an awaitable).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from kcompat.security.acl import AclOperation as Op
+from kcompat.security.acl import ResourceType
+
+TOPIC = ResourceType.TOPIC
+GROUP = ResourceType.GROUP
+CLUSTER = ResourceType.CLUSTER
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
+
+__all__ = ["Op", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "may_create_topic", "split", "then",
+           "answer_denied", "config_resource_check"]
+
+
+def may_create_topic(ctx, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's CreateTopics / auto-creation check)."""
+    return ctx.authorize_cluster(Op.CREATE) or ctx.authorize(Op.CREATE, TOPIC, name)
+
+
+def split(ctx, items, operation: Op, resource_type: ResourceType, name_of):
+    """``(allowed, denied)`` lists of ``items`` by ``operation`` on ``name_of(item)``."""
+    allowed, denied = [], []
+    for item in items:
+        (allowed if ctx.authorize(operation, resource_type, name_of(item)) else denied).append(item)
+    return allowed, denied
+
+
+def known_topic_names(ctx, topics) -> list[str]:
+    """Names of the topics (entries with ``topic_id``) the image knows; unknown ids are left to the
+    handler's own UNKNOWN_TOPIC_ID."""
+    by_id = ctx.broker.image.topics_by_id
+    return [by_id[t.topic_id].name for t in topics if t.topic_id in by_id]
+
+
+def then(result, fn):
+    """``fn(response)`` applied to a handler's result, now or once an awaitable result is ready."""
+    if inspect.isawaitable(result):
+        async def later():
+            return fn(await result)
+        return later()
+    return fn(result)
+
+
+def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: str, call):
+    """Handle ``req`` with only the permitted items of ``req.<attr>``: ``denied`` lists
+    ``(item, error code)`` pairs answered with their error (entries built by the handler's
+    ``error_response``, appended to ``response.<resp_attr>``); ``call()`` handles the rest (it
+    may forward the narrowed request to the controller). With nothing denied, just ``call()``."""
+    if not denied:
+        return call()
+    version = ctx.api_version
+    items = getattr(req, attr)
+    errors = []
+    for code in dict.fromkeys(code for _, code in denied):
+        setattr(req, attr, [item for item, c in denied if c == code])
+        errors += getattr(error_response(req, version, code), resp_attr)
+    denied_ids = {id(item) for item, _ in denied}
+    setattr(req, attr, [item for item in items if id(item) not in denied_ids])
+    if not getattr(req, attr):
+        resp = error_response(req, version, 0)
+        getattr(resp, resp_attr).extend(errors)
+        return resp
+
+    def add(resp):
+        entries = getattr(resp, resp_attr)
+        if entries is None:
+            setattr(resp, resp_attr, errors)
+        else:
+            entries.extend(errors)
+        return resp
+    return then(call(), add)
+
+
+# ConfigResource types: what a config change / description needs (Kafka's AuthHelper for
+# AlterConfigs, IncrementalAlterConfigs, DescribeConfigs)
+_CONFIG_RESOURCES = {2: (TOPIC, 29), 4: (CLUSTER, 31), 8: (CLUSTER, 31), 16: (CLUSTER, 31), 32: (GROUP, 30)}
+
+
+def config_resource_check(ctx, operation: Op, resources) -> list:
+    """``(resource, error code)`` for each config resource ``operation`` (ALTER_CONFIGS or
+    DESCRIBE_CONFIGS) is not allowed on: a topic on the topic (TOPIC_AUTHORIZATION_FAILED), a
+    group on the group (GROUP_AUTHORIZATION_FAILED), a broker, broker logger or client metrics
+    resource on the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+    denied = []
+    for res in resources:
+        rtype, code = _CONFIG_RESOURCES.get(res.resource_type, (None, None))
+        if rtype is None:
+            continue   # unknown types get the handler's own error
+        name = "kafka-cluster" if rtype == CLUSTER else res.resource_name
+        if not ctx.authorize(operation, rtype, name):
+            denied.append((res, code))
+    return denied

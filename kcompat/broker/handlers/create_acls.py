@@ -1,0 +1,53 @@
+"""CreateAcls (key 30), versions 0-3: add ACLs (``kafka-acls.sh --add``).
+
+As Kafka's ``AclApis.handleCreateAcls`` behind ``maybeForwardToController``: ALTER on the
+cluster is required (CLUSTER_AUTHORIZATION_FAILED), SECURITY_DISABLED without an authorizer; the
+active controller validates each ACL (``AclControlManager``: INVALID_REQUEST for an unknown or
+filter-only type, an empty name, a CLUSTER name other than ``kafka-cluster``, a principal without
+``:``) and commits AccessControlEntryRecords, which every broker's authorizer then applies. v0
+takes LITERAL patterns only (UNSUPPORTED_VERSION otherwise).
+"""
+
+from __future__ import annotations
+
+from kcompat.broker.context import authorizer_of
+from kcompat.kraft.acl_control import create_acls
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.create_acls import CreateAclsResponse as R
+from kcompat.security.acl import AclBinding, AclOperation, PatternType
+
+API_KEY = 30
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx, req):
+    version = ctx.api_version
+    if authorizer_of(ctx.broker) is None:
+        return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    if version == 0 and any(c.resource_pattern_type != PatternType.LITERAL for c in req.creations):
+        return _all(req, ErrorCode.UNSUPPORTED_VERSION, "Version 0 only supports literal resource pattern types")
+    if any(0 in (c.resource_pattern_type, c.resource_type, c.permission_type, c.operation) for c in req.creations):
+        return _all(req, ErrorCode.INVALID_REQUEST, "CreatableAcls contain unknown elements")
+    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+
+
+def _local(ctx, req):
+    broker = ctx.broker
+    bindings = [AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                              c.operation, c.permission_type) for c in req.creations]
+    records, results = create_acls(broker.image, bindings)
+    broker.controller.commit(records, broker.now_ms())
+    return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=code, error_message=msg)
+                                          for code, msg in results])
+
+
+def _all(req, code, message):
+    return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=code, error_message=message)
+                                          for _ in req.creations])
+
+
+def error_response(req, version, code):
+    return _all(req, code, None)
