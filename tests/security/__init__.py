@@ -1,0 +1,1 @@
+"""Security tests (issue 19): TLS listeners, SASL, ACLs."""
