@@ -31,6 +31,9 @@ from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
+from kcompat.broker.handlers import (
+    alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake,
+)
 
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
@@ -48,6 +51,9 @@ _MODULES = (
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}
+# SASL authentication (kcompat.security.sasl_server) and SCRAM credentials (KIP-554)
+HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials,
+                                        describe_user_scram_credentials)})
 
 # The controller listener (Kafka's ControllerApis): the KRaft RPCs, metadata replication, and the
 # requests brokers forward to the active controller.
@@ -59,6 +65,7 @@ _CONTROLLER_MODULES = (
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}
+CONTROLLER_HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials)})
 
 
 def handlers_for(controller_listener: bool) -> dict:

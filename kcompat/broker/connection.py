@@ -32,6 +32,7 @@ from kcompat.protocol.messages import api_classes
 from kcompat.protocol.messages.api_versions import ApiVersionsResponse
 from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.primitives import DecodeError, Out
+from kcompat.security import sasl_server
 
 log = logging.getLogger("kcompat.broker.connection")
 
@@ -86,6 +87,13 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._closing = False
         self._stats: RequestStats = broker.request_stats
+        # SASL listeners: the authentication state machine (kcompat.security.sasl_server); frames
+        # are limited to sasl.server.max.receive.size until the client has authenticated
+        self.sasl = sasl_server.session_for(broker, listener_name)
+        self._frame_limit_name = "socket.request.max.bytes"
+        if self.sasl is not None:
+            self._max_request_bytes = min(self._max_request_bytes, self.sasl.settings.max_receive_size)
+            self._frame_limit_name = "sasl.server.max.receive.size before authentication"
 
     # -- asyncio callbacks -----------------------------------------------------------------------
 
@@ -164,7 +172,7 @@ class KafkaConnection(asyncio.Protocol):
         while not self._closing and n - pos >= 4 and len(self._pending) < self._max_in_flight:
             size = _I32.unpack_from(buf, pos)[0]
             if size < 0 or size > self._max_request_bytes:
-                self.close(f"request frame of {size} bytes exceeds socket.request.max.bytes "
+                self.close(f"request frame of {size} bytes exceeds {self._frame_limit_name} "
                            f"({self._max_request_bytes})")
                 return
             if n - pos - 4 < size:
@@ -196,6 +204,8 @@ class KafkaConnection(asyncio.Protocol):
         if len(frame) < 8:
             self.close(f"request frame of {len(frame)} bytes is too short for a request header")
             return
+        if self.sasl is not None and self.sasl.intercept(self, frame):
+            return   # closed, or a raw SASL token (v0 handshake) handled there
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame, 0)
         api = self.handlers.get(api_key)
         if api_key == API_VERSIONS_KEY and version > api.MAX_VERSION:
@@ -339,6 +349,23 @@ class KafkaConnection(asyncio.Protocol):
         log.info("ApiVersions v%d from %s is newer than ours; answered with KIP-511 downgrade", version,
                  self.peer)
         self._complete(slot, resp)
+
+    # -- SASL (kcompat.security.sasl_server) ----------------------------------------------------
+
+    def authenticated(self, principal) -> None:
+        """SASL authentication completed as ``principal``: requests run as it, frames up to
+        ``socket.request.max.bytes``."""
+        self.principal = principal
+        self._max_request_bytes = self.broker.config.get("socket.request.max.bytes")
+        self._frame_limit_name = "socket.request.max.bytes"
+
+    def send_raw(self, token: bytes) -> None:
+        """Send a SASL token framed by its size only (after a v0 SaslHandshake), in order."""
+        slot = _Slot(-1, -1, 0, False)
+        slot.buffers = [_I32.pack(len(token)), bytes(token)]
+        slot.done = True
+        self._pending.append(slot)
+        self._flush()
 
     # -- closing ---------------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ FENCE_BROKER_RECORD = 7
 UNFENCE_BROKER_RECORD = 8
 FEATURE_LEVEL_RECORD = 12
 BROKER_REGISTRATION_CHANGE_RECORD = 17
+USER_SCRAM_CREDENTIAL_RECORD = 11
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 ACCESS_CONTROL_ENTRY_RECORD = 18
 REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
 
@@ -105,6 +107,8 @@ class MetadataImage:
         self.features: dict[str, int] = {}
         self.brokers: dict[int, BrokerImage] = {}
         self.acls = AclStore()
+        # SCRAM credentials (Kafka's ScramImage): (mechanism type 1|2, user) -> UserScramCredentialRecord
+        self.scram: dict[tuple[int, str], object] = {}
         self.offset = -1
 
     def apply(self, record, offset: int) -> None:
@@ -176,7 +180,11 @@ class MetadataImage:
                                                    record.permission_type))
         elif kind == REMOVE_ACCESS_CONTROL_ENTRY_RECORD:
             self.acls.remove(record.id)
-        # other record types (quotas, SCRAM, ...) are not used by kcompat yet
+        elif kind == USER_SCRAM_CREDENTIAL_RECORD:
+            self.scram[(record.mechanism, record.name)] = record
+        elif kind == REMOVE_USER_SCRAM_CREDENTIAL_RECORD:
+            self.scram.pop((record.mechanism, record.name), None)
+        # other record types (quotas, ...) are not used by kcompat yet
         self.offset = offset
 
     def has_partition(self, topic: str, partition: int) -> bool:
@@ -234,6 +242,7 @@ class MetadataImage:
             out.append(AccessControlEntryRecord(
                 id=acl_id, resource_type=a.resource_type, resource_name=a.resource_name, pattern_type=a.pattern_type,
                 principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type))
+        out += [self.scram[key] for key in sorted(self.scram)]
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id))
         return out

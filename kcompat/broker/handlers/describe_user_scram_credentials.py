@@ -1,0 +1,23 @@
+"""DescribeUserScramCredentials (key 50), version 0 (KIP-554): mechanisms and iterations per user.
+
+Answered from this broker's metadata image, as Kafka's ``ScramImage.describe``: all users when the
+request names none, RESOURCE_NOT_FOUND for a user without credentials, DUPLICATE_RESOURCE for a
+user named twice (:mod:`kcompat.kraft.scram_control`).
+"""
+
+from __future__ import annotations
+
+from kcompat.kraft import scram_control
+from kcompat.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsResponse as R
+
+API_KEY = 50
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, req):
+    return scram_control.describe_credentials(ctx.broker.image, req)
+
+
+def error_response(req, version, code):
+    return R(error_code=code, error_message=None, results=[])

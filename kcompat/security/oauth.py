@@ -1,0 +1,179 @@
+"""SASL/OAUTHBEARER (RFC 7628) as Kafka's ``OAuthBearerSaslServer``, with PyJWT for the tokens.
+
+Two validators, chosen as Kafka chooses them by ``sasl.server.callback.handler.class``:
+
+- unset: Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler``: an *unsecured* JWT (header
+  ``"alg":"none"``, no signature) whose principal is the ``unsecuredValidatorPrincipalClaimName``
+  claim (default ``sub``), with ``exp`` required, ``unsecuredValidatorRequiredScope`` checked against
+  the ``unsecuredValidatorScopeClaimName`` claim, ``unsecuredValidatorAllowableClockSkewMs``
+  (options of the listener's ``OAuthBearerLoginModule`` JAAS entry). For development only, as in
+  Kafka.
+- ``org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler``: a signed
+  JWT checked against the keys of ``sasl.oauthbearer.jwks.endpoint.url`` (``file://`` read from
+  disk, ``http(s)://`` through PyJWT's ``PyJWKClient`` with its cache), the ``kid`` selecting the
+  key, ``exp`` required, ``sasl.oauthbearer.expected.audience``/``expected.issuer`` when set,
+  the principal from ``sasl.oauthbearer.sub.claim.name``, ``clock.skew.seconds`` of leeway.
+
+A token that fails validation gets Kafka's answer: a JSON error challenge
+(``{"status":"invalid_token"}``) with the exchange left open; the client acknowledges it with
+``\\x01`` and then the server fails the authentication with that JSON as the message.
+The token's expiry bounds the session (KIP-368: ``lifetime_ms``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import jwt
+
+from kcompat.security.sasl_plain import SaslFailure
+from kcompat.security.sasl_config import SECURED_VALIDATOR, SECURED_VALIDATOR_OLD
+
+_AUTH = re.compile(r"^(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)$")
+_SIGNED_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+
+
+class _InvalidToken(Exception):
+    pass
+
+
+class JwksValidator:
+    """Signed-token validation against a JWKS (``settings``: ListenerSasl.oauth)."""
+
+    def __init__(self, settings: dict) -> None:
+        self.settings = settings
+        url = settings.get("jwks_url")
+        if not url:
+            raise ValueError("sasl.oauthbearer.jwks.endpoint.url must be set for OAuthBearerValidatorCallbackHandler")
+        parsed = urlparse(url)
+        self._file = url2pathname(parsed.path) if parsed.scheme == "file" else None
+        self._client = None if self._file else jwt.PyJWKClient(url, cache_keys=True)
+
+    def _key(self, token: str):
+        header = jwt.get_unverified_header(token)
+        kid = header.get("kid")
+        if self._client is not None:
+            return self._client.get_signing_key_from_jwt(token).key
+        with open(self._file, encoding="utf-8") as f:
+            keys = jwt.PyJWKSet.from_json(f.read())
+        for k in keys.keys:
+            if kid is None or k.key_id == kid:
+                return k.key
+        raise _InvalidToken(f"no key in the JWKS matches the token's kid {kid!r}")
+
+    def validate(self, token: str) -> tuple[str, int]:
+        """``(principal, expiry in ms since the epoch)``; raises _InvalidToken."""
+        s = self.settings
+        try:
+            claims = jwt.decode(token, self._key(token), algorithms=_SIGNED_ALGORITHMS,
+                                audience=s["audience"] or None, issuer=s.get("issuer") or None,
+                                leeway=s.get("clock_skew_s", 30),
+                                options={"require": ["exp"], "verify_aud": bool(s["audience"])})
+        except jwt.PyJWTError as e:
+            raise _InvalidToken(str(e)) from None
+        principal = claims.get(s.get("sub_claim") or "sub")
+        if not isinstance(principal, str) or not principal:
+            raise _InvalidToken(f"the token has no string claim {s.get('sub_claim') or 'sub'}")
+        return principal, int(float(claims["exp"]) * 1000)
+
+
+class UnsecuredValidator:
+    """Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler`` (``options``: the JAAS options)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.principal_claim = options.get("unsecuredValidatorPrincipalClaimName") or "sub"
+        self.scope_claim = options.get("unsecuredValidatorScopeClaimName") or "scope"
+        self.required_scope = (options.get("unsecuredValidatorRequiredScope") or "").split()
+        self.skew_s = int(options.get("unsecuredValidatorAllowableClockSkewMs") or 0) / 1000.0
+
+    def validate(self, token: str) -> tuple[str, int]:
+        try:
+            header = jwt.get_unverified_header(token)
+            if header.get("alg") != "none":
+                raise _InvalidToken("an unsecured token must have alg none")
+            claims = jwt.decode(token, options={"verify_signature": False, "verify_exp": True,
+                                                "require": ["exp"]}, leeway=self.skew_s)
+        except jwt.PyJWTError as e:
+            raise _InvalidToken(str(e)) from None
+        principal = claims.get(self.principal_claim)
+        if not isinstance(principal, str) or not principal:
+            raise _InvalidToken(f"no principal claim {self.principal_claim}")
+        scope = claims.get(self.scope_claim) or []
+        scope = scope.split() if isinstance(scope, str) else list(scope)
+        if any(s not in scope for s in self.required_scope):
+            raise _InvalidToken("the token lacks a required scope")
+        return principal, int(float(claims["exp"]) * 1000)
+
+
+def make_validator(settings: dict, jaas_options: dict[str, str]):
+    """The validator a listener's settings ask for; ValueError for an unknown handler class."""
+    handler = settings.get("callback_handler")
+    if not handler:
+        return UnsecuredValidator(jaas_options)
+    if handler in (SECURED_VALIDATOR, SECURED_VALIDATOR_OLD):
+        return JwksValidator(settings)
+    raise ValueError(f"sasl.server.callback.handler.class {handler} is not supported by kcompat")
+
+
+class OAuthBearerServerExchange:
+    """One SASL/OAUTHBEARER exchange; ``validator.validate(token) -> (principal, exp ms)``."""
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, validator) -> None:
+        self._validator = validator
+        self._error: str | None = None
+        self.complete = False
+        self.username: str | None = None
+        self.lifetime_ms: int | None = None   # the token's expiry, ms since the epoch
+        self.detail = ""
+
+    def evaluate(self, message: bytes) -> bytes:
+        """Returns b'' on success or the JSON error challenge; raises :class:`SaslFailure`."""
+        message = bytes(message)
+        if message == b"\x01" and self._error is not None:
+            raise SaslFailure(self._error)
+        self._error = None
+        try:
+            text = message.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslFailure("Invalid OAUTHBEARER client first message") from None
+        m = re.fullmatch(r"n,(?:a=(?P<authzid>[^,]*))?,\x01(?P<kv>.*)\x01", text, re.S)
+        if m is None:
+            raise SaslFailure("Invalid OAUTHBEARER client first message")
+        pairs = dict(kv.split("=", 1) for kv in m.group("kv").split("\x01") if "=" in kv)
+        if "auth" not in pairs:
+            raise SaslFailure("Invalid OAUTHBEARER client first message: 'auth' not specified")
+        auth = _AUTH.match(pairs["auth"])
+        if auth is None or auth.group("scheme").lower() != "bearer":
+            raise SaslFailure("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+        try:
+            principal, expiry_ms = self._validator.validate(auth.group("token"))
+        except _InvalidToken as e:
+            self.detail = str(e)
+            self._error = json.dumps({"status": "invalid_token"}, separators=(", ", ":"))
+            return self._error.encode()
+        except Exception as e:   # JWKS unreachable or unreadable: Kafka's internal error wording
+            self.detail = f"{type(e).__name__}: {e}"
+            raise SaslFailure("Authentication failed during authentication due to invalid credentials "
+                              "with SASL mechanism OAUTHBEARER") from None
+        authzid = m.group("authzid")
+        if authzid and authzid != principal:
+            raise SaslFailure(f"Authentication failed: Client requested an authorization id ({authzid}) that is "
+                              f"different from the token's principal name ({principal})")
+        self.username = principal
+        self.lifetime_ms = expiry_ms
+        self.complete = True
+        return b""
+
+
+def unsecured_token(principal: str, lifetime_s: int = 3600, claim: str = "sub", **claims) -> str:
+    """An unsecured JWT as Kafka's ``OAuthBearerUnsecuredLoginCallbackHandler`` makes (tests, and
+    the broker's own connections with an unsecured OAUTHBEARER login)."""
+    now = int(time.time())
+    payload = {claim: principal, "iat": now, "exp": now + lifetime_s, **claims}
+    return jwt.encode(payload, None, algorithm="none")

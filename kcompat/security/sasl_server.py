@@ -1,0 +1,223 @@
+"""The server side of SASL authentication on one connection (Kafka's ``SaslServerAuthenticator``).
+
+States, as Kafka's ``SaslState``::
+
+    INITIAL --ApiVersions--> HANDSHAKE_REQUEST --SaslHandshake--> AUTHENTICATE --SaslAuthenticate*--> COMPLETE
+    INITIAL --SaslHandshake v1--> AUTHENTICATE
+    INITIAL --SaslHandshake v0--> RAW (size-prefixed SASL tokens without Kafka headers, pre-KIP-152 clients)
+    any failure --> FAILED (the response is sent, then the connection closes)
+    COMPLETE --SaslHandshake (client used SaslAuthenticate v1+)--> AUTHENTICATE (re-authentication, KIP-368)
+
+Before authentication only ApiVersions (once, before the handshake), SaslHandshake and
+SaslAuthenticate are accepted; any other request closes the connection with a log line, as
+Kafka's ``IllegalSaslStateException`` does. Frames are limited to ``sasl.server.max.receive.size``
+until authentication completes. A session whose lifetime ended (``connections.max.reauth.ms`` or
+an OAUTHBEARER token's expiry) is closed at its next request other than a SaslHandshake that
+starts re-authentication (Kafka's ``SocketServer`` "Disconnecting expired channel"). Failures answer
+SASL_AUTHENTICATION_FAILED with Kafka's message, never naming a password nor saying whether a
+user exists; log lines carry the user name at most.
+
+The connection (``kcompat.broker.connection``) calls :meth:`SaslSession.intercept` for each frame
+on a SASL listener; the SaslHandshake and SaslAuthenticate handlers call :meth:`handshake` and
+:meth:`authenticate`.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+
+from kcompat.protocol.errors import ErrorCode
+from kcompat.security.jaas import plain_users
+from kcompat.security.principal import user
+from kcompat.security.sasl_config import ListenerSasl, listener_sasl
+from kcompat.security.sasl_plain import PlainServerExchange, SaslFailure
+from kcompat.security.scram import MECHANISM_TYPES, ScramAuthenticationError, ScramServerExchange
+
+log = logging.getLogger("kcompat.security.sasl")
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+INITIAL, HANDSHAKE_REQUEST, AUTHENTICATE, RAW, COMPLETE, FAILED = (
+    "INITIAL", "HANDSHAKE_REQUEST", "AUTHENTICATE", "RAW", "COMPLETE", "FAILED")
+SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_HEAD = struct.Struct(">hh")
+
+
+def session_for(broker, listener_name: str) -> "SaslSession | None":
+    """A new session for a connection on ``listener_name``; None unless it is a SASL listener.
+    The listener's settings are read once and kept on the broker (``broker.sasl_listeners``)."""
+    cache = broker.__dict__.setdefault("sasl_listeners", {})
+    if listener_name not in cache:
+        cache[listener_name] = listener_sasl(broker.config, listener_name)
+    settings = cache[listener_name]
+    return None if settings is None else SaslSession(settings, broker)
+
+
+class SaslSession:
+    """SASL state of one connection; ``broker`` gives the SCRAM credentials (``broker.image``)."""
+
+    def __init__(self, settings: ListenerSasl, broker) -> None:
+        self.settings = settings
+        self.broker = broker
+        self.state = INITIAL
+        self.mechanism: str | None = None
+        self.exchange = None
+        self.principal = None
+        self.expires_at: float | None = None      # time.monotonic() seconds
+        self.reauth_supported = False
+        self.reauthenticating = False
+        self.peer = "?"
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state == COMPLETE
+
+    # -- the connection's hook ------------------------------------------------------------------
+
+    def intercept(self, conn, frame) -> bool:
+        """Called by the connection for each frame before it is decoded; True when the frame was
+        consumed here (a raw SASL token) or the connection was closed."""
+        state = self.state
+        if state == COMPLETE:
+            if len(frame) >= 4 and _HEAD.unpack_from(frame, 0)[0] == SASL_HANDSHAKE and self.reauth_supported:
+                self.state = INITIAL   # re-authentication: the SaslHandshake handler moves on
+                self.reauthenticating = True
+                return False
+            if self.expires_at is not None and time.monotonic() > self.expires_at:
+                conn.close(f"SASL session of {self.principal} expired (connections.max.reauth.ms or token "
+                           "expiry) and the client did not re-authenticate")
+                return True
+            return False
+        self.peer = conn.peer
+        if state == RAW:
+            self._raw_token(conn, frame)
+            return True
+        if state == FAILED:
+            conn.close("request after a failed SASL authentication")
+            return True
+        if len(frame) < 4:
+            return False   # the connection closes it as too short
+        api_key, version = _HEAD.unpack_from(frame, 0)
+        if state == INITIAL and api_key == API_VERSIONS and not self.reauthenticating:
+            if version <= 4:
+                self.state = HANDSHAKE_REQUEST   # an unsupported version gets KIP-511 and may retry
+            return False
+        if state in (INITIAL, HANDSHAKE_REQUEST) and api_key == SASL_HANDSHAKE:
+            return False
+        if state == AUTHENTICATE and api_key == SASL_AUTHENTICATE:
+            return False
+        during = "SASL handshake" if state != AUTHENTICATE else "SASL authentication"
+        self.state = FAILED
+        conn.close(f"Unexpected Kafka request of type {api_key} during {during} (ILLEGAL_SASL_STATE)")
+        return True
+
+    # -- SaslHandshake -----------------------------------------------------------------------------
+
+    def handshake(self, mechanism: str, version: int) -> tuple[ErrorCode, list[str]]:
+        """``(error code, enabled mechanisms)``; UNSUPPORTED_SASL_MECHANISM (then the caller
+        closes) for a mechanism not enabled on the listener, or for a re-authentication that
+        changes mechanism."""
+        enabled = list(self.settings.mechanisms)
+        if mechanism not in enabled or mechanism not in SUPPORTED or (
+                self.reauthenticating and mechanism != self.mechanism):
+            log.info("SASL handshake from %s on %s: mechanism %r is not enabled (%s)", self.peer,
+                     self.settings.listener, mechanism, ",".join(enabled))
+            self.state = FAILED
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled
+        try:
+            self.exchange = self._new_exchange(mechanism)
+        except ValueError as e:
+            log.error("SASL %s on listener %s is misconfigured: %s", mechanism, self.settings.listener, e)
+            self.state = FAILED
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled
+        self.mechanism = mechanism
+        self.state = AUTHENTICATE if version >= 1 else RAW
+        return ErrorCode.NONE, enabled
+
+    def _new_exchange(self, mechanism: str):
+        entry = self.settings.jaas.get(mechanism)
+        if mechanism == "PLAIN":
+            return PlainServerExchange(plain_users(entry))
+        if mechanism in MECHANISM_TYPES:
+            mtype = MECHANISM_TYPES[mechanism]
+
+            def lookup(name: str):
+                rec = self.broker.image.scram.get((mtype, name))
+                return None if rec is None else (bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key),
+                                                  rec.iterations)
+            return ScramServerExchange(mechanism, lookup)
+        from kcompat.security.oauth import OAuthBearerServerExchange, make_validator
+        validators = self.broker.__dict__.setdefault("sasl_oauth_validators", {})
+        key = self.settings.listener
+        if key not in validators:
+            validators[key] = make_validator(self.settings.oauth, entry.options if entry else {})
+        return OAuthBearerServerExchange(validators[key])
+
+    # -- SaslAuthenticate --------------------------------------------------------------------------
+
+    def authenticate(self, token: bytes, version: int) -> tuple[ErrorCode, str | None, bytes, int]:
+        """``(error code, error message, server token, session lifetime ms)`` for one client
+        token. On failure the state is FAILED and the caller closes after the response."""
+        if version > 0:
+            self.reauth_supported = True
+        try:
+            response = self._evaluate(token)
+        except SaslFailure as e:
+            return ErrorCode.SASL_AUTHENTICATION_FAILED, e.message, b"", 0
+        return ErrorCode.NONE, None, response, self._lifetime_ms() if self.state == COMPLETE else 0
+
+    def _evaluate(self, token: bytes) -> bytes:
+        ex = self.exchange
+        what = "re-authentication" if self.reauthenticating else "authentication"
+        try:
+            response = ex.evaluate(token)
+        except (SaslFailure, ScramAuthenticationError) as e:
+            self.state = FAILED
+            detail = getattr(e, "detail", "") or getattr(ex, "detail", "")
+            log.warning("SASL %s %s failed for %s from %s on %s: %s%s", self.mechanism, what,
+                        _user_text(ex.username), self.peer, self.settings.listener, e.message,
+                        f" ({detail})" if detail else "")
+            raise SaslFailure(e.message) from None
+        if not ex.complete:
+            return response
+        principal = user(ex.username)
+        if self.reauthenticating and principal != self.principal:
+            self.state = FAILED
+            raise SaslFailure(f"Cannot change principals during re-authentication from {self.principal.principal_type}."
+                              f"{self.principal.name}: {principal.principal_type}.{principal.name}")
+        self.principal = principal
+        self.state = COMPLETE
+        log.info("SASL %s %s of %s from %s on %s", self.mechanism, what, principal, self.peer, self.settings.listener)
+        return response
+
+    def _lifetime_ms(self) -> int:
+        """KIP-368 session lifetime: min(connections.max.reauth.ms, credential expiry), 0 = none."""
+        max_reauth = self.settings.reauth_ms.get(self.mechanism, 0)
+        expiry_ms = getattr(self.exchange, "lifetime_ms", None)
+        lifetime = None
+        if expiry_ms is not None:
+            lifetime = max(0, expiry_ms - int(time.time() * 1000))
+        if max_reauth > 0:
+            lifetime = max_reauth if lifetime is None else min(lifetime, max_reauth)
+        self.expires_at = None if lifetime is None else time.monotonic() + lifetime / 1000.0
+        return lifetime or 0
+
+    # -- v0 handshake: raw tokens ----------------------------------------------------------------------
+
+    def _raw_token(self, conn, frame) -> None:
+        """A SASL token framed only by its size (after a v0 SaslHandshake): evaluated, the answer
+        sent the same way; a failure closes the connection (no Kafka response exists to say it)."""
+        try:
+            response = self._evaluate(bytes(frame))
+        except SaslFailure:
+            conn.close("SASL authentication failed (v0 handshake, raw tokens)")
+            return
+        if self.state == COMPLETE:
+            self._lifetime_ms()
+            conn.authenticated(self.principal)
+        conn.send_raw(response)
+
+
+def _user_text(name: str | None) -> str:
+    return f"user {name!r}" if name else "an unnamed user"

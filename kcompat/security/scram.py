@@ -1,0 +1,110 @@
+"""SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802/7677) for Kafka's SASL/SCRAM, with the scramp library.
+
+Kafka stores a user's credential per mechanism as ``UserScramCredentialRecord`` (salt, stored
+key, server key, iterations; never the password) in the metadata log: the image keeps them
+(:attr:`kcompat.kraft.image.MetadataImage.scram`). :class:`ScramServerExchange` runs the server
+side of one authentication against such credentials (Kafka's ``ScramSaslServer``); scramp does the
+message parsing, the proof check in constant time, and the nonce check that CVE-2024-56128 is
+about: the client-final nonce must *equal* the nonce of server-first (client nonce + server
+nonce), not merely end with the server's part as Kafka before 3.9.1/4.0.0 checked.
+
+Mechanism types are Kafka's ``ScramMechanism`` ids: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512; both
+accept 4096..16384 iterations.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import scramp
+from scramp.core import _c_key_stored_key_s_key  # RFC 5802 ClientKey/StoredKey/ServerKey from a SaltedPassword
+
+MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+MECHANISM_TYPES = {name: t for t, name in MECHANISM_NAMES.items()}
+MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
+
+
+class ScramAuthenticationError(Exception):
+    """The exchange failed. ``message`` is safe to send to the client (Kafka's wording, never
+    saying whether the user exists); ``detail`` is for a debug log line and holds no secret."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+def keys_from_salted_password(mechanism_type: int, salted_password: bytes) -> tuple[bytes, bytes]:
+    """``(stored_key, server_key)`` for a SaltedPassword (what AlterUserScramCredentials carries;
+    Kafka's ``ScramFormatter.storedKey(clientKey(..))`` / ``serverKey``). KeyError for an
+    unknown mechanism type."""
+    mech = scramp.ScramMechanism(MECHANISM_NAMES[mechanism_type])
+    _client_key, stored_key, server_key = _c_key_stored_key_s_key(mech.hf, salted_password)
+    return stored_key, server_key
+
+
+def make_credential(mechanism_type: int, password: str, iterations: int = MAX_ITERATIONS,
+                    salt: bytes | None = None) -> tuple[bytes, bytes, bytes, int]:
+    """``(salt, stored_key, server_key, iterations)`` for a password (tests and tools)."""
+    mech = scramp.ScramMechanism(MECHANISM_NAMES[mechanism_type])
+    return mech.make_auth_info(password, iteration_count=iterations, salt=salt)
+
+
+class ScramServerExchange:
+    """The server side of one SASL/SCRAM exchange (two client messages).
+
+    ``lookup(user) -> (salt, stored_key, server_key, iterations) | None`` reads the stored
+    credential. :meth:`evaluate` takes each client token and returns the server's token;
+    :attr:`complete` and :attr:`username` tell the outcome. Raises
+    :class:`ScramAuthenticationError` on any failure (unknown user, bad proof, nonce mismatch,
+    malformed message, an authorization id other than the user name)."""
+
+    def __init__(self, mechanism: str, lookup: Callable[[str], tuple | None]) -> None:
+        self.mechanism = mechanism
+        self._lookup = lookup
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_fn)
+        self._step = 0
+        self.complete = False
+        self.username: str | None = None
+
+    def _auth_fn(self, user: str):
+        self.username = user
+        cred = self._lookup(user)
+        if cred is None or not MIN_ITERATIONS <= cred[3] <= MAX_ITERATIONS:
+            return None
+        return cred
+
+    def evaluate(self, token: bytes) -> bytes:
+        """Process one client message; returns server-first, then server-final."""
+        failed = f"Authentication failed during authentication due to invalid credentials with SASL mechanism {self.mechanism}"
+        try:
+            text = bytes(token).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScramAuthenticationError(failed, "client message is not UTF-8") from None
+        try:
+            if self._step == 0:
+                self._step = 1
+                authzid = _authzid(text)
+                self._server.set_client_first(text)
+                if authzid and authzid != self.username:
+                    raise ScramAuthenticationError(
+                        "Authentication failed: Client requested an authorization id that is different from username")
+                return self._server.get_server_first().encode()
+            if self._step == 1:
+                self._step = 2
+                self._server.set_client_final(text)
+                final = self._server.get_server_final().encode()
+                self.complete = True
+                return final
+        except scramp.ScramException as e:
+            raise ScramAuthenticationError(failed, str(e)) from None
+        raise ScramAuthenticationError(failed, "unexpected message after the exchange completed")
+
+
+def _authzid(client_first: str) -> str:
+    """The ``a=`` authorization id of a client-first message's GS2 header ('' when absent)."""
+    parts = client_first.split(",", 2)
+    if len(parts) >= 2 and parts[1].startswith("a="):
+        return parts[1][2:].replace("=2C", ",").replace("=3D", "=")
+    return ""
