@@ -116,13 +116,14 @@ class TlsAcceptor(asyncio.Protocol):
 def tls_protocol_factory(make_connection, config, listener_name: str):
     """The ``create_server`` protocol factory for ``listener_name``: ``make_connection()`` itself
     on a plaintext listener, else one wrapping it in a :class:`TlsAcceptor`. Raises ConfigError."""
-    from kcompat.security.ssl_context import server_context
+    from kcompat.security.ssl_context import listener_config, server_context
 
     ctx = server_context(config, listener_name)
     if ctx is None:
         return make_connection
     is_ssl = config.security_protocol(listener_name) == "SSL"
-    mapper = SslPrincipalMapper(config.get("ssl.principal.mapping.rules")) if is_ssl else None
+    rules = listener_config(config, listener_name, "ssl.principal.mapping.rules")
+    mapper = SslPrincipalMapper(rules) if is_ssl else None
     return lambda: TlsAcceptor(make_connection(), ctx, listener_name, mapper)
 
 

@@ -274,8 +274,12 @@ def server_context(config, listener_name: str) -> ssl.SSLContext | None:
     ctx.verify_mode = _CLIENT_AUTH[auth]
     if auth != "none":
         _load_trust_store(ctx, config, listener_name, ssl.Purpose.CLIENT_AUTH)
-    # Kafka mapping rules are checked when the config loads: an invalid rule must stop the start
-    SslPrincipalMapper(config.get("ssl.principal.mapping.rules"))
+    # the mapping rules are checked at start-up: an invalid rule must stop it, as in Kafka
+    rules_key = _key(listener_name, "ssl.principal.mapping.rules", config)
+    try:
+        SslPrincipalMapper(listener_config(config, listener_name, "ssl.principal.mapping.rules"))
+    except ValueError as e:
+        raise ConfigError(rules_key, f"Invalid value for configuration {rules_key}: {e}") from None
     return ctx
 
 

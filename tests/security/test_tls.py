@@ -282,3 +282,36 @@ def test_inline_pem_keystore(tmp_path):
         b.stop()
     log = b.log_text()
     assert KEY_PASSWORD not in log and _key_body(cert.key_pem) not in log
+
+
+def test_mapped_principal_is_what_the_authorizer_sees(tmp_path):
+    """With Kafka's StandardAuthorizer on, ``super.users=User:alice@eng`` lets Alice's certificate
+    (CN=Alice,OU=Eng,... mapped by the rules) produce, while Bob's (User:bob@eng, no ACL) is
+    refused with TOPIC_AUTHORIZATION_FAILED: the principal of the TLS connection is the mapped DN."""
+    ca = TestCA(tmp_path / "ca")
+    alice = ca.issue("Alice", subject={"OU": "Eng", "O": "Acme"})
+    bob = ca.issue("Bob", subject={"OU": "Eng", "O": "Acme"})
+    plain, port = free_ports(2)
+    b = BrokerProcess(tmp_path / "data", {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{port}",
+        **ca.broker_ssl_props(), "ssl.client.auth": "required", "ssl.principal.mapping.rules": RULES,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:alice@eng", "num.partitions": "1"}, port=plain).start()
+    try:
+        topic = _topic()
+
+        def produce(cert) -> list:
+            errors: list = []
+            p = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
+                             "ssl.ca.location": str(ca.ca_path), "ssl.certificate.location": str(cert.cert_path),
+                             "ssl.key.location": str(cert.key_path), "message.timeout.ms": 30000})
+            for i in range(3):
+                p.produce(topic, f"{cert.name}-{i}".encode(), on_delivery=lambda err, msg: errors.append(err))
+            p.flush(60)
+            return errors
+        assert produce(alice) == [None, None, None]
+        errors = produce(bob)
+        assert len(errors) == 3 and all(e is not None and e.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+                                        for e in errors), errors
+    finally:
+        b.stop()
