@@ -60,9 +60,12 @@ class RequestContext:
         the request came in on a controller listener: requests there are the quorum's own and
         those a broker forwards after authorizing them itself (kcompat forwards without
         Kafka's Envelope, so the controller does not see the client's principal)."""
-        if self.broker is None or self.listener_name in self.broker.config.controller_listener_names:
+        if self.broker is None:
             return None
-        return authorizer_of(self.broker)
+        auth = authorizer_of(self.broker)
+        if auth is None or self.listener_name in _controller_listeners(self.broker):
+            return None
+        return auth
 
     @property
     def client_host(self) -> str:
@@ -94,6 +97,14 @@ class RequestContext:
         if auth is None:
             return all_operations(resource_type)
         return auth.authorized_operations(self.principal, self.client_host, resource_type, name)
+
+
+def _controller_listeners(broker) -> frozenset:
+    names = broker.__dict__.get("_kcompat_controller_listeners")
+    if names is None:
+        names = frozenset(broker.config.controller_listener_names)
+        broker.__dict__["_kcompat_controller_listeners"] = names
+    return names
 
 
 def authorizer_of(broker) -> StandardAuthorizer | None:
