@@ -135,12 +135,13 @@ def client_address(config: BrokerConfig) -> tuple[str, int]:
     return (host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"), port
 
 
-async def api_versions_ok(host: str, port: int, timeout_s: float) -> str | None:
-    """None if ``host:port`` answers ApiVersions v3 without error within ``timeout_s``; else why not."""
+async def api_versions_ok(host: str, port: int, timeout_s: float, ssl_context=None) -> str | None:
+    """None if ``host:port`` answers ApiVersions v3 without error within ``timeout_s``; else why not.
+    ``ssl_context``: TLS for an SSL/SASL_SSL listener (kcompat.security.ssl_context)."""
     from kcompat.broker.node_client import NodeConnection
     from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 
-    conn = NodeConnection(host, port, "kcompat-healthcheck")
+    conn = NodeConnection(host, port, "kcompat-healthcheck", ssl_context=ssl_context)
     try:
         await conn.connect(timeout_s)
         resp = await conn.send(ApiVersionsRequest(client_software_name="kcompat-healthcheck",
@@ -152,15 +153,31 @@ async def api_versions_ok(host: str, port: int, timeout_s: float) -> str | None:
     return None if resp.error_code == 0 else f"{host}:{port}: ApiVersions error code {resp.error_code}"
 
 
+def _listener_ssl(config: BrokerConfig, port: int):
+    """The node's own client TLS context for its listener on ``port`` (its key store answers a
+    ``ssl.client.auth=required`` listener), without the host name check: the health check reaches
+    the node on 127.0.0.1, which its certificate need not name. None for a plaintext listener."""
+    from kcompat.security.ssl_context import client_context
+
+    name = next((lst[0] for lst in config.listeners if lst[2] == port), None)
+    ctx = client_context(config, name) if name is not None else None
+    if ctx is not None:
+        ctx.check_hostname = False
+    return ctx
+
+
 def healthcheck(environ: Mapping[str, str], bootstrap: str | None, timeout_s: float) -> tuple[int, str]:
     """(exit status, message) of one health check against ``bootstrap`` (``host:port``) or the
     node the environment configures."""
+    ssl_context = None
     if bootstrap:
         host, _, port = bootstrap.rpartition(":")
         address = (host or "127.0.0.1", int(port))
     else:
-        address = client_address(load_config(environ)[0])
-    problem = asyncio.run(api_versions_ok(*address, timeout_s))
+        config = load_config(environ)[0]
+        address = client_address(config)
+        ssl_context = _listener_ssl(config, address[1])
+    problem = asyncio.run(api_versions_ok(*address, timeout_s, ssl_context))
     if problem is None:
         return 0, f"ok: {address[0]}:{address[1]} answers ApiVersions"
     return 1, f"unhealthy: {problem}"

@@ -315,3 +315,26 @@ def test_mapped_principal_is_what_the_authorizer_sees(tmp_path):
                                         for e in errors), errors
     finally:
         b.stop()
+
+
+def test_container_healthcheck_reaches_a_mutual_tls_listener(tls, tmp_path):
+    """``kcompat healthcheck`` in a container whose client listener is SSL with
+    ``ssl.client.auth=required``: it connects with the node's own key store (KAFKA_SSL_* variables,
+    as apache/kafka's image maps them)."""
+    from kcompat.container import healthcheck
+
+    env = {"CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qg", "KAFKA_NODE_ID": "1", "KAFKA_PROCESS_ROLES": "broker,controller",
+           "KAFKA_LISTENERS": f"MTLS://127.0.0.1:{tls.mtls_port},CONTROLLER://127.0.0.1:{free_ports(1)[0]}",
+           "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER", "KAFKA_INTER_BROKER_LISTENER_NAME": "MTLS",
+           "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "MTLS:SSL,CONTROLLER:PLAINTEXT",
+           "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@127.0.0.1:9093", "KAFKA_LOG_DIRS": str(tmp_path / "d"),
+           "KAFKA_SSL_KEYSTORE_TYPE": "PEM", "KAFKA_SSL_KEYSTORE_LOCATION": str(tls.alice.keystore_path),
+           "KAFKA_SSL_TRUSTSTORE_TYPE": "PEM", "KAFKA_SSL_TRUSTSTORE_LOCATION": str(tls.ca.ca_path)}
+    status, message = healthcheck(env, None, 30)
+    assert status == 0, message
+    # without a key store the same listener refuses the check
+    no_cert = {k: v for k, v in env.items() if "KEYSTORE" not in k}
+    no_cert.update({"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "MTLS:SSL,CONTROLLER:PLAINTEXT"})
+    status, message = healthcheck({**no_cert, "KAFKA_LISTENERS": f"MTLS://127.0.0.1:{tls.mtls_port}",
+                                   "KAFKA_PROCESS_ROLES": "broker"}, None, 30)
+    assert status == 1, message
