@@ -316,3 +316,18 @@ def test_acls_survive_a_restart(tools, lib, tmp_path):
         assert metadata(b, [topic]).topics[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
         listed = acls_tool(JavaTools(str(lib), tmp_path), b, "--list", "--topic", topic)
         assert "principal=User:ANONYMOUS, host=*, operation=DESCRIBE, permissionType=DENY" in listed
+
+
+def test_super_users_pass_every_check():
+    """``super.users`` (with the default allow.everyone.if.no.acl.found=false): ANONYMOUS as a super
+    user produces, consumes and manages ACLs although a DENY ALL for User:* covers every topic."""
+    with Broker({"authorizer.class.name": STANDARD, "super.users": "User:admin;User:ANONYMOUS"}) as b:
+        topic = unique("super")
+        create_topic(b, topic)
+        add_acl(b, RT.TOPIC, "*", Op.ALL, Perm.DENY, principal="User:*")
+        p = ck.Producer({"bootstrap.servers": b.bootstrap_servers})
+        errors = []
+        p.produce(topic, b"v", on_delivery=lambda err, msg: errors.append(err))
+        p.flush(30)
+        assert errors == [None]
+        assert metadata(b, [topic]).topics[0].error_code == E.NONE
