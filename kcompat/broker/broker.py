@@ -31,6 +31,7 @@ from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
 from kcompat.broker.tls import controller_ssl, tls_protocol_factory
+from kcompat.security.sasl_client import controller_sasl
 from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.request_stats import RequestStats
 from kcompat.broker.controller_service import ControllerService
@@ -156,6 +157,7 @@ class Broker:
             # closes the quorum's log before the log manager writes the marker
             clean_shutdown=self.log_manager.had_clean_shutdown.get(metadata_dir, False))
         self.quorum.clients.ssl_context = controller_ssl(cfg)   # TLS to the voters' controller listener
+        self.quorum.clients.sasl = controller_sasl(cfg)   # SASL on it (kcompat.security.sasl_client)
         self.quorum.start()
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])

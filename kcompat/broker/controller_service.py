@@ -18,6 +18,7 @@ from typing import Callable
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import controller_ssl
+from kcompat.security.sasl_client import controller_sasl
 from kcompat.kraft.controller import NewTopic, TopicResult
 from kcompat.kraft.metadata_log import encode_record
 from kcompat.protocol import records as rb
@@ -38,7 +39,8 @@ class ControllerService:
         self._lock = asyncio.Lock()
         self._outbox: list[list] = []
         self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}",
-                                    ssl_context=controller_ssl(broker.config))
+                                    ssl_context=controller_ssl(broker.config),
+                                    sasl=controller_sasl(broker.config))
         self._next_rebalance_ms: int | None = None
 
     @property

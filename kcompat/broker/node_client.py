@@ -58,12 +58,17 @@ class _ClientProtocol(asyncio.Protocol):
 class NodeConnection:
     """A client connection to ``host:port``. :meth:`send` returns the decoded response."""
 
-    def __init__(self, host: str, port: int, client_id: str, *, ssl_context=None) -> None:
+    def __init__(self, host: str, port: int, client_id: str, *, ssl_context=None, sasl=None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         # TLS: an ssl.SSLContext for an SSL/SASL_SSL listener (kcompat.broker.tls), None = plain TCP
         self.ssl_context = ssl_context
+        # SASL: a kcompat.security.sasl_client.ClientSasl for a SASL listener, run after connecting;
+        # reauth_at (loop time) is when to replace the connection before its session expires (KIP-368)
+        self.sasl = sasl
+        self.reauth_at: float | None = None
+        self._retiring = False
         self._transport = None
         self._pending: dict[int, tuple[asyncio.Future, type, int, bool]] = {}
         self._next_correlation = 1
@@ -74,6 +79,21 @@ class NodeConnection:
         tls = {} if self.ssl_context is None else {"ssl": self.ssl_context, "server_hostname": self.host}
         self._transport, _ = await asyncio.wait_for(
             loop.create_connection(lambda: _ClientProtocol(self), self.host, self.port, **tls), timeout_s)
+        if self.sasl is not None:
+            try:
+                lifetime_ms = await asyncio.wait_for(self.sasl.exchange(self.send), timeout_s)
+            except BaseException as e:
+                self.close(f"SASL authentication failed: {e}" if isinstance(e, ConnectionError) else None)
+                raise
+            if lifetime_ms:
+                self.reauth_at = loop.time() + lifetime_ms * 0.85 / 1000.0
+
+    def retire(self) -> None:
+        """Take no new requests (the caller opens a new connection); close once the requests in
+        flight are answered. Used before a SASL session expires."""
+        self._retiring = True
+        if not self._pending:
+            self.close()
 
     def send_nowait(self, request, version: int) -> asyncio.Future:
         """Write the request now; the future resolves to the response (or NodeConnectionError)."""
@@ -116,6 +136,8 @@ class NodeConnection:
             return
         if not fut.done():
             fut.set_result(response)
+        if self._retiring and not self._pending:
+            self.close()
 
     def _lost(self, exc) -> None:
         self.closed = True
@@ -138,17 +160,21 @@ class NodeClients:
     ``ssl_context``: TLS for every connection (the destination listener is SSL/SASL_SSL), or None."""
 
     def __init__(self, endpoint_of: Callable[[int], tuple[str, int] | None], client_id: str, *,
-                 ssl_context=None) -> None:
+                 ssl_context=None, sasl=None) -> None:
         self._endpoint_of = endpoint_of
         self._client_id = client_id
         self.ssl_context = ssl_context
+        self.sasl = sasl   # kcompat.security.sasl_client.ClientSasl for SASL listeners, or None
         self._conns: dict[int, NodeConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
 
     async def get(self, node_id: int) -> NodeConnection:
         conn = self._conns.get(node_id)
         if conn is not None and not conn.closed:
-            return conn
+            if conn.reauth_at is None or asyncio.get_running_loop().time() < conn.reauth_at:
+                return conn
+            del self._conns[node_id]   # its SASL session ends soon: a fresh, authenticated one
+            conn.retire()
         task = self._connecting.get(node_id)
         if task is None:
             task = self._connecting[node_id] = asyncio.ensure_future(self._connect(node_id))
@@ -162,7 +188,8 @@ class NodeClients:
         endpoint = self._endpoint_of(node_id)
         if endpoint is None:
             raise NodeConnectionError(f"no endpoint known for node {node_id}")
-        conn = NodeConnection(endpoint[0], endpoint[1], self._client_id, ssl_context=self.ssl_context)
+        conn = NodeConnection(endpoint[0], endpoint[1], self._client_id, ssl_context=self.ssl_context,
+                              sasl=self.sasl)
         try:
             await conn.connect()
         except (OSError, asyncio.TimeoutError) as e:

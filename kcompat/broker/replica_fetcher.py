@@ -17,6 +17,7 @@ import logging
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import inter_broker_ssl
+from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.isr.follower import (
     AppendRecords, Backoff, Fenced, FollowerFetch, IncrementLogStartOffset, ListLeaderOffsets, SetHighWatermark,
     Truncate, TruncateFullyAndStartAt,
@@ -47,7 +48,8 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.listener = broker.config.inter_broker_listener_name
         self.clients = NodeClients(self._endpoint_of, f"kcompat-replica-fetcher-{broker.node_id}",
-                                   ssl_context=inter_broker_ssl(broker.config))
+                                   ssl_context=inter_broker_ssl(broker.config),
+                                   sasl=inter_broker_sasl(broker.config))
         self.closed = False
 
     def _endpoint_of(self, node_id: int):

@@ -31,6 +31,7 @@ import uuid
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import inter_broker_ssl
+from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.group.share_admin import message
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AR
@@ -185,7 +186,8 @@ class ShareGroupAdmin:
                 return (ep.host, ep.port) if ep is not None else None
 
             self._clients = NodeClients(endpoint_of, f"kcompat-share-admin-{broker.node_id}",
-                                        ssl_context=inter_broker_ssl(broker.config))
+                                        ssl_context=inter_broker_ssl(broker.config),
+                                        sasl=inter_broker_sasl(broker.config))
         return self._clients
 
     # ------------------------------------------------------------------ AlterShareGroupOffsets

@@ -28,6 +28,7 @@ from typing import Iterable, NamedTuple
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import inter_broker_ssl
+from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.delete_share_group_state import DeleteShareGroupStateRequest
 from kcompat.protocol.messages.initialize_share_group_state import InitializeShareGroupStateRequest
@@ -235,5 +236,6 @@ class SharePersister:
                 return (ep.host, ep.port) if ep is not None else None
 
             self._clients = NodeClients(endpoint_of, f"kcompat-share-persister-{broker.node_id}",
-                                        ssl_context=inter_broker_ssl(broker.config))
+                                        ssl_context=inter_broker_ssl(broker.config),
+                                        sasl=inter_broker_sasl(broker.config))
         return self._clients

@@ -27,6 +27,7 @@ from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.node_client import NodeClients
 from kcompat.broker.tls import inter_broker_ssl
+from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
@@ -277,7 +278,8 @@ class TxnRuntime(CoordinatorRuntime):
                 return (ep.host, ep.port) if ep is not None else None
 
             self._clients = NodeClients(endpoint_of, f"kcompat-txn-{self.broker.node_id}",
-                                        ssl_context=inter_broker_ssl(self.broker.config))
+                                        ssl_context=inter_broker_ssl(self.broker.config),
+                                        sasl=inter_broker_sasl(self.broker.config))
         return self._clients
 
     def _markers_done(self, m, errors: dict) -> None:

@@ -25,6 +25,7 @@ from aiohttp import web
 from kcompat.broker.http.rest_common import RestError, kafka_error, topic_not_found, unavailable
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import inter_broker_ssl
+from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -68,7 +69,8 @@ class ClusterClient:
         self.broker = broker
         self.client_id = client_id
         self.listener = broker.config.inter_broker_listener_name
-        self.clients = NodeClients(self._endpoint_of, client_id, ssl_context=inter_broker_ssl(broker.config))
+        self.clients = NodeClients(self._endpoint_of, client_id, ssl_context=inter_broker_ssl(broker.config),
+                                   sasl=inter_broker_sasl(broker.config))
         self._coordinators: dict[str, int] = {}
 
     def _endpoint_of(self, node_id: int):

@@ -1,0 +1,72 @@
+"""A 3-node kcompat cluster whose inter-broker listener (INTERNAL) and controller listener are
+SASL_PLAINTEXT: Raft, broker registration, forwarded admin requests and replica fetches all
+authenticate as the broker's own user (``sasl.mechanism.*.protocol`` PLAIN with the listeners'
+JAAS ``username``/``password``); clients use the PLAINTEXT listener and see replicated data.
+SCRAM between brokers would need credentials before the first broker starts (Kafka's
+``kafka-storage format --add-scram``), which kcompat does not have."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kcompat.testing.cluster import Cluster, wait_until
+from kcompat.testing.ports import free_ports
+from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    internal = free_ports(3, "127.0.0.1")
+    c = Cluster(tmp_path_factory.mktemp("sasl-cluster"), n=3, overrides={
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS,
+        "default.replication.factor": "3", "min.insync.replicas": "2",
+    })
+    for node, port in zip(c.nodes, internal):
+        node.overrides["listeners"] += f",INTERNAL://127.0.0.1:{port}"
+    with c:   # starts the nodes
+        yield c
+
+
+def test_replicated_topic_over_sasl_inter_broker_and_controller_listeners(cluster):
+    bootstrap = cluster.bootstrap
+    topic = f"sasl-rf3-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 3, 3)]).values():
+        f.result(60)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(30):
+        p.produce(topic, f"v{i}".encode(), partition=i % 3)
+    assert p.flush(60) == 0
+
+    def all_in_sync() -> bool:
+        meta = admin.list_topics(topic, timeout=10).topics[topic]
+        return all(len(pm.isrs) == 3 for pm in meta.partitions.values())
+    wait_until(all_in_sync, 60, "every partition's ISR has 3 replicas")
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = set()
+    wait_until(lambda: _poll_into(c, got) >= 30, 60, "30 records consumed")
+    c.close()
+    assert got == {f"v{i}".encode() for i in range(30)}
+    logs = "".join(n.log_text() for n in cluster.nodes)
+    assert "SASL PLAIN authentication of User:admin" in logs and "on CONTROLLER" in logs and "on INTERNAL" in logs
+    assert "SASL authentication failed" not in logs
+    assert PASSWORDS["admin"] not in logs
+
+
+def _poll_into(consumer, got: set) -> int:
+    m = consumer.poll(0.5)
+    if m is not None and m.error() is None:
+        got.add(m.value())
+    return len(got)
