@@ -149,6 +149,14 @@ def test_java_console_producer_and_consumer_over_ssl(tls, tmp_path):
                     ["--bootstrap-server", tls.ssl_bootstrap, "--topic", topic, "--command-config", props,
                      "--from-beginning", "--max-messages", "10", "--timeout-ms", "60000"], timeout=120)
     assert res.stdout.split() == lines
+    # the Java client presenting a PEM key store (EC key, PKCS#8) on the mutual-TLS listener
+    mtls = tools.properties("client-mtls", {"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                                            "ssl.truststore.location": str(tls.ca.ca_path), "ssl.keystore.type": "PEM",
+                                            "ssl.keystore.location": str(tls.alice.keystore_path)})
+    res = tools.run("org.apache.kafka.tools.consumer.ConsoleConsumer",
+                    ["--bootstrap-server", tls.mtls_bootstrap, "--topic", topic, "--command-config", mtls,
+                     "--from-beginning", "--max-messages", "10", "--timeout-ms", "60000"], timeout=120)
+    assert res.stdout.split() == lines
 
 
 def test_mutual_tls_maps_the_certificate_to_a_principal(tls):
