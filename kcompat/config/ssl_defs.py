@@ -5,8 +5,8 @@ defaults and update modes as Kafka 3.9 defines them.
 TLS listener's context (PEM key and trust stores, client authentication, protocols, cipher suites,
 host name checks of the broker's own connections, principal mapping). Each may also be set per
 listener as ``listener.name.<listener>.<config>`` (Kafka's ``ListenerName.configPrefix``), which
-wins over the broker-wide value. JKS and PKCS12 store types keep Kafka's default name (``JKS``)
-but kcompat refuses a store of those types when a listener needs it: set ``PEM``.
+wins over the broker-wide value. The store types keep Kafka's default (``JKS``), but kcompat reads
+``PEM`` and (with the ``cryptography`` package) ``PKCS12`` stores and refuses a JKS one.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from .types import ValidString
 _DOCS = {
     "ssl.protocol": "SSLContext protocol: TLSv1.3 (default), TLSv1.2 or TLS; caps the highest enabled version.",
     "ssl.enabled.protocols": "TLS versions a connection may use (TLSv1.2, TLSv1.3).",
-    "ssl.keystore.type": "Key store format; kcompat reads PEM only (JKS and PKCS12 are refused).",
+    "ssl.keystore.type": "Key store format: PEM, or PKCS12 with the cryptography package (JKS is refused).",
     "ssl.keystore.location": "PEM file holding the private key and the certificate chain.",
-    "ssl.keystore.password": "Key store password; not allowed with PEM (use ssl.key.password).",
+    "ssl.keystore.password": "PKCS12 key store password; not allowed with PEM (use ssl.key.password).",
     "ssl.key.password": "Password of an encrypted private key (PKCS#8).",
     "ssl.keystore.key": "Private key in PEM (PKCS#8), inline; with ssl.keystore.certificate.chain.",
     "ssl.keystore.certificate.chain": "Certificate chain in PEM, inline; with ssl.keystore.key.",
-    "ssl.truststore.type": "Trust store format; kcompat reads PEM only (JKS and PKCS12 are refused).",
+    "ssl.truststore.type": "Trust store format: PEM, or PKCS12 with the cryptography package (JKS is refused).",
     "ssl.truststore.location": "PEM file of trusted CA certificates.",
-    "ssl.truststore.password": "Trust store password; not allowed with PEM.",
+    "ssl.truststore.password": "PKCS12 trust store password (optional); not allowed with PEM.",
     "ssl.truststore.certificates": "Trusted CA certificates in PEM, inline.",
     "ssl.endpoint.identification.algorithm": "https: the broker's own TLS connections check the peer's host "
                                              "name against its certificate; empty: no check.",

@@ -23,8 +23,9 @@ Java falls back to its ``cacerts``), ``ssl.client.auth`` none/requested/required
 highest enabled, capped by ``ssl.protocol``), ``ssl.cipher.suites`` (IANA names as Java takes
 them; TLS 1.2 suites are passed to OpenSSL, TLS 1.3 suites cannot be narrowed by Python's ``ssl``,
 so a list naming no TLS 1.3 suite disables TLS 1.3 and one naming only TLS 1.3 suites disables
-TLS 1.2, as the JSSE would). JKS and PKCS12 stores are refused with a :class:`ConfigError` saying
-that kcompat reads PEM.
+TLS 1.2, as the JSSE would). PKCS12 stores (``ssl.keystore.password``; the key decrypted with
+it) are read when the ``cryptography`` package is installed (:mod:`kcompat.security.pkcs12`); JKS
+stores are refused with a :class:`ConfigError` saying that kcompat reads PEM and PKCS12.
 
 Errors are :class:`kcompat.config.ConfigError` naming the key at fault with Kafka's
 ``InvalidConfigurationException`` wording; no message ever carries a key, a password or PEM text.
@@ -42,10 +43,12 @@ from typing import Any
 from kcompat.config.definitions import BROKER_CONFIGS
 from kcompat.config.errors import ConfigError
 
+from . import pkcs12
 from .ssl_principal import SslPrincipalMapper
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 PEM = "PEM"
+PKCS12 = "PKCS12"
 _VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
              "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _PROTOCOL_CAP = {"TLS": ssl.TLSVersion.TLSv1_3, "TLSv1.3": ssl.TLSVersion.TLSv1_3, "TLSv1.2": ssl.TLSVersion.TLSv1_2,
@@ -114,16 +117,7 @@ def _load_key_store(ctx: ssl.SSLContext, config, listener: str) -> bool:
         if not chain_pem or not key_pem:
             raise ConfigError(_key(listener, "ssl.keystore.key" if not key_pem else "ssl.keystore.certificate.chain",
                                    config), "Invalid PEM keystore configs: no PEM block found")
-        tmp = tempfile.mkdtemp(prefix="kcompat-pem-")   # 0700: readable by this user only
-        try:
-            cert_file, key_file = os.path.join(tmp, "chain.pem"), os.path.join(tmp, "key.pem")
-            for file, text in ((cert_file, chain_pem), (key_file, key_pem)):
-                fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    f.write(text)
-            _load_chain(ctx, cert_file, key_file, key_password, _key(listener, "ssl.keystore.key", config))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _load_pem_texts(ctx, chain_pem, key_pem, key_password, _key(listener, "ssl.keystore.key", config))
         return True
     if chain is not None:
         raise ConfigError(_key(listener, "ssl.keystore.certificate.chain", config),
@@ -133,15 +127,38 @@ def _load_key_store(ctx: ssl.SSLContext, config, listener: str) -> bool:
             raise ConfigError(_key(listener, "ssl.keystore.password", config),
                               "SSL key store is not specified, but key store password is specified.")
         return False
+    if kind == PKCS12:
+        if password is None:
+            raise ConfigError(_key(listener, "ssl.keystore.password", config),
+                              "SSL key store is specified, but key store password is not specified.")
+        location_key = _key(listener, "ssl.keystore.location", config)
+        chain_pem, key_pem, one_time = pkcs12.keystore_pem(path, password, location_key, type_key)
+        _load_pem_texts(ctx, chain_pem, key_pem, one_time, location_key)
+        return True
     if kind != PEM:
-        raise ConfigError(type_key, f"Invalid value {kind} for configuration {type_key}: kcompat reads PEM key stores "
-                          f"only (set {type_key}=PEM with a PEM file holding the private key and certificate chain, "
-                          f"e.g. from: openssl pkcs12 -in store.p12 -nodes)")
+        raise ConfigError(type_key, f"Invalid value {kind} for configuration {type_key}: kcompat reads PEM and PKCS12 "
+                          f"key stores (convert a JKS store with: keytool -importkeystore -srckeystore store.jks "
+                          f"-destkeystore store.p12 -deststoretype PKCS12)")
     if password is not None:
         raise ConfigError(_key(listener, "ssl.keystore.password", config), "SSL key store password cannot be "
                           "specified with PEM format, only key password may be specified")
     _load_chain(ctx, path, path, key_password, _key(listener, "ssl.keystore.location", config))
     return True
+
+
+def _load_pem_texts(ctx: ssl.SSLContext, chain_pem: str, key_pem: str, password: str | None, key_name: str) -> None:
+    """``load_cert_chain`` of PEM texts: Python's ssl reads files only, so they are written to a
+    private (0700) temporary directory that is removed at once."""
+    tmp = tempfile.mkdtemp(prefix="kcompat-pem-")
+    try:
+        cert_file, key_file = os.path.join(tmp, "chain.pem"), os.path.join(tmp, "key.pem")
+        for file, text in ((cert_file, chain_pem), (key_file, key_pem)):
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        _load_chain(ctx, cert_file, key_file, password, key_name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _load_chain(ctx: ssl.SSLContext, cert_file: str, key_file: str, password: str | None, key_name: str) -> None:
@@ -187,9 +204,15 @@ def _load_trust_store(ctx: ssl.SSLContext, config, listener: str, purpose: ssl.P
                               "SSL trust store is not specified, but trust store password is specified.")
         ctx.load_default_certs(purpose)
         return
+    if kind == PKCS12:
+        location_key = _key(listener, "ssl.truststore.location", config)
+        pem = pkcs12.truststore_pem(path, password, location_key, type_key)
+        ctx.load_verify_locations(cadata=pem)
+        return
     if kind != PEM:
-        raise ConfigError(type_key, f"Invalid value {kind} for configuration {type_key}: kcompat reads PEM trust "
-                          f"stores only (set {type_key}=PEM with a PEM file of CA certificates)")
+        raise ConfigError(type_key, f"Invalid value {kind} for configuration {type_key}: kcompat reads PEM and PKCS12 "
+                          f"trust stores (convert a JKS store with: keytool -importkeystore -srckeystore store.jks "
+                          f"-destkeystore store.p12 -deststoretype PKCS12)")
     if password is not None:
         raise ConfigError(_key(listener, "ssl.truststore.password", config),
                           "SSL trust store password cannot be specified for PEM format.")

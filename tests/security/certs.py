@@ -14,6 +14,7 @@ API::
     server.chain_pem, server.key_pem    # the same as text (ssl.keystore.certificate.chain / .key)
     alice.dn                  # "CN=alice,OU=eng,O=Acme" as Kafka prints it (X500Principal.getName())
     ca.broker_ssl_props()     # ssl.* broker properties for a keystore (default: a fresh "broker" cert)
+    ca.pkcs12_keystore(server, "pw"), ca.pkcs12_truststore()   # the same as PKCS12 files (Paths)
     other = TestCA(tmp_path / "other")          # an unrelated CA, for "untrusted" cases
 
 ``issue(name, *, subject=None, hosts=("localhost", "127.0.0.1"), key_password=None, days=2)``:
@@ -33,6 +34,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _OIDS = {"CN": NameOID.COMMON_NAME, "C": NameOID.COUNTRY_NAME, "ST": NameOID.STATE_OR_PROVINCE_NAME,
@@ -125,6 +127,27 @@ class TestCA:
             p.chmod(0o600)
         dn = ",".join(f"{k}={v}" for k, v in attrs)
         return IssuedCert(name, dn, cert_path, key_path, store, chain_pem, key_pem, key_password)
+
+    def pkcs12_keystore(self, cert: IssuedCert, password: str) -> Path:
+        """``cert`` with its key and the CA as a PKCS12 file protected by ``password``
+        (``ssl.keystore.type=PKCS12``)."""
+        key = serialization.load_pem_private_key(
+            cert.key_pem.encode(), cert.key_password.encode() if cert.key_password else None)
+        leaf = x509.load_pem_x509_certificate(cert.chain_pem.encode())
+        data = pkcs12.serialize_key_and_certificates(
+            cert.name.encode(), key, leaf, [self._cert], serialization.BestAvailableEncryption(password.encode()))
+        path = self.dir / f"{cert.name}-keystore.p12"
+        path.write_bytes(data)
+        path.chmod(0o600)
+        return path
+
+    def pkcs12_truststore(self, password: str | None = None) -> Path:
+        """The CA certificate alone in a PKCS12 file (``ssl.truststore.type=PKCS12``)."""
+        enc = serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
+        data = pkcs12.serialize_key_and_certificates(None, None, None, [self._cert], enc)
+        path = self.dir / "truststore.p12"
+        path.write_bytes(data)
+        return path
 
     def broker_ssl_props(self, cert: IssuedCert | None = None, prefix: str = "") -> dict[str, str]:
         """Broker properties for a PEM key store and this CA as trust store; ``prefix`` e.g.

@@ -115,9 +115,9 @@ def test_store_rules_and_messages(tmp_path, ca, cert):
     pem = {"ssl.keystore.type": "PEM"}
     cases = [
         ({"ssl.keystore.location": str(cert.keystore_path)}, "ssl.keystore.type",
-         "Invalid value JKS for configuration ssl.keystore.type: kcompat reads PEM key stores only"),
-        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/x.p12", "ssl.keystore.password": "p"},
-         "ssl.keystore.type", "kcompat reads PEM key stores only"),
+         "Invalid value JKS for configuration ssl.keystore.type: kcompat reads PEM and PKCS12 key stores"),
+        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(tmp_path / "none.p12"),
+          "ssl.keystore.password": "p"}, "ssl.keystore.location", "Failed to load SSL keystore"),
         ({"ssl.keystore.key": cert.key_pem}, "ssl.keystore.type",
          "SSL private key can be specified only for PEM, but key store type is JKS."),
         ({**pem, "ssl.keystore.key": cert.key_pem}, "ssl.keystore.certificate.chain",
@@ -225,3 +225,27 @@ def test_enabled_protocols_and_cipher_suites(tmp_path, ca, cert):
     v13_only.minimum_version = ssl.TLSVersion.TLSv1_3
     with pytest.raises((ssl.SSLError, ConnectionError)):   # an alert, or the close that follows it
         asyncio.run(_exchange(v12, v13_only))
+
+
+def test_pkcs12_stores(tmp_path, ca, cert):
+    """PKCS12 key and trust stores (read with the cryptography package), Kafka's password rule,
+    and a wrong password refused without being echoed."""
+    store = ca.pkcs12_keystore(cert, "p12-secret")
+    props = {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+             "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(store),
+             "ssl.keystore.password": "p12-secret", "ssl.truststore.type": "PKCS12",
+             "ssl.truststore.location": str(ca.pkcs12_truststore("t-secret")), "ssl.truststore.password": "t-secret",
+             "ssl.client.auth": "required"}
+    cfg = _cfg(tmp_path, **props)
+    client = ssl.create_default_context(cafile=str(ca.ca_path))
+    alice = ca.issue("alice")
+    client.load_cert_chain(str(alice.cert_path), str(alice.key_path))
+    assert asyncio.run(_exchange(cfg, client))[0] == "TLSv1.3"
+    # the broker's client side with the same stores (its inter-broker connections)
+    assert asyncio.run(_exchange(cfg, client_context(cfg, "SSL")))[0] == "TLSv1.3"
+    e = _error(_cfg(tmp_path, **{**props, "ssl.keystore.password": "not-it"}))
+    assert e.key == "ssl.keystore.location" and "wrong password" in e.message and "not-it" not in e.message
+    e = _error(_cfg(tmp_path, **{k: v for k, v in props.items() if k != "ssl.keystore.password"}))
+    assert e.message.endswith("SSL key store is specified, but key store password is not specified.")
+    e = _error(_cfg(tmp_path, **{**props, "ssl.keystore.type": "JKS"}))
+    assert "kcompat reads PEM and PKCS12 key stores" in e.message
