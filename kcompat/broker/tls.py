@@ -92,17 +92,20 @@ class TlsAcceptor(asyncio.Protocol):
         der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
         dn = None
         principal = ANONYMOUS
+        failure = None
         if der:
             try:
                 dn = subject_dn(der)
                 if self.mapper is not None:
                     principal = user(self.mapper.get_name(dn))
             except (NoMatchingRule, ValueError) as e:
-                log.warning("closing connection from %s on TLS listener %s: failed authentication: %s",
-                            peer_s, self.listener_name, e)
-                tls.abort()
-                return
+                failure = e
+        # the connection is made (and counted) before any request can arrive: data is delivered
+        # only after this callback returns
         self.app.connection_made(tls)
+        if failure is not None:   # Kafka: the principal builder fails the authentication
+            self.app.close(f"failed authentication on TLS listener {self.listener_name}: {failure}")
+            return
         if self.mapper is not None:
             self.app.principal = principal
         if log.isEnabledFor(logging.DEBUG):

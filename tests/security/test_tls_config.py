@@ -249,3 +249,37 @@ def test_pkcs12_stores(tmp_path, ca, cert):
     assert e.message.endswith("SSL key store is specified, but key store password is not specified.")
     e = _error(_cfg(tmp_path, **{**props, "ssl.keystore.type": "JKS"}))
     assert "kcompat reads PEM and PKCS12 key stores" in e.message
+
+
+def test_a_dn_no_rule_maps_fails_the_authentication(tmp_path, ca, cert):
+    """Kafka's principal builder throws when no mapping rule applies: the connection is closed
+    after the handshake, with a log line."""
+    cfg = _cfg(tmp_path, **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                            **ca.broker_ssl_props(cert), "ssl.client.auth": "required",
+                            "ssl.principal.mapping.rules": "RULE:^CN=(svc-.*)$/$1/"})
+    made = []
+
+    class _App(_Echo):
+        def connection_made(self, transport):
+            made.append(transport)
+            super().connection_made(transport)
+
+        def close(self, reason):
+            made.append(reason)
+            self.transport.close()
+    client = ssl.create_default_context(cafile=str(ca.ca_path))
+    alice = ca.issue("alice")
+    client.load_cert_chain(str(alice.cert_path), str(alice.key_path))
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(tls_protocol_factory(_App, cfg, "SSL"), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname="127.0.0.1")
+        writer.write(b"ping")
+        data = await asyncio.wait_for(reader.read(4), 30)
+        writer.close()
+        server.close()
+        return data
+    assert asyncio.run(run()) == b""
+    assert len(made) == 2 and "failed authentication on TLS listener SSL: No rules apply to CN=alice" in made[1]
