@@ -32,7 +32,8 @@ from kcompat.broker.handlers import (
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
 from kcompat.broker.handlers import (
-    alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake,
+    alter_user_scram_credentials, describe_client_quotas, describe_user_scram_credentials, sasl_authenticate,
+    sasl_handshake,
 )
 
 _MODULES = (
@@ -53,7 +54,7 @@ _MODULES = (
 HANDLERS = {m.API_KEY: m for m in _MODULES}
 # SASL authentication (kcompat.security.sasl_server) and SCRAM credentials (KIP-554)
 HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials,
-                                        describe_user_scram_credentials)})
+                                        describe_user_scram_credentials, describe_client_quotas)})
 
 # The controller listener (Kafka's ControllerApis): the KRaft RPCs, metadata replication, and the
 # requests brokers forward to the active controller.
