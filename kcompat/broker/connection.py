@@ -107,6 +107,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self._closing = True
         self.broker.connections.discard(self)
+        share = getattr(self.broker, "share", None)
+        if share is not None:   # its share sessions go with it (KIP-932)
+            share.connection_closed(self)
         self._stats.connections_closed += 1
         for slot in self._pending:
             if slot.task is not None and not slot.task.done():

@@ -1,4 +1,5 @@
-"""Share groups over the wire against a kcompat process: share sessions and their epochs,
+"""Share groups over the wire against a kcompat process: share sessions and their epochs (a
+session goes with its connection),
 acknowledgements of records a member does not hold, stale member epochs, unknown topics --
 the error codes Kafka answers (KIP-932), and that none of them leaves a partition stuck."""
 
@@ -15,6 +16,7 @@ from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeRequest 
 from kcompat.protocol.messages.share_fetch import ShareFetchRequest as SF
 from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as HB
 from kcompat.testing import Broker, admin
+from kcompat.testing import wire
 from kcompat.testing.wire import call
 from tests.share.test_share_consumers import set_group_configs
 
@@ -44,6 +46,33 @@ def setup(broker):
     return broker.bootstrap_servers, topic, md.topics[0].topic_id, group
 
 
+class Members:
+    """One connection per member, kept open as a share consumer keeps it: a share session
+    belongs to the connection that uses it and goes when that connection closes."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.socks: dict[str, object] = {}
+
+    def call(self, member: str, request, version: int):
+        sock = self.socks.get(member)
+        if sock is None:
+            sock = self.socks[member] = wire.connect(self.bootstrap)
+        wire.send_request(sock, request, version)
+        return wire.read_response(sock, type(request).API_KEY, version)[1]
+
+    def close(self) -> None:
+        for sock in self.socks.values():
+            sock.close()
+
+
+@pytest.fixture
+def members(broker):
+    m = Members(broker.bootstrap_servers)
+    yield m
+    m.close()
+
+
 def fetch(bs, group, member, epoch, topic_id, acks=None, *, wait=500, forget=None):
     parts = [SF.FetchPartition(partition_index=0, acknowledgement_batches=[
         SF.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=[t]) for f, l, t in (acks or [])])]
@@ -51,14 +80,14 @@ def fetch(bs, group, member, epoch, topic_id, acks=None, *, wait=500, forget=Non
              max_bytes=1 << 20, max_records=500, batch_size=500,
              topics=[SF.FetchTopic(topic_id=topic_id, partitions=parts)] if topic_id is not None else [],
              forgotten_topics_data=forget or [])
-    return call(bs, req, 1)
+    return bs.call(member, req, 1)
 
 
 def ack(bs, group, member, epoch, topic_id, acks):
     req = SA(group_id=group, member_id=member, share_session_epoch=epoch, topics=[SA.AcknowledgeTopic(
         topic_id=topic_id, partitions=[SA.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
             SA.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=[t]) for f, l, t in acks])])])
-    return call(bs, req, 1)
+    return bs.call(member, req, 1)
 
 
 def acquired(resp):
@@ -70,8 +99,9 @@ def partition_errors(resp, field="error_code"):
     return [getattr(p, field) for t in resp.responses for p in t.partitions]
 
 
-def test_session_epochs(setup):
-    bs, _topic, tid, group = setup
+def test_session_epochs(setup, members):
+    _bs, _topic, tid, group = setup
+    bs = members
     assert ack(bs, group, "m1", 0, tid, [(0, 0, ACCEPT)]).error_code == E.INVALID_SHARE_SESSION_EPOCH
     assert ack(bs, group, "m1", 3, tid, [(0, 0, ACCEPT)]).error_code == E.SHARE_SESSION_NOT_FOUND
     assert fetch(bs, group, "m1", 0, tid, [(0, 0, ACCEPT)]).error_code == E.INVALID_REQUEST
@@ -90,8 +120,9 @@ def test_session_epochs(setup):
     assert acquired(fetch(bs, group, "m2", 0, tid)) == [(5, 9, 3)]
 
 
-def test_acknowledging_records_another_member_holds(setup):
-    bs, _topic, tid, group = setup
+def test_acknowledging_records_another_member_holds(setup, members):
+    _bs, _topic, tid, group = setup
+    bs = members
     assert acquired(fetch(bs, group, "holder", 0, tid)) == [(0, 9, 1)]
     assert fetch(bs, group, "thief", 0, tid, wait=0).error_code == 0          # nothing left for it
     r = ack(bs, group, "thief", 1, tid, [(0, 9, ACCEPT)])
@@ -105,9 +136,9 @@ def test_acknowledging_records_another_member_holds(setup):
     assert fetch(bs, group, "thief", 2, tid, wait=0).responses == []            # nothing came back
 
 
-def test_unknown_topic_and_stale_member_epoch(setup):
+def test_unknown_topic_and_stale_member_epoch(setup, members):
     bs, _topic, tid, group = setup
-    r = fetch(bs, group, "m1", 0, uuid.uuid4())
+    r = fetch(members, group, "m1", 0, uuid.uuid4())
     assert partition_errors(r) == [E.UNKNOWN_TOPIC_ID]
     hb = call(bs, HB(group_id=group, member_id="m1", member_epoch=0, subscribed_topic_names=[_topic]), 1)
     assert hb.error_code == 0 and hb.member_epoch == 1
@@ -116,3 +147,17 @@ def test_unknown_topic_and_stale_member_epoch(setup):
     left = call(bs, HB(group_id=group, member_id="m1", member_epoch=-1), 1)
     assert (left.error_code, left.member_epoch) == (0, -1)
     assert call(bs, HB(group_id=group, member_id="m1", member_epoch=1), 1).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_closed_connection_ends_its_session_and_the_records_wait_for_their_lock(setup, members):
+    bs, _topic, tid, group = setup
+    assert acquired(fetch(members, group, "gone", 0, tid)) == [(0, 9, 1)]
+    members.socks.pop("gone").close()     # as a consumer killed with SIGKILL
+    other = Members(bs)
+    try:
+        # its session is gone with the connection ...
+        assert fetch(other, group, "gone", 1, tid).error_code == E.SHARE_SESSION_NOT_FOUND
+        # ... and its records stay locked (30 s here): another member gets nothing yet
+        assert acquired(fetch(other, group, "next", 0, tid, wait=300)) == []
+    finally:
+        other.close()

@@ -106,6 +106,9 @@ class SharePartitionManager:
         self._available = asyncio.Event()     # set when records may have become acquirable
         self._timer: asyncio.Task | None = None
         self._closed = False
+        # share partitions of groups without sessions here, dropped once their locks run out
+        # unless the callable says the group is back
+        self._idle: dict[Key, Callable[[], bool]] = {}
 
     # ------------------------------------------------------------------ configs
 
@@ -205,13 +208,28 @@ class SharePartitionManager:
                 return found[1] if found is not None else p.high_watermark
         return p.high_watermark
 
-    def _drop(self, key: Key) -> None:
+    def _drop(self, key: Key, *, finish_writes: bool = False) -> None:
+        """Forget a share partition; its pending acknowledgements fail with
+        NOT_LEADER_OR_FOLLOWER, unless ``finish_writes`` (an idle group: the writes in flight
+        complete and answer as usual)."""
+        self._idle.pop(key, None)
         entry = self._entries.pop(key, None)
-        if entry is not None:
+        if entry is not None and not finish_writes:
             for _v, fut in entry.waiters:
                 if not fut.done():
                     fut.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             entry.waiters.clear()
+
+    def drop_group(self, group_id: str, still_active: Callable[[], bool]) -> None:
+        """Drop ``group_id``'s share partitions that hold no acquired records; the others are
+        dropped when their locks have run out, unless ``still_active()`` by then."""
+        for key, entry in list(self._entries.items()):
+            if key[0] == group_id:
+                if entry.sp.next_deadline() is None:
+                    self._drop(key, finish_writes=True)
+                else:
+                    self._idle[key] = still_active
+        self._ensure_timer()
 
     def on_leadership_change(self) -> None:
         """Drop share partitions whose topic-partition this broker no longer leads at their epoch."""
@@ -232,12 +250,13 @@ class SharePartitionManager:
         """Write the state until the share coordinator has the latest version; complete the
         waiters of each version written."""
         group_id, topic_id, index = entry.key
-        while entry.written < entry.version and self._entries.get(entry.key, entry) is entry:
+        while entry.written < entry.version:   # a dropped entry finishes its writes too (fenced if stale)
             version = entry.version
             start, batches = entry.sp.persisted_state()
             try:
                 code = await self._persister.write_state(group_id, topic_id, index, entry.state_epoch,
-                                                         entry.leader_epoch, start, batches)
+                                                         entry.leader_epoch, start, batches,
+                                                         entry.sp.delivery_complete_count)
             except Exception as e:   # the persister's own failure: report, keep serving
                 log.warning("share state write of %s %s-%d failed: %r", group_id, topic_id, index, e)
                 code = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -441,6 +460,11 @@ class SharePartitionManager:
                 if deadline is not None and deadline <= now and entry.sp.expire_locks(now):
                     self._changed(entry)
                     self._available.set()
+                active = self._idle.get(entry.key)
+                if active is not None and entry.sp.next_deadline() is None:
+                    del self._idle[entry.key]
+                    if not active():
+                        self._drop(entry.key, finish_writes=True)
 
     def close(self) -> None:
         self._closed = True

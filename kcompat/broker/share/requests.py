@@ -77,7 +77,7 @@ async def share_fetch(ctx, req) -> FR:
     if epoch == INITIAL_EPOCH:
         if acks or ack_errors:
             return top(ErrorCode.INVALID_REQUEST, "Acknowledge data present in Initial Fetch Request.")
-        code, session, replaced = sessions.open(group_id, member_id, requested, now)
+        code, session, replaced = sessions.open(group_id, member_id, requested, now, ctx.connection)
         if code != ErrorCode.NONE:
             return top(code)
         if replaced is not None:
@@ -90,7 +90,7 @@ async def share_fetch(ctx, req) -> FR:
             return top(ErrorCode.INVALID_REQUEST, "Final ShareFetch may only acknowledge, not fetch.")
         session = None
     else:
-        code, session = sessions.advance(group_id, member_id, epoch, now)
+        code, session = sessions.advance(group_id, member_id, epoch, now, ctx.connection)
         if code != ErrorCode.NONE:
             return top(code)
         for tp in requested:
@@ -100,9 +100,7 @@ async def share_fetch(ctx, req) -> FR:
     ack_results = dict(ack_errors)
     applied = await manager.apply_acknowledgements(group_id, member_id, acks) if acks else ({}, [])
     if epoch == FINAL_EPOCH:
-        closed = sessions.close(group_id, member_id)
-        if closed is not None:
-            manager.release_member(group_id, member_id, list(closed.partitions))
+        broker.share.close_session(group_id, member_id)
         fetch_from: list = []
     elif req.is_renew_ack if ctx.api_version >= 2 else False:
         fetch_from = []   # KIP-1222: a renew-only request does not fetch
@@ -164,16 +162,14 @@ async def share_acknowledge(ctx, req) -> AR:
     if epoch == FINAL_EPOCH:
         code = sessions.check_final(group_id, member_id)
     else:
-        code, _session = sessions.advance(group_id, member_id, epoch, broker.now_ms())
+        code, _session = sessions.advance(group_id, member_id, epoch, broker.now_ms(), ctx.connection)
     if code != ErrorCode.NONE:
         return top(code)
     acks, results = _acks(req.topics, broker.image)
     if acks:
         results.update(await manager.acknowledge(group_id, member_id, acks))
     if epoch == FINAL_EPOCH:
-        closed = sessions.close(group_id, member_id)
-        if closed is not None:
-            manager.release_member(group_id, member_id, list(closed.partitions))
+        broker.share.close_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list] = {}
     leaders: set[int] = set()
     for tp, code in results.items():
