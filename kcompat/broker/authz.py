@@ -51,6 +51,11 @@ def then(result, fn):
     return fn(result)
 
 
+# Kafka's Errors messages, which its ApiError puts in responses that carry an error message
+DENIED_MESSAGES = {29: "Topic authorization failed.", 30: "Group authorization failed.",
+                   31: "Cluster authorization failed.", 53: "Transactional Id authorization failed."}
+
+
 def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: str, call):
     """Handle ``req`` with only the permitted items of ``req.<attr>``: ``denied`` lists
     ``(item, error code)`` pairs answered with their error (entries built by the handler's
@@ -63,7 +68,11 @@ def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: 
     errors = []
     for code in dict.fromkeys(code for _, code in denied):
         setattr(req, attr, [item for item, c in denied if c == code])
-        errors += getattr(error_response(req, version, code), resp_attr)
+        entries = getattr(error_response(req, version, code), resp_attr)
+        for e in entries:
+            if "error_message" in getattr(type(e), "__slots__", ()) and getattr(e, "error_message", None) is None:
+                e.error_message = DENIED_MESSAGES.get(code)
+        errors += entries
     denied_ids = {id(item) for item, _ in denied}
     setattr(req, attr, [item for item in items if id(item) not in denied_ids])
     if not getattr(req, attr):

@@ -103,10 +103,15 @@ def test_delete_topics_and_create_partitions(broker):
     grown = send(broker, CPQ(timeout_ms=30000, topics=[CPQ.CreatePartitionsTopic(name=n, count=2, assignments=None)
                                                        for n in (keep, doomed)]), 3)
     assert {r.name: r.error_code for r in grown.results} == {keep: E.TOPIC_AUTHORIZATION_FAILED, doomed: E.NONE}
-    deleted = send(broker, DTQ(timeout_ms=30000, topics=[DTQ.DeleteTopicState(name=n) for n in (keep, doomed)]), 6)
-    assert {r.name: r.error_code for r in deleted.responses} == {keep: E.TOPIC_AUTHORIZATION_FAILED,
-                                                                 doomed: E.NONE}
+    # from 127.0.0.2 (no cluster permission) each topic's DELETE decides
+    deleted = send(broker, DTQ(timeout_ms=30000, topics=[DTQ.DeleteTopicState(name=n) for n in (keep, doomed)]), 6,
+                   AWAY)
+    assert {r.name: (r.error_code, r.error_message) for r in deleted.responses} == {
+        keep: (E.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."), doomed: (E.NONE, None)}
     assert keep in broker.list_topics()
+    # DELETE on the cluster deletes any topic (Kafka's ControllerApis.deleteTopics)
+    deleted = send(broker, DTQ(timeout_ms=30000, topics=[DTQ.DeleteTopicState(name=keep)]), 6)
+    assert deleted.responses[0].error_code == E.NONE
 
 
 def test_configs_need_describe_configs_and_alter_configs(broker):

@@ -124,19 +124,32 @@ def test_kafka_acls_add_list_remove(tools, broker):
 
 
 def test_acl_requests_validated_as_kafka(broker):
+    """What Kafka 4.3.1 answers: INVALID_REQUEST with AclControlManager's messages,
+    UNKNOWN_SERVER_ERROR for a filter-only value in a creation, and a closed connection for an
+    UNKNOWN code (the request does not parse)."""
     bs = broker.bootstrap_servers
-    bad = [CQ.AclCreation(resource_type=RT.CLUSTER, resource_name="other", resource_pattern_type=PT.LITERAL,
-                          principal=ANON, host="*", operation=Op.ALTER, permission_type=Perm.ALLOW),
-           CQ.AclCreation(resource_type=RT.TOPIC, resource_name="t", resource_pattern_type=PT.MATCH,
-                          principal=ANON, host="*", operation=Op.READ, permission_type=Perm.ALLOW),
-           CQ.AclCreation(resource_type=RT.TOPIC, resource_name="t", resource_pattern_type=PT.LITERAL,
-                          principal="no-colon", host="*", operation=Op.READ, permission_type=Perm.ALLOW)]
-    resp = call(bs, CQ(creations=bad), 3)
-    assert [r.error_code for r in resp.results] == [E.INVALID_REQUEST] * 3
-    assert "kafka-cluster" in resp.results[0].error_message
-    described = call(bs, DescribeAclsRequest(resource_type_filter=0, resource_name_filter=None, pattern_type_filter=1,
-                                             principal_filter=None, host_filter=None, operation=1, permission_type=1), 3)
-    assert described.error_code == E.INVALID_REQUEST
+
+    def create(rtype, name, pattern, principal, op, perm):
+        return call(bs, CQ(creations=[CQ.AclCreation(resource_type=rtype, resource_name=name,
+                                                     resource_pattern_type=pattern, principal=principal, host="*",
+                                                     operation=op, permission_type=perm)]), 3).results[0]
+    cluster = create(RT.CLUSTER, "other", PT.LITERAL, ANON, Op.ALTER, Perm.ALLOW)
+    assert (cluster.error_code, cluster.error_message) == (
+        E.INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster")
+    assert create(RT.TOPIC, "", PT.LITERAL, ANON, Op.READ, Perm.ALLOW).error_message == "Invalid empty resource name"
+    assert "no colon" in create(RT.TOPIC, "t", PT.LITERAL, "alice", Op.READ, Perm.ALLOW).error_message
+    for filter_only in ((RT.ANY, "t", PT.LITERAL, ANON, Op.READ, Perm.ALLOW),
+                        (RT.TOPIC, "t", PT.MATCH, ANON, Op.READ, Perm.ALLOW),
+                        (RT.TOPIC, "t", PT.LITERAL, ANON, Op.ANY, Perm.ALLOW),
+                        (RT.TOPIC, "t", PT.LITERAL, ANON, Op.READ, Perm.ANY)):
+        assert create(*filter_only).error_code == E.UNKNOWN_SERVER_ERROR
+    ok = create(RT.DELEGATION_TOKEN, "token", PT.LITERAL, ANON, Op.DESCRIBE, Perm.ALLOW)
+    assert (ok.error_code, ok.error_message) == (E.NONE, "")
+    with pytest.raises(ConnectionError):
+        create(RT.UNKNOWN, "t", PT.LITERAL, ANON, Op.READ, Perm.ALLOW)
+    with pytest.raises(ConnectionError):
+        call(bs, DescribeAclsRequest(resource_type_filter=0, resource_name_filter=None, pattern_type_filter=1,
+                                     principal_filter=None, host_filter=None, operation=1, permission_type=1), 3)
 
 
 def test_security_disabled_without_an_authorizer():

@@ -3,13 +3,14 @@
 As Kafka's ``AclApis.handleDeleteAcls`` behind ``maybeForwardToController``: ALTER on the
 cluster is required (CLUSTER_AUTHORIZATION_FAILED), SECURITY_DISABLED without an authorizer; the
 active controller commits a RemoveAccessControlEntryRecord per matched ACL and answers, per
-filter, the ACLs it removed. A filter with an UNKNOWN element gets INVALID_REQUEST; v0 filters
+filter, the ACLs it removed. A filter with an UNKNOWN element closes the connection (Kafka cannot
+parse the request); v0 filters
 take LITERAL or ANY (read as LITERAL) pattern types only.
 """
 
 from __future__ import annotations
 
-from kcompat.broker.context import authorizer_of
+from kcompat.broker.context import NO_RESPONSE, authorizer_of
 from kcompat.kraft.acl_control import delete_acls
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.delete_acls import DeleteAclsResponse as R
@@ -21,6 +22,10 @@ MAX_VERSION = 3
 
 
 def handle(ctx, req):
+    if any(0 in (f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type) for f in req.filters):
+        # Kafka fails to parse the request ("Filters contain UNKNOWN elements") and closes
+        ctx.connection.close("DeleteAcls with an UNKNOWN filter element")
+        return NO_RESPONSE
     if authorizer_of(ctx.broker) is None:
         return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not ctx.authorize_cluster(AclOperation.ALTER):

@@ -3,7 +3,8 @@
 UNKNOWN_TOPIC_OR_PARTITION for unknown names, UNKNOWN_TOPIC_ID for unknown ids,
 TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false (Kafka's errors). Partition logs are
 renamed to ``-delete`` directories and removed after ``log.segment.delete.delay.ms``. With an
-authorizer a topic needs DELETE on it (TOPIC_AUTHORIZATION_FAILED).
+authorizer a topic needs DELETE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED), as
+Kafka's ``ControllerApis.deleteTopics`` decides.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def handle(ctx, req):
         return t.name if t is not None else None   # an unknown id: UNKNOWN_TOPIC_ID from the controller
 
     attr = "topics" if ctx.api_version >= 6 else "topic_names"
-    denied = [(item, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for item in getattr(req, attr)
+    cluster_delete = ctx.authorize_cluster(Op.DELETE)   # Kafka's ControllerApis: DELETE on the cluster is enough
+    denied = [] if cluster_delete else [(item, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for item in getattr(req, attr)
               if name_of(item) is not None and not ctx.authorize(Op.DELETE, TOPIC, name_of(item))]
     return answer_denied(ctx, req, attr, denied, error_response, "responses",
                          lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),

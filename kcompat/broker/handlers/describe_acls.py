@@ -2,13 +2,14 @@
 
 As Kafka's ``AclApis.handleDescribeAcls``, answered by any broker from its metadata image:
 DESCRIBE on the cluster is required (CLUSTER_AUTHORIZATION_FAILED), SECURITY_DISABLED without an
-authorizer, INVALID_REQUEST for a filter with an UNKNOWN element; v0 takes LITERAL or ANY (read
-as LITERAL) pattern types only. ACLs come back grouped by resource pattern.
+authorizer; a filter with an UNKNOWN element closes the connection (Kafka cannot parse it); v0
+takes LITERAL or ANY (read as LITERAL) pattern types only. ACLs come back grouped by resource
+pattern.
 """
 
 from __future__ import annotations
 
-from kcompat.broker.context import authorizer_of
+from kcompat.broker.context import NO_RESPONSE, authorizer_of
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_acls import DescribeAclsResponse as R
 from kcompat.security.acl import AclBindingFilter, AclOperation, PatternType
@@ -19,10 +20,6 @@ MAX_VERSION = 3
 
 
 def handle(ctx, req):
-    if authorizer_of(ctx.broker) is None:
-        return _error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
-    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     pattern_type = req.pattern_type_filter
     if ctx.api_version == 0:
         if pattern_type not in (PatternType.LITERAL, PatternType.ANY):
@@ -31,8 +28,13 @@ def handle(ctx, req):
     flt = AclBindingFilter.of(req.resource_type_filter, req.resource_name_filter, pattern_type,
                               req.principal_filter, req.host_filter, req.operation, req.permission_type)
     reason = flt.unknown_reason()
-    if reason is not None:
-        return _error(ErrorCode.INVALID_REQUEST, reason)
+    if reason is not None:   # Kafka fails to parse the request and closes the connection
+        ctx.connection.close(f"DescribeAcls: {reason}")
+        return NO_RESPONSE
+    if authorizer_of(ctx.broker) is None:
+        return _error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     resources: dict[tuple, list] = {}
     for _, a in ctx.broker.image.acls.matching(flt):
         resources.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(

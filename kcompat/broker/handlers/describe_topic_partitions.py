@@ -46,6 +46,7 @@ def handle(ctx, req):
         return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST)
     remaining = max(min(broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
     topics_out = []
+    refused = []   # Kafka lists the topics that may not be described after the others
     next_cursor = None
     for name in sorted(names):
         if remaining <= 0:
@@ -53,7 +54,7 @@ def handle(ctx, req):
             break
         if not ctx.authorize(Op.DESCRIBE, TOPIC, name):
             if not fetch_all:   # not disclosed: left out of "all", refused by name
-                topics_out.append(R.DescribeTopicPartitionsResponseTopic(
+                refused.append(R.DescribeTopicPartitionsResponseTopic(
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
                     is_internal=False, partitions=[]))
             continue
@@ -82,7 +83,7 @@ def handle(ctx, req):
             next_cursor = R.Cursor(topic_name=name, partition_index=upper)
             break
         remaining -= len(partitions)
-    return R(throttle_time_ms=0, topics=topics_out, next_cursor=next_cursor)
+    return R(throttle_time_ms=0, topics=topics_out + refused, next_cursor=next_cursor)
 
 
 def _missing_error(name: str) -> ErrorCode:
