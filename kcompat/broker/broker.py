@@ -30,7 +30,7 @@ from pathlib import Path
 from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
-from kcompat.broker.tls import controller_ssl, tls_protocol_factory
+from kcompat.broker.tls import controller_ssl, reload_listener_contexts, tls_protocol_factory
 from kcompat.security.sasl_client import controller_sasl
 from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.request_stats import RequestStats
@@ -357,6 +357,7 @@ class Broker:
     def _apply_dynamic_broker_configs(self) -> None:
         self.config.set_dynamic(cluster_default=self.image.broker_configs(""),
                                 per_broker=self.image.broker_configs(str(self.node_id)))
+        reload_listener_contexts(self.config)   # KIP-226: new ssl.* stores for new TLS connections
 
     # -- topic configuration ---------------------------------------------------------------------
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
+import weakref
 
 from kcompat.security.principal import ANONYMOUS, user
 from kcompat.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_dn
@@ -118,7 +120,8 @@ class TlsAcceptor(asyncio.Protocol):
 
 def tls_protocol_factory(make_connection, config, listener_name: str):
     """The ``create_server`` protocol factory for ``listener_name``: ``make_connection()`` itself
-    on a plaintext listener, else one wrapping it in a :class:`TlsAcceptor`. Raises ConfigError."""
+    on a plaintext listener, else one wrapping it in a :class:`TlsAcceptor` with the listener's
+    current context (:func:`reload_listener_contexts` may replace it). Raises ConfigError."""
     from kcompat.security.ssl_context import listener_config, server_context
 
     ctx = server_context(config, listener_name)
@@ -127,7 +130,65 @@ def tls_protocol_factory(make_connection, config, listener_name: str):
     is_ssl = config.security_protocol(listener_name) == "SSL"
     rules = listener_config(config, listener_name, "ssl.principal.mapping.rules")
     mapper = SslPrincipalMapper(rules) if is_ssl else None
-    return lambda: TlsAcceptor(make_connection(), ctx, listener_name, mapper)
+    state = _ListenerTls(ctx, _fingerprint(config, listener_name))
+    _LISTENERS.setdefault(config, {})[listener_name] = state
+    return lambda: TlsAcceptor(make_connection(), state.ctx, listener_name, mapper)
+
+
+class _ListenerTls:
+    """A TLS listener's server context and the inputs it was built from."""
+
+    def __init__(self, ctx: ssl.SSLContext, fingerprint: tuple) -> None:
+        self.ctx = ctx
+        self.fingerprint = fingerprint
+
+
+_LISTENERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # config -> {listener: _ListenerTls}
+
+
+def _fingerprint(config, listener_name: str) -> tuple:
+    """The effective ``ssl.*`` values of a listener and the modification times of the store files
+    they name: a different fingerprint means the context must be rebuilt."""
+    from kcompat.config.ssl_defs import SSL_CONFIGS
+    from kcompat.security.ssl_context import listener_config
+
+    values = []
+    for key in SSL_CONFIGS:
+        value = listener_config(config, listener_name, key.name)
+        values.append((key.name, tuple(value) if isinstance(value, list) else value))
+        if key.name in ("ssl.keystore.location", "ssl.truststore.location") and value:
+            try:
+                st = os.stat(value)
+                values.append((key.name + "#mtime", st.st_mtime_ns, st.st_size))
+            except OSError:
+                values.append((key.name + "#mtime", None, None))
+    return tuple(values)
+
+
+def reload_listener_contexts(config) -> list[str]:
+    """After a dynamic broker config change (KIP-226: ``listener.name.<l>.ssl.keystore.location``
+    and the other ``ssl.*`` keys, or a store file rewritten in place and its config set again):
+    rebuild the server context of each TLS listener whose ``ssl.*`` values or store files changed.
+    New connections use the new context; open ones keep theirs. A context that fails to build is
+    logged and the old one kept. Returns the listeners reloaded."""
+    from kcompat.config import ConfigError
+    from kcompat.security.ssl_context import server_context
+
+    reloaded = []
+    for name, state in _LISTENERS.get(config, {}).items():
+        fingerprint = _fingerprint(config, name)
+        if fingerprint == state.fingerprint:
+            continue
+        try:
+            ctx = server_context(config, name)
+        except ConfigError as e:
+            log.error("TLS listener %s keeps its current key and trust stores: the new configuration does not "
+                      "load: %s", name, e)
+            continue
+        state.ctx, state.fingerprint = ctx, fingerprint
+        reloaded.append(name)
+        log.info("TLS listener %s reloaded its key and trust stores for new connections", name)
+    return reloaded
 
 
 def inter_broker_ssl(config) -> ssl.SSLContext | None:

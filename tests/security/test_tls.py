@@ -346,3 +346,41 @@ def test_container_healthcheck_reaches_a_mutual_tls_listener(tls, tmp_path):
     status, message = healthcheck({**no_cert, "KAFKA_LISTENERS": f"MTLS://127.0.0.1:{tls.mtls_port}",
                                    "KAFKA_PROCESS_ROLES": "broker"}, None, 30)
     assert status == 1, message
+
+
+def _peer_cn(port: int, ca: TestCA) -> str:
+    ctx = _client_ctx(ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            subject = dict(x[0] for x in s.getpeercert()["subject"])
+    return subject["commonName"]
+
+
+def test_key_store_replaced_at_runtime(tmp_path):
+    """KIP-226 certificate rotation: AlterConfigs of ``listener.name.ssl.ssl.keystore.location`` on
+    the broker gives new TLS connections the new certificate; a store that does not load is logged
+    and the current one kept."""
+    from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as Q
+    from kcompat.testing.wire import call
+
+    ca = TestCA(tmp_path / "ca")
+    first, second = ca.issue("broker-a"), ca.issue("broker-b")
+    plain, port = free_ports(2)
+    b = BrokerProcess(tmp_path / "data", {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{port}",
+                                          **ca.broker_ssl_props(first, prefix="listener.name.ssl.")},
+                      port=plain).start()
+    try:
+        assert _peer_cn(port, ca) == "broker-a"
+
+        def alter(location: str) -> None:   # as kafka-configs.sh --entity-type brokers --entity-name 1 --alter
+            resp = call(b.bootstrap, Q(resources=[Q.AlterConfigsResource(resource_type=4, resource_name="1", configs=[
+                Q.AlterableConfig(name="listener.name.ssl.ssl.keystore.location", config_operation=0,
+                                  value=location)])]), 1)
+            assert resp.responses[0].error_code == 0, resp.responses[0].error_message
+        alter(str(second.keystore_path))
+        wait_for(lambda: _peer_cn(port, ca) == "broker-b", 30, what="the new certificate")
+        alter(str(tmp_path / "missing.pem"))
+        wait_for(lambda: "keeps its current key and trust stores" in b.log_text(), 30, what="the refusal")
+        assert _peer_cn(port, ca) == "broker-b"
+    finally:
+        b.stop()
