@@ -168,11 +168,13 @@ def _fingerprint(config, listener_name: str) -> tuple:
 def reload_listener_contexts(config) -> list[str]:
     """After a dynamic broker config change (KIP-226: ``listener.name.<l>.ssl.keystore.location``
     and the other ``ssl.*`` keys, or a store file rewritten in place and its config set again):
-    rebuild the server context of each TLS listener whose ``ssl.*`` values or store files changed.
-    New connections use the new context; open ones keep theirs. A context that fails to build is
-    logged and the old one kept. Returns the listeners reloaded."""
+    rebuild the server context of each TLS listener whose ``ssl.*`` values or store files changed,
+    and load the new stores into the client contexts the broker connects to that listener with.
+    New connections use them; open ones keep theirs. A configuration that does not load is logged
+    and the current stores kept. Returns the listeners reloaded (``"<name> (client)"`` for client
+    contexts)."""
     from kcompat.config import ConfigError
-    from kcompat.security.ssl_context import server_context
+    from kcompat.security.ssl_context import reload_client_context, server_context
 
     reloaded = []
     for name, state in _LISTENERS.get(config, {}).items():
@@ -188,22 +190,49 @@ def reload_listener_contexts(config) -> list[str]:
         state.ctx, state.fingerprint = ctx, fingerprint
         reloaded.append(name)
         log.info("TLS listener %s reloaded its key and trust stores for new connections", name)
+    for name, clients in _CLIENTS.get(config, {}).items():
+        fingerprint = _fingerprint(config, name)
+        contexts = [c for c in (ref() for ref in clients[1]) if c is not None]
+        clients[1] = [weakref.ref(c) for c in contexts]
+        if fingerprint == clients[0] or not contexts:
+            continue
+        try:
+            for ctx in contexts:
+                reload_client_context(ctx, config, name)
+        except ConfigError as e:
+            log.error("connections to other nodes' %s listeners keep the current key and trust stores: the new "
+                      "configuration does not load: %s", name, e)
+            continue
+        clients[0] = fingerprint
+        reloaded.append(f"{name} (client)")
+        log.info("connections to other nodes' %s listeners use the reloaded key and trust stores from now on", name)
     return reloaded
+
+
+def _client(config, listener_name: str) -> ssl.SSLContext | None:
+    """A client context of ``listener_name``, remembered so :func:`reload_listener_contexts` can
+    give it new stores in place (connections opened later present the new certificate)."""
+    from kcompat.security.ssl_context import client_context
+
+    ctx = client_context(config, listener_name)
+    if ctx is not None:
+        clients = _CLIENTS.setdefault(config, {}).setdefault(listener_name, [_fingerprint(config, listener_name), []])
+        clients[1].append(weakref.ref(ctx))
+    return ctx
+
+
+_CLIENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # config -> {listener: [fingerprint, refs]}
 
 
 def inter_broker_ssl(config) -> ssl.SSLContext | None:
     """The client context of ``inter.broker.listener.name`` (replica fetchers, coordinator
     forwarding, the share persister): ``None`` when that listener is plaintext."""
-    from kcompat.security.ssl_context import client_context
-
-    return client_context(config, config.inter_broker_listener_name)
+    return _client(config, config.inter_broker_listener_name)
 
 
 def controller_ssl(config) -> ssl.SSLContext | None:
     """The client context of the first of ``controller.listener.names`` (Raft between voters,
     broker registration and heartbeats, forwarded requests), as Kafka's controller channel uses;
     ``None`` when it is plaintext or there is no controller listener."""
-    from kcompat.security.ssl_context import client_context
-
     names = config.controller_listener_names
-    return client_context(config, names[0]) if names else None
+    return _client(config, names[0]) if names else None

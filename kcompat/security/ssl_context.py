@@ -322,6 +322,16 @@ def client_context(config, listener_name: str) -> ssl.SSLContext | None:
     return ctx
 
 
+def reload_client_context(ctx: ssl.SSLContext, config, listener_name: str) -> None:
+    """Load ``listener_name``'s current key store into the client context ``ctx`` in place (new
+    connections present the new certificate) and add its trust store's certificates (OpenSSL
+    cannot forget trusted CAs; a removed CA stays trusted until the next start). Raises
+    ConfigError, leaving ``ctx`` unchanged, when the new stores do not load."""
+    client_context(config, listener_name)   # the whole configuration loads, or nothing changes
+    _load_key_store(ctx, config, listener_name)
+    _load_trust_store(ctx, config, listener_name, ssl.Purpose.SERVER_AUTH)
+
+
 def validate_listeners(config) -> None:
     """Build the server context of every SSL/SASL_SSL listener of ``config.listeners`` (and the
     client context of the controller listeners a broker-only node connects to), so a bad TLS

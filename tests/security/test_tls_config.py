@@ -283,3 +283,45 @@ def test_a_dn_no_rule_maps_fails_the_authentication(tmp_path, ca, cert):
         return data
     assert asyncio.run(run()) == b""
     assert len(made) == 2 and "failed authentication on TLS listener SSL: No rules apply to CN=alice" in made[1]
+
+
+def test_rotation_reaches_the_brokers_own_client_contexts(tmp_path, ca):
+    """KIP-226 on the client side: a new ``listener.name.ssl.ssl.keystore.location`` is loaded in
+    place into the context the broker's NodeClients already hold (inter-broker and controller
+    connections), so the next connection presents the new certificate."""
+    from kcompat.broker.tls import inter_broker_ssl, reload_listener_contexts
+
+    node_a, node_b = ca.issue("node-a"), ca.issue("node-b")
+    cfg = _cfg(tmp_path, **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                            "inter.broker.listener.name": "SSL", "ssl.client.auth": "required",
+                            **ca.broker_ssl_props(node_a, prefix="listener.name.ssl.")})
+
+    class _WhoAreYou(asyncio.Protocol):
+        def connection_made(self, transport):
+            cert = transport.get_extra_info("ssl_object").getpeercert()
+            transport.write(dict(x[0] for x in cert["subject"])["commonName"].encode())
+            transport.close()
+
+    async def run() -> None:
+        server = await asyncio.get_running_loop().create_server(
+            tls_protocol_factory(_WhoAreYou, cfg, "SSL"), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+
+        async def peer_name_seen() -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client, server_hostname="127.0.0.1")
+            name = await asyncio.wait_for(reader.read(100), 30)
+            writer.close()
+            return name
+
+        assert await peer_name_seen() == b"node-a"
+        assert reload_listener_contexts(cfg) == []
+        cfg.alter_dynamic({"listener.name.ssl.ssl.keystore.location": str(node_b.keystore_path)}, per_broker=True)
+        assert reload_listener_contexts(cfg) == ["SSL", "SSL (client)"]   # the listener's server side too
+        assert await peer_name_seen() == b"node-b"
+        cfg.alter_dynamic({"listener.name.ssl.ssl.keystore.location": str(tmp_path / "gone.pem")}, per_broker=True)
+        assert reload_listener_contexts(cfg) == []    # logged; the current stores stay
+        assert await peer_name_seen() == b"node-b"
+        server.close()
+
+    client = inter_broker_ssl(cfg)
+    asyncio.run(run())
