@@ -56,24 +56,33 @@ DENIED_MESSAGES = {29: "Topic authorization failed.", 30: "Group authorization f
                    31: "Cluster authorization failed.", 53: "Transactional Id authorization failed."}
 
 
-def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: str, call):
+DEFAULT_MESSAGE = object()
+
+
+def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: str, call,
+                  message=DEFAULT_MESSAGE):
     """Handle ``req`` with only the permitted items of ``req.<attr>``: ``denied`` lists
-    ``(item, error code)`` pairs answered with their error (entries built by the handler's
-    ``error_response``, appended to ``response.<resp_attr>``); ``call()`` handles the rest (it
-    may forward the narrowed request to the controller). With nothing denied, just ``call()``."""
+    ``(item, error code)`` pairs (or ``(item, code, message)``) answered with their error (entries
+    built by the handler's ``error_response``, appended to ``response.<resp_attr>``); ``call()``
+    handles the rest (it may forward the narrowed request to the controller). Entries that carry
+    an ``error_message`` get ``message``: by default Kafka's text for the code ("Topic
+    authorization failed."), or the one given (None, or e.g. CreateTopics' "Authorization
+    failed."). With nothing denied, just ``call()``."""
     if not denied:
         return call()
     version = ctx.api_version
     items = getattr(req, attr)
+    denied = [d if len(d) == 3 else (d[0], d[1], message) for d in denied]
     errors = []
-    for code in dict.fromkeys(code for _, code in denied):
-        setattr(req, attr, [item for item, c in denied if c == code])
+    for code in dict.fromkeys(d[1] for d in denied):
+        group = [d for d in denied if d[1] == code]
+        setattr(req, attr, [d[0] for d in group])
         entries = getattr(error_response(req, version, code), resp_attr)
-        for e in entries:
-            if "error_message" in getattr(type(e), "__slots__", ()) and getattr(e, "error_message", None) is None:
-                e.error_message = DENIED_MESSAGES.get(code)
+        for e, (_, _, msg) in zip(entries, group):
+            if "error_message" in getattr(type(e), "__slots__", ()):
+                e.error_message = DENIED_MESSAGES.get(code) if msg is DEFAULT_MESSAGE else msg
         errors += entries
-    denied_ids = {id(item) for item, _ in denied}
+    denied_ids = {id(d[0]) for d in denied}
     setattr(req, attr, [item for item in items if id(item) not in denied_ids])
     if not getattr(req, attr):
         resp = error_response(req, version, 0)
@@ -107,5 +116,6 @@ def config_resource_check(ctx, operation: Op, resources) -> list:
             continue   # unknown types get the handler's own error
         name = "kafka-cluster" if rtype == CLUSTER else res.resource_name
         if not ctx.authorize(operation, rtype, name):
-            denied.append((res, code))
+            # Kafka's broker-logger refusal carries no message
+            denied.append((res, code, None if res.resource_type == 8 else DEFAULT_MESSAGE))
     return denied

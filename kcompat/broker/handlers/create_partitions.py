@@ -24,7 +24,8 @@ def handle(ctx, req):
               if not ctx.authorize(Op.ALTER, TOPIC, t.name)]
     return answer_denied(ctx, req, "topics", denied, error_response, "results",
                          lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
-                                                                      error_response))
+                                                                      error_response),
+                         message=None)   # Kafka's refusal here carries no message
 
 
 def _local(ctx, req):

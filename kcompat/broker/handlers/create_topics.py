@@ -27,7 +27,8 @@ def handle(ctx, req):
               if not cluster_create and not ctx.authorize(Op.CREATE, TOPIC, t.name)]
     return answer_denied(ctx, req, "topics", denied, error_response, "topics",
                          lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
-                                                                      error_response))
+                                                                      error_response),
+                         message="Authorization failed.")   # ControllerApis.createTopics' text
 
 
 def _local(ctx, req):

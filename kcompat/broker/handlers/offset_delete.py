@@ -5,7 +5,7 @@ With an authorizer DELETE on the group is required (GROUP_AUTHORIZATION_FAILED);
 READ are answered TOPIC_AUTHORIZATION_FAILED.
 """
 
-from kcompat.broker.authz import GROUP, TOPIC, Op, answer_denied
+from kcompat.broker.authz import GROUP, TOPIC, Op, answer_denied, then
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.offset_delete import OffsetDeleteResponse as R
 
@@ -18,8 +18,15 @@ def handle(ctx, req):
     if not ctx.authorize(Op.DELETE, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics if not ctx.authorize(Op.READ, TOPIC, t.name)]
-    return answer_denied(ctx, req, "topics", denied, _topic_errors, "topics",
-                         lambda: ctx.broker.groups.offset_delete(ctx, req))
+    return then(answer_denied(ctx, req, "topics", denied, _topic_errors, "topics",
+                              lambda: ctx.broker.groups.offset_delete(ctx, req)), _group_error_only)
+
+
+def _group_error_only(resp):
+    """A group-level error answers without topics, the refused ones included (Kafka)."""
+    if resp.error_code:
+        resp.topics = []
+    return resp
 
 
 def _topic_errors(req, version, code):

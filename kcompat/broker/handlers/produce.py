@@ -20,8 +20,8 @@ As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
   ``verify_only`` when the coordinator is another broker;
 - per-partition validation and idempotence live in :class:`kcompat.isr.partition.Partition`;
-- with an authorizer: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for
-  everything) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions); a topic is
+- with an authorizer: WRITE on the transactional id when the batches are transactional
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for everything) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions); a topic is
   auto-created only with WRITE and CREATE (on the cluster or the topic).
 """
 
@@ -33,6 +33,7 @@ from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
 from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from kcompat.protocol.messages.produce import ProduceResponse as R
 
@@ -52,7 +53,8 @@ def handle(ctx, req):
     """Append at once, or first auto-create the topics that do not exist yet (kcompat, as the
     single-node issue asks; Kafka creates topics only from Metadata)."""
     broker = ctx.broker
-    if req.transactional_id and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+    if req.transactional_id and _has_transactional_records(req) \
+            and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
         if req.acks == 0:
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
             return NO_RESPONSE
@@ -101,6 +103,21 @@ async def _append_after_remote_verification(ctx, req, node: int, by_producer: di
                                                            producer_epoch, tps, timeout_s))
     result = _append_all(ctx, req, verified)
     return await result if asyncio.iscoroutine(result) else result
+
+
+def _has_transactional_records(req) -> bool:
+    """Kafka's ``ProduceRequest.hasTransactionalRecords``: a partition's first batch is transactional
+    (only then is WRITE on the transactional id checked)."""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if records and len(records) >= rb.HEADER_SIZE:
+                try:
+                    if rb.parse_header(records).is_transactional:
+                        return True
+                except Exception:   # a corrupt batch: the append answers for it
+                    continue
+    return False
 
 
 def _valid(name: str) -> bool:
