@@ -25,7 +25,7 @@ import ssl
 import weakref
 
 from kcompat.security.principal import ANONYMOUS, user
-from kcompat.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_dn
+from kcompat.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_alt_names, subject_dn
 
 log = logging.getLogger("kcompat.broker.tls")
 
@@ -130,7 +130,7 @@ def tls_protocol_factory(make_connection, config, listener_name: str):
     is_ssl = config.security_protocol(listener_name) == "SSL"
     rules = listener_config(config, listener_name, "ssl.principal.mapping.rules")
     mapper = SslPrincipalMapper(rules) if is_ssl else None
-    state = _ListenerTls(ctx, _fingerprint(config, listener_name))
+    state = _ListenerTls(ctx, _fingerprint(config, listener_name), _identity(config, listener_name))
     _LISTENERS.setdefault(config, {})[listener_name] = state
     return lambda: TlsAcceptor(make_connection(), state.ctx, listener_name, mapper)
 
@@ -138,9 +138,10 @@ def tls_protocol_factory(make_connection, config, listener_name: str):
 class _ListenerTls:
     """A TLS listener's server context and the inputs it was built from."""
 
-    def __init__(self, ctx: ssl.SSLContext, fingerprint: tuple) -> None:
+    def __init__(self, ctx: ssl.SSLContext, fingerprint: tuple, identity) -> None:
         self.ctx = ctx
         self.fingerprint = fingerprint
+        self.identity = identity    # (subject DN, SANs) of the key store's certificate, or None
 
 
 _LISTENERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # config -> {listener: _ListenerTls}
@@ -165,13 +166,43 @@ def _fingerprint(config, listener_name: str) -> tuple:
     return tuple(values)
 
 
+def _identity(config, listener_name: str):
+    """(subject DN, subject alternative names) of the listener's own certificate, or None."""
+    from kcompat.security.ssl_context import keystore_leaf_der
+
+    der = keystore_leaf_der(config, listener_name)
+    return None if der is None else (subject_dn(der), subject_alt_names(der))
+
+
+def _compatible_identity(config, listener_name: str, old):
+    """The new key store's identity, checked against ``old`` as Kafka's SslFactory does on a
+    dynamic update (``CertificateEntries.ensureCompatible``): the subject DN may change only with
+    ``ssl.allow.dn.changes``, and the new SANs must include the old ones unless
+    ``ssl.allow.san.changes``. Raises ConfigError with Kafka's message."""
+    from kcompat.config import ConfigError
+    from kcompat.security.ssl_context import listener_config
+
+    new = _identity(config, listener_name)
+    if old is None or new is None:
+        return new
+    if not listener_config(config, listener_name, "ssl.allow.dn.changes") and old[0].lower() != new[0].lower():
+        raise ConfigError("ssl.allow.dn.changes", f"Keystore DistinguishedName does not match:  existing={{DN={old[0]}}}, "
+                                                  f"new={{DN={new[0]}}} (ssl.allow.dn.changes is false)")
+    if not listener_config(config, listener_name, "ssl.allow.san.changes") and not old[1] <= new[1]:
+        raise ConfigError("ssl.allow.san.changes", f"Keystore SubjectAltNames do not match:  existing={{SAN="
+                                                   f"{sorted(old[1])}}}, new={{SAN={sorted(new[1])}}} "
+                                                   "(ssl.allow.san.changes is false)")
+    return new
+
+
 def reload_listener_contexts(config) -> list[str]:
     """After a dynamic broker config change (KIP-226: ``listener.name.<l>.ssl.keystore.location``
     and the other ``ssl.*`` keys, or a store file rewritten in place and its config set again):
     rebuild the server context of each TLS listener whose ``ssl.*`` values or store files changed,
     and load the new stores into the client contexts the broker connects to that listener with.
-    New connections use them; open ones keep theirs. A configuration that does not load is logged
-    and the current stores kept. Returns the listeners reloaded (``"<name> (client)"`` for client
+    New connections use them; open ones keep theirs. A configuration that does not load, or a
+    certificate whose subject DN or SANs changed without ``ssl.allow.dn.changes`` /
+    ``ssl.allow.san.changes`` (Kafka's rule), is logged and the current stores kept. Returns the listeners reloaded (``"<name> (client)"`` for client
     contexts)."""
     from kcompat.config import ConfigError
     from kcompat.security.ssl_context import reload_client_context, server_context
@@ -183,11 +214,12 @@ def reload_listener_contexts(config) -> list[str]:
             continue
         try:
             ctx = server_context(config, name)
+            identity = _compatible_identity(config, name, state.identity)
         except ConfigError as e:
             log.error("TLS listener %s keeps its current key and trust stores: the new configuration does not "
                       "load: %s", name, e)
             continue
-        state.ctx, state.fingerprint = ctx, fingerprint
+        state.ctx, state.fingerprint, state.identity = ctx, fingerprint, identity
         reloaded.append(name)
         log.info("TLS listener %s reloaded its key and trust stores for new connections", name)
     for name, clients in _CLIENTS.get(config, {}).items():
@@ -197,13 +229,14 @@ def reload_listener_contexts(config) -> list[str]:
         if fingerprint == clients[0] or not contexts:
             continue
         try:
+            identity = _compatible_identity(config, name, clients[2])
             for ctx in contexts:
                 reload_client_context(ctx, config, name)
         except ConfigError as e:
             log.error("connections to other nodes' %s listeners keep the current key and trust stores: the new "
                       "configuration does not load: %s", name, e)
             continue
-        clients[0] = fingerprint
+        clients[0], clients[2] = fingerprint, identity
         reloaded.append(f"{name} (client)")
         log.info("connections to other nodes' %s listeners use the reloaded key and trust stores from now on", name)
     return reloaded
@@ -216,12 +249,14 @@ def _client(config, listener_name: str) -> ssl.SSLContext | None:
 
     ctx = client_context(config, listener_name)
     if ctx is not None:
-        clients = _CLIENTS.setdefault(config, {}).setdefault(listener_name, [_fingerprint(config, listener_name), []])
+        clients = _CLIENTS.setdefault(config, {}).setdefault(
+            listener_name, [_fingerprint(config, listener_name), [], _identity(config, listener_name)])
         clients[1].append(weakref.ref(ctx))
     return ctx
 
 
-_CLIENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # config -> {listener: [fingerprint, refs]}
+# config -> {listener: [fingerprint, weak references to client contexts, key store identity]}
+_CLIENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def inter_broker_ssl(config) -> ssl.SSLContext | None:

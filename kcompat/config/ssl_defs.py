@@ -34,6 +34,8 @@ _DOCS = {
     "ssl.cipher.suites": "Cipher suites (IANA names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); empty: the defaults.",
     "ssl.principal.mapping.rules": "Rules mapping a client certificate's subject DN to the principal name "
                                    "(DEFAULT, RULE:pattern/replacement/[LU]).",
+    "ssl.allow.dn.changes": "Whether a key store replaced at runtime may carry a different subject DN.",
+    "ssl.allow.san.changes": "Whether a key store replaced at runtime may drop subject alternative names.",
 }
 _IGNORED = "TLS setting of the JSSE (accepted for compatibility; kcompat uses OpenSSL through Python's ssl)."
 

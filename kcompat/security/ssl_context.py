@@ -322,6 +322,30 @@ def client_context(config, listener_name: str) -> ssl.SSLContext | None:
     return ctx
 
 
+def keystore_leaf_der(config, listener_name: str) -> bytes | None:
+    """The DER of the first certificate of the listener's key store (its own certificate), None
+    without a key store. Raises ConfigError when the store cannot be read."""
+    g = lambda n: listener_config(config, listener_name, n)   # noqa: E731
+    kind, path, chain = g("ssl.keystore.type"), g("ssl.keystore.location"), g("ssl.keystore.certificate.chain")
+    location_key = _key(listener_name, "ssl.keystore.location", config)
+    if chain is not None:
+        text = chain
+    elif path is None:
+        return None
+    elif kind == PKCS12:
+        text = pkcs12.keystore_pem(path, g("ssl.keystore.password") or "", location_key,
+                                   _key(listener_name, "ssl.keystore.type", config))[0]
+    else:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(location_key, f"Failed to load PEM SSL keystore {path}: {e.strerror}") from None
+    for block in re.finditer(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", normalize_pem(text), re.S):
+        return ssl.PEM_cert_to_DER_cert(block.group(0))
+    return None
+
+
 def reload_client_context(ctx: ssl.SSLContext, config, listener_name: str) -> None:
     """Load ``listener_name``'s current key store into the client context ``ctx`` in place (new
     connections present the new certificate) and add its trust store's certificates (OpenSSL

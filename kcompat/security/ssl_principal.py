@@ -23,6 +23,7 @@ exactly as ``X500Principal.getName()`` writes them.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 _RULE_PATTERN = r"(DEFAULT)|RULE:((\\.|[^\\/])*)/((\\.|[^\\/])*)/([LU]?).*?|(.*?)"
@@ -214,16 +215,59 @@ def _escape(value: str) -> str:
     return "".join(out)
 
 
-def subject_dn(der_cert: bytes) -> str:
-    """The subject of a DER X.509 certificate as Java's ``X500Principal.getName()`` (RFC 2253):
-    RDNs last-to-first joined with ``,``, multi-valued RDNs with ``+``. ValueError if malformed."""
+def _subject_offset(der_cert: bytes) -> tuple[int, int]:
+    """(offset of the subject Name, end of the TBSCertificate)."""
     _, off, _end = _tlv(der_cert, 0)                 # Certificate
-    _, off, _end = _tlv(der_cert, off)               # TBSCertificate
+    _, off, tbs_end = _tlv(der_cert, off)            # TBSCertificate
     tag, start, end = _tlv(der_cert, off)
     if tag == 0xA0:                                  # [0] version
         off = end
     for _ in range(4):                               # serial, signature, issuer, validity
         _, _start, off = _tlv(der_cert, off)
+    return off, tbs_end
+
+
+def subject_alt_names(der_cert: bytes) -> frozenset[str]:
+    """The certificate's subject alternative names: ``DNS:host``, ``IP:1.2.3.4`` (IPv4 and IPv6),
+    other kinds as ``<context tag>:<hex>``; empty without the extension. ValueError if malformed."""
+    off, tbs_end = _subject_offset(der_cert)
+    _, _start, off = _tlv(der_cert, off)             # subject
+    _, _start, off = _tlv(der_cert, off)             # subjectPublicKeyInfo
+    while off < tbs_end:
+        tag, start, end = _tlv(der_cert, off)
+        off = end
+        if tag != 0xA3:                              # [1] issuerUniqueID, [2] subjectUniqueID
+            continue
+        _, pos, exts_end = _tlv(der_cert, start)     # Extensions
+        while pos < exts_end:
+            _, ext_pos, ext_end = _tlv(der_cert, pos)
+            pos = ext_end
+            _, oid_start, oid_end = _tlv(der_cert, ext_pos)
+            if _oid(der_cert[oid_start:oid_end]) != "2.5.29.17":
+                continue
+            vtag, vstart, vend = _tlv(der_cert, oid_end)
+            if vtag == 0x01:                         # critical BOOLEAN
+                vtag, vstart, vend = _tlv(der_cert, vend)
+            _, gpos, gend = _tlv(der_cert, vstart)   # GeneralNames
+            names = set()
+            while gpos < gend:
+                gtag, gstart, g_end = _tlv(der_cert, gpos)
+                gpos = g_end
+                value = der_cert[gstart:g_end]
+                if gtag == 0x82:
+                    names.add("DNS:" + value.decode("ascii", "replace"))
+                elif gtag == 0x87 and len(value) in (4, 16):
+                    names.add("IP:" + str(ipaddress.ip_address(value)))
+                else:
+                    names.add(f"{gtag & 0x1F}:{value.hex()}")
+            return frozenset(names)
+    return frozenset()
+
+
+def subject_dn(der_cert: bytes) -> str:
+    """The subject of a DER X.509 certificate as Java's ``X500Principal.getName()`` (RFC 2253):
+    RDNs last-to-first joined with ``,``, multi-valued RDNs with ``+``. ValueError if malformed."""
+    off, _tbs_end = _subject_offset(der_cert)
     _, pos, name_end = _tlv(der_cert, off)           # subject Name
     rdns: list[str] = []
     while pos < name_end:

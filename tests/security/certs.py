@@ -17,8 +17,9 @@ API::
     ca.pkcs12_keystore(server, "pw"), ca.pkcs12_truststore()   # the same as PKCS12 files (Paths)
     other = TestCA(tmp_path / "other")          # an unrelated CA, for "untrusted" cases
 
-``issue(name, *, subject=None, hosts=("localhost", "127.0.0.1"), key_password=None, days=2)``:
-``name`` is the CN and the file stem; ``subject`` adds attributes (keys C, ST, L, O, OU, DC, UID,
+``issue(name, *, subject=None, hosts=("localhost", "127.0.0.1"), key_password=None, days=2,
+file_stem=None)``: ``name`` is the CN and the file stem (unless ``file_stem``: a renewal of a
+certificate without overwriting its files); ``subject`` adds attributes (keys C, ST, L, O, OU, DC, UID,
 STREET, ordered as given after CN, most specific first as Java prints them); ``hosts`` become DNS
 or IP subject alternative names; ``key_password`` encrypts the key (PKCS#8, PBES2); certificates
 are valid for server and client authentication.
@@ -91,7 +92,7 @@ class TestCA:
 
     def issue(self, name: str, *, subject: dict[str, str] | None = None,
               hosts: tuple[str, ...] = ("localhost", "127.0.0.1"), key_password: str | None = None,
-              days: int = 2) -> IssuedCert:
+              days: int = 2, file_stem: str | None = None) -> IssuedCert:
         """A certificate for ``name`` signed by this CA (see the module docstring)."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [("CN", name), *(subject or {}).items()]
@@ -118,8 +119,9 @@ class TestCA:
         cert = builder.sign(self._key, hashes.SHA256())
         chain_pem = cert.public_bytes(serialization.Encoding.PEM).decode() + self.ca_pem
         key_pem = _pem_key(key, key_password)
-        cert_path, key_path, store = (self.dir / f"{name}.crt", self.dir / f"{name}.key",
-                                      self.dir / f"{name}-keystore.pem")
+        stem = file_stem or name
+        cert_path, key_path, store = (self.dir / f"{stem}.crt", self.dir / f"{stem}.key",
+                                      self.dir / f"{stem}-keystore.pem")
         cert_path.write_text(chain_pem)
         key_path.write_text(key_pem)
         store.write_text(key_pem + chain_pem)

@@ -348,39 +348,47 @@ def test_container_healthcheck_reaches_a_mutual_tls_listener(tls, tmp_path):
     assert status == 1, message
 
 
-def _peer_cn(port: int, ca: TestCA) -> str:
+def _peer_cert(port: int, ca: TestCA) -> tuple[str, str]:
+    """(CN, serial number) of the certificate the broker presents on ``port``."""
     ctx = _client_ctx(ca)
     with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
         with ctx.wrap_socket(raw, server_hostname="localhost") as s:
-            subject = dict(x[0] for x in s.getpeercert()["subject"])
-    return subject["commonName"]
+            cert = s.getpeercert()
+    return dict(x[0] for x in cert["subject"])["commonName"], cert["serialNumber"]
 
 
 def test_key_store_replaced_at_runtime(tmp_path):
     """KIP-226 certificate rotation: AlterConfigs of ``listener.name.ssl.ssl.keystore.location`` on
-    the broker gives new TLS connections the new certificate; a store that does not load is logged
-    and the current one kept."""
+    the broker gives new TLS connections the new certificate; as in Kafka a certificate of another
+    subject DN is refused (``ssl.allow.dn.changes`` false), and so is a store that does not load:
+    both logged, the current one kept."""
     from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as Q
     from kcompat.testing.wire import call
 
     ca = TestCA(tmp_path / "ca")
-    first, second = ca.issue("broker-a"), ca.issue("broker-b")
+    first = ca.issue("broker")
     plain, port = free_ports(2)
     b = BrokerProcess(tmp_path / "data", {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{port}",
                                           **ca.broker_ssl_props(first, prefix="listener.name.ssl.")},
                       port=plain).start()
     try:
-        assert _peer_cn(port, ca) == "broker-a"
+        cn, serial = _peer_cert(port, ca)
+        assert cn == "broker"
+        renewed = ca.issue("broker", file_stem="broker-renewed")   # same DN and SANs, new key and serial
+        other = ca.issue("someone-else")
 
         def alter(location: str) -> None:   # as kafka-configs.sh --entity-type brokers --entity-name 1 --alter
             resp = call(b.bootstrap, Q(resources=[Q.AlterConfigsResource(resource_type=4, resource_name="1", configs=[
                 Q.AlterableConfig(name="listener.name.ssl.ssl.keystore.location", config_operation=0,
                                   value=location)])]), 1)
             assert resp.responses[0].error_code == 0, resp.responses[0].error_message
-        alter(str(second.keystore_path))
-        wait_for(lambda: _peer_cn(port, ca) == "broker-b", 30, what="the new certificate")
+        alter(str(renewed.keystore_path))
+        new_serial = wait_for(lambda: (lambda c: c[1] if c[1] != serial else None)(_peer_cert(port, ca)), 30,
+                              what="the renewed certificate")
+        alter(str(other.keystore_path))
+        wait_for(lambda: "Keystore DistinguishedName does not match" in b.log_text(), 30, what="the DN refusal")
         alter(str(tmp_path / "missing.pem"))
-        wait_for(lambda: "keeps its current key and trust stores" in b.log_text(), 30, what="the refusal")
-        assert _peer_cn(port, ca) == "broker-b"
+        wait_for(lambda: "Failed to load PEM SSL keystore" in b.log_text(), 30, what="the load refusal")
+        assert _peer_cert(port, ca) == ("broker", new_serial)
     finally:
         b.stop()

@@ -294,6 +294,7 @@ def test_rotation_reaches_the_brokers_own_client_contexts(tmp_path, ca):
     node_a, node_b = ca.issue("node-a"), ca.issue("node-b")
     cfg = _cfg(tmp_path, **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
                             "inter.broker.listener.name": "SSL", "ssl.client.auth": "required",
+                            "ssl.allow.dn.changes": "true",   # node-a -> node-b changes the DN
                             **ca.broker_ssl_props(node_a, prefix="listener.name.ssl.")})
 
     class _WhoAreYou(asyncio.Protocol):
@@ -325,3 +326,27 @@ def test_rotation_reaches_the_brokers_own_client_contexts(tmp_path, ca):
 
     client = inter_broker_ssl(cfg)
     asyncio.run(run())
+
+
+def test_rotation_keeps_the_identity_unless_allowed(tmp_path, ca, caplog):
+    """Kafka's SslFactory rule for a key store replaced at runtime: the new certificate keeps the
+    subject DN (``ssl.allow.dn.changes``) and every SAN of the old one (``ssl.allow.san.changes``)."""
+    from kcompat.broker.tls import reload_listener_contexts
+
+    old = ca.issue("broker", file_stem="id-old")
+    fewer_sans = ca.issue("broker", hosts=("localhost",), file_stem="id-fewer")
+    more_sans = ca.issue("broker", hosts=("localhost", "127.0.0.1", "broker.example"), file_stem="id-more")
+    cfg = _cfg(tmp_path, **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                            **ca.broker_ssl_props(old, prefix="listener.name.ssl.")})
+    tls_protocol_factory(_Echo, cfg, "SSL")
+
+    def rotate(cfg, cert) -> list[str]:
+        cfg.alter_dynamic({"listener.name.ssl.ssl.keystore.location": str(cert.keystore_path)}, per_broker=True)
+        return reload_listener_contexts(cfg)
+    assert rotate(cfg, fewer_sans) == []
+    assert "Keystore SubjectAltNames do not match" in caplog.text and "IP:127.0.0.1" in caplog.text
+    assert rotate(cfg, more_sans) == ["SSL"]
+    lax = _cfg(tmp_path, **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                            **ca.broker_ssl_props(old, prefix="listener.name.ssl."), "ssl.allow.san.changes": "true"})
+    tls_protocol_factory(_Echo, lax, "SSL")
+    assert rotate(lax, fewer_sans) == ["SSL"]
