@@ -31,6 +31,7 @@ from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
 from kcompat.broker.tls import controller_ssl, reload_listener_contexts, tls_protocol_factory
+from kcompat.security import sasl_server
 from kcompat.security.sasl_client import controller_sasl
 from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.request_stats import RequestStats
@@ -225,6 +226,7 @@ class Broker:
         for name, host, port in listeners:
             # SSL/SASL_SSL listeners handshake first (kcompat.broker.tls); plaintext ones serve directly
             factory = tls_protocol_factory(lambda n=name: KafkaConnection(self, n), self.config, name)
+            sasl_server.check_listener(self, name)   # a bad JAAS/OAUTHBEARER config stops the start
             server = await loop.create_server(factory, host or None, port,
                                               reuse_address=True, backlog=1024, start_serving=serve)
             self._servers.append(server)

@@ -26,6 +26,7 @@ from .definitions import (BROKER_CONFIGS, DYNAMIC_CONFIGS, LISTENER_ONLY_DYNAMIC
 from .endpoints import Listener, Voter, csv_list, parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
 from .errors import ConfigError
 from .properties import load_properties, parse_override
+from .sasl_defs import MECHANISM_PREFIXES
 from .validation import validate_broker
 from .types import LONG_MAX, ConfigSource
 
@@ -197,7 +198,11 @@ class BrokerConfig:
         out = []
         for k in self._static:
             base = _listener_base(k)   # listener.name.<l>.ssl.* acts as ssl.* does (kcompat.security.ssl_context)
-            key = BROKER_CONFIGS.get(k) or (BROKER_CONFIGS.get(base) if base.startswith("ssl.") else None)
+            mech, _, rest = base.partition(".")   # listener.name.<l>.<mechanism>.sasl.* (kcompat.security.sasl_config)
+            if mech in MECHANISM_PREFIXES and rest:
+                base = rest
+            prefixed = base.startswith(("ssl.", "sasl.", "connections.max.reauth.ms"))
+            key = BROKER_CONFIGS.get(k) or (BROKER_CONFIGS.get(base) if prefixed else None)
             if key is None or not key.implemented:
                 out.append(k)
         return sorted(out)

@@ -7,7 +7,8 @@ modes are Kafka's (``KafkaConfig`` / ``SslConfigs`` / ``SaslConfigs`` / ``Broker
 ``GroupCoordinatorConfig`` / ``DelegationTokenManagerConfigs`` / ``PasswordEncoderConfigs``).
 Every key here is ``implemented=False`` (setting it logs a warning at start-up), except the
 ``ssl.*`` keys, defined in :mod:`kcompat.config.ssl_defs` and acted on by
-:mod:`kcompat.security.ssl_context`.
+:mod:`kcompat.security.ssl_context`, and the ``sasl.*`` keys and ``connections.max.reauth.ms``,
+defined in :mod:`kcompat.config.sasl_defs` (those SASL authentication acts on are implemented).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from __future__ import annotations
 import re
 
 from .errors import invalid_value
-from .keydef import BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PASSWORD, PB, RO, SHORT, STRING, ConfigKey
+from .keydef import BOOLEAN, CLASS, CW, INT, LIST, LONG, PASSWORD, PB, RO, STRING, ConfigKey
 from .keydef import define as _define
+from .sasl_defs import SASL_CONFIGS
 from .ssl_defs import SSL_CONFIGS
 from .types import LONG_MAX, Custom, ValidString, at_least
 
@@ -49,7 +51,6 @@ def _many(prefix_doc: str, specs: list[tuple]) -> list[ConfigKey]:
     return [_d(n, t, dflt, v, m, prefix_doc) for (n, t, dflt, v, m) in specs]
 
 
-_SASL_DOC = "SASL setting (kcompat does not authenticate; accepted for compatibility)."
 _ZK_DOC = "ZooKeeper-mode setting (kcompat runs KRaft only; ignored)."
 _MET_DOC = "JMX/metrics setting (ignored by kcompat)."
 _QUOTA_DOC = "Quota sampling setting (kcompat does not enforce quotas)."
@@ -69,7 +70,6 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("unstable.feature.versions.enable", BOOLEAN, False, None, RO, "Enable unreleased feature versions.", internal=True),
     _d("unstable.metadata.versions.enable", BOOLEAN, False, None, RO, "Enable unreleased metadata versions.", internal=True),
     _d("server.max.startup.time.ms", LONG, LONG_MAX, at_least(0), RO, "Maximum start-up time (ms).", internal=True),
-    _d("sasl.mechanism.controller.protocol", STRING, "GSSAPI", None, RO, "SASL mechanism for controller traffic."),
     # group coordinator (KIP-848 and the new coordinator)
     _d("group.coordinator.threads", INT, 1, at_least(1), RO, "Threads of the group coordinator."),
     _d("group.coordinator.append.linger.ms", INT, 10, at_least(0), RO, "Linger (ms) of group coordinator writes.", internal=True),
@@ -137,45 +137,11 @@ COMPAT_CONFIGS: list[ConfigKey] = [
         ("controller.quota.window.size.seconds", INT, 1, at_least(1), RO),
     ]),
     # security: general, SSL, SASL (BrokerSecurityConfigs / SslConfigs / SaslConfigs)
-    _d("connections.max.reauth.ms", LONG, 0, None, RO, "Maximum session lifetime (ms) before re-authentication (KIP-368)."),
-    _d("sasl.server.max.receive.size", INT, 524288, None, RO, "Maximum SASL receive size (bytes) before authentication."),
     _d("security.providers", STRING, None, None, RO, "Security provider creator classes."),
     _d("principal.builder.class", CLASS, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
        None, PB, "KafkaPrincipalBuilder implementation."),
     *SSL_CONFIGS,   # kcompat.config.ssl_defs: implemented by kcompat.security.ssl_context
-    *_many(_SASL_DOC, [
-        ("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, PB),
-        ("sasl.jaas.config", PASSWORD, None, None, PB),
-        ("sasl.enabled.mechanisms", LIST, "GSSAPI", None, PB),
-        ("sasl.server.callback.handler.class", CLASS, None, None, RO),
-        ("sasl.client.callback.handler.class", CLASS, None, None, RO),
-        ("sasl.login.class", CLASS, None, None, RO),
-        ("sasl.login.callback.handler.class", CLASS, None, None, RO),
-        ("sasl.kerberos.service.name", STRING, None, None, PB),
-        ("sasl.kerberos.kinit.cmd", STRING, "/usr/bin/kinit", None, PB),
-        ("sasl.kerberos.ticket.renew.window.factor", DOUBLE, 0.8, None, PB),
-        ("sasl.kerberos.ticket.renew.jitter", DOUBLE, 0.05, None, PB),
-        ("sasl.kerberos.min.time.before.relogin", LONG, 60000, None, PB),
-        ("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", None, PB),
-        ("sasl.login.refresh.window.factor", DOUBLE, 0.8, None, PB),
-        ("sasl.login.refresh.window.jitter", DOUBLE, 0.05, None, PB),
-        ("sasl.login.refresh.min.period.seconds", SHORT, 60, None, PB),
-        ("sasl.login.refresh.buffer.seconds", SHORT, 300, None, PB),
-        ("sasl.login.connect.timeout.ms", INT, None, None, RO),
-        ("sasl.login.read.timeout.ms", INT, None, None, RO),
-        ("sasl.login.retry.backoff.max.ms", LONG, 10000, None, RO),
-        ("sasl.login.retry.backoff.ms", LONG, 100, None, RO),
-        ("sasl.oauthbearer.scope.claim.name", STRING, "scope", None, RO),
-        ("sasl.oauthbearer.sub.claim.name", STRING, "sub", None, RO),
-        ("sasl.oauthbearer.token.endpoint.url", STRING, None, None, RO),
-        ("sasl.oauthbearer.jwks.endpoint.url", STRING, None, None, RO),
-        ("sasl.oauthbearer.jwks.endpoint.refresh.ms", LONG, 3600000, None, RO),
-        ("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", LONG, 100, None, RO),
-        ("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", LONG, 10000, None, RO),
-        ("sasl.oauthbearer.clock.skew.seconds", INT, 30, None, RO),
-        ("sasl.oauthbearer.expected.audience", LIST, None, None, RO),
-        ("sasl.oauthbearer.expected.issuer", STRING, None, None, RO),
-    ]),
+    *SASL_CONFIGS,  # kcompat.config.sasl_defs: implemented by kcompat.security.sasl_config
     # ZooKeeper (ZkConfigs): still defined in 3.9, meaningless for KRaft
     *_many(_ZK_DOC, [
         ("zookeeper.connect", STRING, None, None, RO),

@@ -54,6 +54,34 @@ def session_for(broker, listener_name: str) -> "SaslSession | None":
     return None if settings is None else SaslSession(settings, broker)
 
 
+def check_listener(broker, listener_name: str) -> None:
+    """Read a listener's SASL settings at start-up, as Kafka builds its authenticators then: a
+    malformed JAAS configuration or an unusable OAUTHBEARER validator stops the start with
+    :class:`kcompat.config.errors.ConfigError`; a mechanism kcompat lacks (GSSAPI) is logged."""
+    from kcompat.config.errors import ConfigError
+    cache = broker.__dict__.setdefault("sasl_listeners", {})
+    try:
+        settings = cache[listener_name] = listener_sasl(broker.config, listener_name)
+    except ValueError as e:
+        raise ConfigError(f"listener.name.{listener_name.lower()}.sasl.jaas.config",
+                          f"Invalid JAAS configuration of listener {listener_name}: {e}") from None
+    if settings is None:
+        return
+    missing = [m for m in settings.mechanisms if m not in SUPPORTED]
+    if missing:
+        log.warning("SASL listener %s enables %s, which kcompat does not implement: handshakes asking for "
+                    "them are refused", listener_name, ",".join(missing))
+    if "OAUTHBEARER" in settings.mechanisms:
+        from kcompat.security.oauth import make_validator
+        entry = settings.jaas.get("OAUTHBEARER")
+        try:
+            broker.__dict__.setdefault("sasl_oauth_validators", {})[listener_name] = make_validator(
+                settings.oauth, entry.options if entry else {})
+        except ValueError as e:
+            raise ConfigError(f"listener.name.{listener_name.lower()}.oauthbearer.sasl.server.callback.handler.class",
+                              str(e)) from None
+
+
 class SaslSession:
     """SASL state of one connection; ``broker`` gives the SCRAM credentials (``broker.image``)."""
 

@@ -96,3 +96,10 @@ def send_frame(sock: socket.socket, payload: bytes) -> None:
 def recv_frame(sock: socket.socket) -> bytes:
     (size,) = struct.unpack(">i", wire.recv_exact(sock, 4))
     return wire.recv_exact(sock, size)
+
+
+def logged(broker, text: str, timeout: float = 30.0) -> bool:
+    """Wait until the broker's log holds ``text`` (its lines reach the file a moment after they
+    are written); AssertionError after ``timeout`` s."""
+    from kcompat.testing.process import wait_for
+    return bool(wait_for(lambda: text in broker.log_text(), timeout, what=f"log line {text!r}"))

@@ -21,9 +21,10 @@ from kafka import KafkaConsumer, KafkaProducer
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.security.oauth import unsecured_token
-from kcompat.testing import wire
+from kcompat.testing import Broker, wire
+from kcompat.testing.ports import free_ports
 from tests.security.sasl_support import (AUDIENCE, ISSUER, PASSWORDS, authenticate, closed_by_broker, handshake,
-                                         plain_token, sasl_broker)
+                                         logged, plain_token, recv_frame, sasl_broker, send_frame)
 
 SCRAM_PASSWORD = "scram-pw-5b8e"
 
@@ -97,7 +98,7 @@ def test_confluent_and_kafka_python_produce_and_consume(sasl, mechanism):
     assert _roundtrip_confluent(_conf(addrs["SASL_PLAINTEXT"], mechanism, user, password), topic) == \
         [f"m{i}".encode() for i in range(5)]
     assert _kafka_python(addrs["SASL_PLAINTEXT"], mechanism, user, password, topic)[-1] == b"from-kafka-python"
-    assert f"SASL {mechanism} authentication of User:{user}" in broker.log_text()
+    assert logged(broker, f"SASL {mechanism} authentication of User:{user}")
 
 
 def test_scram_credentials_described_and_refused_as_kafka(sasl):
@@ -143,7 +144,6 @@ def test_v0_handshake_then_raw_plain_token(sasl):
     _broker, addrs = sasl
     with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:
         assert handshake(sock, "PLAIN", version=0).error_code == 0
-        from tests.security.sasl_support import recv_frame, send_frame
         send_frame(sock, plain_token("bob", PASSWORDS["bob"]))
         assert recv_frame(sock) == b""
         wire.send_request(sock, MetadataRequest(topics=[]), 1)
@@ -184,7 +184,7 @@ def test_scram_exchange_by_hand_and_replayed_nonce_refused(sasl):
         resp = authenticate(sock, c.get_client_final().encode())
         assert resp.error_code == 58
         assert closed_by_broker(sock)
-    assert "Server nonce doesn't match" in broker.log_text()
+    assert logged(broker, "Server nonce doesn't match")
     assert SCRAM_PASSWORD not in broker.log_text()
 
 
@@ -193,7 +193,7 @@ def test_frame_of_1gb_before_authentication_closes_the_connection(sasl):
     with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:
         sock.sendall((1 << 30).to_bytes(4, "big") + b"\0" * 64)
         assert closed_by_broker(sock)
-    assert "exceeds sasl.server.max.receive.size before authentication (524288)" in broker.log_text()
+    assert logged(broker, "exceeds sasl.server.max.receive.size before authentication (524288)")
     assert wire.call(addrs["SASL_PLAINTEXT"], ApiVersionsRequest(), 0).error_code == 0
 
 
@@ -206,8 +206,8 @@ def test_non_auth_request_before_authentication_closes_the_connection(sasl):
         assert handshake(sock, "PLAIN").error_code == 0
         wire.send_request(sock, MetadataRequest(topics=[]), 1)
         assert closed_by_broker(sock)
-    assert "Unexpected Kafka request of type 3 during SASL handshake" in broker.log_text()
-    assert "Unexpected Kafka request of type 3 during SASL authentication" in broker.log_text()
+    assert logged(broker, "Unexpected Kafka request of type 3 during SASL handshake")
+    assert logged(broker, "Unexpected Kafka request of type 3 during SASL authentication")
 
 
 def test_oauthbearer_unsecured_token_with_confluent(sasl):
@@ -216,7 +216,7 @@ def test_oauthbearer_unsecured_token_with_confluent(sasl):
             "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
             "sasl.oauthbearer.config": "principal=carol"}
     assert _roundtrip_confluent(conf, "sasl-oauth-unsecured", 3) == [b"m0", b"m1", b"m2"]
-    assert "SASL OAUTHBEARER authentication of User:carol" in broker.log_text()
+    assert logged(broker, "SASL OAUTHBEARER authentication of User:carol")
 
 
 def _oauth_token_exchange(addr: str, token: str):
@@ -244,7 +244,7 @@ def test_oauthbearer_jwks_signed_token_with_confluent(sasl, jwt_key):
     conf = {"bootstrap.servers": addrs["JWT"], "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER", "oauth_cb": token_cb}
     assert _roundtrip_confluent(conf, "sasl-oauth-jwks", 3) == [b"m0", b"m1", b"m2"]
-    assert "SASL OAUTHBEARER authentication of User:dave" in broker.log_text()
+    assert logged(broker, "SASL OAUTHBEARER authentication of User:dave")
 
 
 @pytest.mark.parametrize("case", ["expired", "wrong-audience", "other-key", "unsigned"])
@@ -273,3 +273,23 @@ def test_no_password_in_the_broker_log(sasl):
     text = broker.log_text()
     for secret in [*PASSWORDS.values(), SCRAM_PASSWORD]:
         assert secret not in text
+
+
+def test_sasl_configs_are_not_reported_as_ignored(sasl):
+    broker, _addrs = sasl
+    warned = [line for line in broker.log_text().splitlines() if "have no effect in kcompat" in line]
+    assert not any("sasl" in line or "connections.max.reauth.ms" in line for line in warned)
+
+
+def test_malformed_jaas_config_stops_the_start():
+    p1, p2 = free_ports(2, "127.0.0.1")
+    broker = Broker({"listeners": f"PLAINTEXT://127.0.0.1:{p1},SASL_PLAINTEXT://127.0.0.1:{p2}",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                                       "CONTROLLER:PLAINTEXT",
+                     "sasl.enabled.mechanisms": "PLAIN",
+                     "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                         'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="secret-b"'},
+                    port=p1)
+    with pytest.raises(RuntimeError, match="JAAS config entry not terminated by semi-colon"):
+        broker.start(60)
+    broker.stop()

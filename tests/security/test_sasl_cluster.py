@@ -59,8 +59,11 @@ def test_replicated_topic_over_sasl_inter_broker_and_controller_listeners(cluste
     wait_until(lambda: _poll_into(c, got) >= 30, 60, "30 records consumed")
     c.close()
     assert got == {f"v{i}".encode() for i in range(30)}
+    for listener in ("CONTROLLER", "INTERNAL"):
+        wait_until(lambda: any("SASL PLAIN authentication of User:admin from" in line and line.endswith(f"on {listener}")
+                               for n in cluster.nodes for line in n.log_text().splitlines()),
+                   30, f"the brokers' own SASL authentications on {listener}")
     logs = "".join(n.log_text() for n in cluster.nodes)
-    assert "SASL PLAIN authentication of User:admin" in logs and "on CONTROLLER" in logs and "on INTERNAL" in logs
     assert "SASL authentication failed" not in logs
     assert PASSWORDS["admin"] not in logs
 

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.testing import wire
-from tests.security.sasl_support import (PASSWORDS, REAUTH_MS, authenticate, closed_by_broker, handshake,
+from tests.security.sasl_support import (PASSWORDS, REAUTH_MS, authenticate, closed_by_broker, handshake, logged,
                                          plain_token, sasl_broker)
 
 
@@ -42,7 +42,7 @@ def test_session_lifetime_and_expired_session_disconnected(sasl):
         _wait_past_session(start)
         wire.send_request(sock, MetadataRequest(topics=[]), 1, correlation_id=3)
         assert closed_by_broker(sock)
-    assert "SASL session of User:alice expired" in broker.log_text()
+    assert logged(broker, "SASL session of User:alice expired")
     # no connections.max.reauth.ms on the other listener: no lifetime
     with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:
         assert handshake(sock, "PLAIN").error_code == 0
@@ -62,7 +62,7 @@ def test_reauthentication_by_hand_keeps_the_connection(sasl):
         assert resp.error_code == 0 and resp.session_lifetime_ms == REAUTH_MS
         wire.send_request(sock, MetadataRequest(topics=[]), 1, correlation_id=9)
         assert wire.read_response(sock, 3, 1)[0] == 9
-    assert "SASL PLAIN re-authentication of User:bob" in broker.log_text()
+    assert logged(broker, "SASL PLAIN re-authentication of User:bob")
 
 
 def test_reauthentication_cannot_change_principal(sasl):
@@ -88,4 +88,4 @@ def test_librdkafka_reauthenticates_and_keeps_producing(sasl):
         assert p.flush(30) == 0
         _wait_past_session(start)
     assert delivered == [None, None, None]
-    assert "SASL PLAIN re-authentication of User:alice" in broker.log_text()
+    assert logged(broker, "SASL PLAIN re-authentication of User:alice")

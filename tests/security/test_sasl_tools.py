@@ -16,7 +16,7 @@ from conformance.clients.java import JavaTools
 from kcompat.testing import Broker
 from kcompat.testing.ports import free_ports
 from tests.security.certs import TestCA
-from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS
+from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS, logged
 
 SCRAM_PASSWORD = "tools-scram-pw-41f"
 
@@ -94,7 +94,7 @@ def test_java_console_producer_and_consumer(setup, mechanism, listener):
                     ["--bootstrap-server", addrs[listener], "--topic", topic, "--command-config", str(props),
                      "--from-beginning", "--max-messages", "10", "--timeout-ms", "60000"], timeout=120)
     assert res.stdout.split() == lines
-    assert f"SASL {mechanism} authentication of User:alice from" in broker.log_text()
+    assert logged(broker, f"SASL {mechanism} authentication of User:alice from")
 
 
 # kcat only with PLAIN: Debian's kcat links librdkafka 2.0.2, whose SCRAM client-final repeats the
