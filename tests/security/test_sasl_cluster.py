@@ -1,5 +1,5 @@
 """A 3-node kcompat cluster whose inter-broker listener (INTERNAL) and controller listener are
-SASL_PLAINTEXT: Raft, broker registration, forwarded admin requests and replica fetches all
+SASL_PLAINTEXT, then SASL_SSL (TLS with a certificate authority the test made, host names checked): Raft, broker registration, forwarded admin requests and replica fetches all
 authenticate as the broker's own user (``sasl.mechanism.*.protocol`` PLAIN with the listeners'
 JAAS ``username``/``password``); clients use the PLAINTEXT listener and see replicated data.
 SCRAM between brokers would need credentials before the first broker starts (Kafka's
@@ -15,14 +15,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.testing.cluster import Cluster, wait_until
 from kcompat.testing.ports import free_ports
-from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS
+from kcompat.protocol.messages.api_versions import ApiVersionsRequest
+from kcompat.testing import wire
+from tests.security.certs import TestCA
+from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS, closed_by_broker
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+@pytest.fixture(scope="module", params=["SASL_PLAINTEXT", "SASL_SSL"])
+def cluster(request, tmp_path_factory):
+    protocol = request.param
+    root = tmp_path_factory.mktemp(f"sasl-cluster-{protocol.lower()}")
+    tls = {}
+    if protocol == "SASL_SSL":   # one broker certificate (SANs localhost, 127.0.0.1) from a CA the test made
+        tls = TestCA(root / "ca").broker_ssl_props()
     internal = free_ports(3, "127.0.0.1")
-    c = Cluster(tmp_path_factory.mktemp("sasl-cluster"), n=3, overrides={
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+    c = Cluster(root, n=3, overrides={
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol},CONTROLLER:{protocol}",
         "inter.broker.listener.name": "INTERNAL",
         "sasl.mechanism.controller.protocol": "PLAIN",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
@@ -31,9 +39,11 @@ def cluster(tmp_path_factory):
         "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS,
         "default.replication.factor": "3", "min.insync.replicas": "2",
+        **tls,
     })
     for node, port in zip(c.nodes, internal):
         node.overrides["listeners"] += f",INTERNAL://127.0.0.1:{port}"
+    c.protocol, c.internal_ports = protocol, internal
     with c:   # starts the nodes
         yield c
 
@@ -63,6 +73,10 @@ def test_replicated_topic_over_sasl_inter_broker_and_controller_listeners(cluste
         wait_until(lambda: any("SASL PLAIN authentication of User:admin from" in line and line.endswith(f"on {listener}")
                                for n in cluster.nodes for line in n.log_text().splitlines()),
                    30, f"the brokers' own SASL authentications on {listener}")
+    if cluster.protocol == "SASL_SSL":   # the internal listeners really speak TLS: plaintext bytes are refused
+        with wire.connect(f"127.0.0.1:{cluster.internal_ports[0]}") as sock:
+            wire.send_request(sock, ApiVersionsRequest(), 0)
+            assert closed_by_broker(sock)
     logs = "".join(n.log_text() for n in cluster.nodes)
     assert "SASL authentication failed" not in logs
     assert PASSWORDS["admin"] not in logs
