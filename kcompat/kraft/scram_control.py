@@ -94,7 +94,7 @@ def describe_credentials(image, req) -> DR:
             unique[name] = name in unique
     results = []
     for name, duplicate in unique.items():
-        r = DR.DescribeUserScramCredentialsResult(user=name, error_code=0, error_message=None, credential_infos=[])
+        r = DR.DescribeUserScramCredentialsResult(user=name, error_code=0, error_message="", credential_infos=[])
         if duplicate:
             r.error_code, r.error_message = ErrorCode.DUPLICATE_RESOURCE, DESCRIBE_DUPLICATE_USER + name
         else:
@@ -106,4 +106,5 @@ def describe_credentials(image, req) -> DR:
                 r.error_code = ErrorCode.RESOURCE_NOT_FOUND
                 r.error_message = DESCRIBE_USER_THAT_DOES_NOT_EXIST + name
         results.append(r)
-    return DR(throttle_time_ms=0, error_code=0, error_message=None, results=results)
+    # error messages "" where Kafka leaves its generated default (librdkafka 2.16 crashes on a null one)
+    return DR(throttle_time_ms=0, error_code=0, error_message="", results=results)

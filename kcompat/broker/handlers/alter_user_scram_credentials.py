@@ -3,12 +3,14 @@
 Forwarded to the active controller like other admin writes; the controller validates and commits
 ``UserScramCredentialRecord`` / ``RemoveUserScramCredentialRecord`` (:mod:`kcompat.kraft.scram_control`
 has the checks and Kafka's errors). ``kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[...]'
---entity-type users`` sends this request.
+--entity-type users`` sends this request. Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op
 from kcompat.kraft import scram_control
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsResponse as R
 
 API_KEY = 51
@@ -17,6 +19,8 @@ MAX_VERSION = 0
 
 
 def handle(ctx, req):
+    if not ctx.authorize_cluster(Op.ALTER):   # KafkaApis: ALTER on CLUSTER
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 

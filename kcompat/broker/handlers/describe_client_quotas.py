@@ -9,6 +9,7 @@ name, 1 (default) and 2 (any) take none; an unknown match type is INVALID_REQUES
 
 from __future__ import annotations
 
+from kcompat.broker.authz import Op
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_client_quotas import DescribeClientQuotasResponse as R
 
@@ -18,6 +19,8 @@ MAX_VERSION = 1
 
 
 def handle(ctx, req):
+    if not ctx.authorize_cluster(Op.DESCRIBE_CONFIGS):   # KafkaApis: DESCRIBE_CONFIGS on CLUSTER
+        return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     for c in req.components:
         if c.match_type not in (0, 1, 2):
             return R(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected match type: {c.match_type}",
