@@ -14,6 +14,10 @@ On an SSL listener the connection's principal (``connection.principal``) is Kafk
 (``ssl.principal.mapping.rules``), ``User:ANONYMOUS`` without one; a DN no rule maps fails the
 authentication (the connection is closed, as Kafka does). On SASL_SSL the SASL exchange decides.
 The accept logs one DEBUG line with the peer, listener, TLS version, cipher, DN and principal.
+
+Client contexts (:func:`inter_broker_ssl`, :func:`controller_ssl`) and listener contexts are
+remembered per broker config, so :func:`reload_listener_contexts`, run after every dynamic broker
+config change, can rotate key and trust stores (KIP-226) for new connections on both sides.
 """
 
 from __future__ import annotations
