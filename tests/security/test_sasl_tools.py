@@ -1,6 +1,7 @@
 """SASL with Kafka's own tools and kcat against a real kcompat process: Kafka 4.3.1's
 ``kafka-configs.sh`` (ConfigCommand) creating, describing and deleting SCRAM credentials, its
-console producer and consumer (``--command-config``) with PLAIN and SCRAM-SHA-512, kcat with PLAIN,
+console producer and consumer (``--command-config``) with PLAIN, SCRAM-SHA-512 and an unsecured
+OAUTHBEARER token, kcat with PLAIN,
 and SASL_SSL (SCRAM-SHA-512 over TLS with a certificate authority the test made)."""
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def setup(tmp_path_factory):
                                           "CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "num.partitions": "1",
@@ -69,15 +73,19 @@ def test_kafka_configs_sh_scram_credentials(setup):
 def _client_props(mechanism: str, user: str, password: str, ssl_ca=None) -> dict[str, str]:
     module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
               else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    jaas = f'{module} required username="{user}" password="{password}";'
+    if mechanism == "OAUTHBEARER":   # the Java client's unsecured token (OAuthBearerUnsecuredLoginCallbackHandler)
+        jaas = f'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ' \
+               f'unsecuredLoginStringClaim_sub="{user}";'
     props = {"security.protocol": "SASL_SSL" if ssl_ca else "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-             "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'}
+             "sasl.jaas.config": jaas}
     if ssl_ca:
         props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(ssl_ca)})
     return props
 
 
 @pytest.mark.parametrize("mechanism,listener", [("PLAIN", "SASL_PLAINTEXT"), ("SCRAM-SHA-512", "SASL_PLAINTEXT"),
-                                                ("SCRAM-SHA-512", "SASL_SSL")])
+                                                ("SCRAM-SHA-512", "SASL_SSL"), ("OAUTHBEARER", "SASL_PLAINTEXT")])
 def test_java_console_producer_and_consumer(setup, mechanism, listener):
     broker, tools, ca, addrs = setup
     if mechanism.startswith("SCRAM"):
