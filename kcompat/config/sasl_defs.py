@@ -32,6 +32,10 @@ _DOCS = {
     "sasl.oauthbearer.sub.claim.name": "OAUTHBEARER (JWKS): the claim naming the principal.",
     "sasl.oauthbearer.jwks.endpoint.url": "OAUTHBEARER (JWKS): file:// or http(s):// URL of the JSON Web Key Set.",
     "sasl.oauthbearer.clock.skew.seconds": "OAUTHBEARER (JWKS): leeway (s) for exp/nbf/iat checks.",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "OAUTHBEARER (JWKS): how often (ms) an http(s) key set is "
+                                                 "fetched again.",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "OAUTHBEARER (JWKS): least time (ms) between two "
+                                                           "fetches when a token names an unknown key id.",
     "sasl.oauthbearer.expected.audience": "OAUTHBEARER (JWKS): audiences a token must name (one suffices).",
     "sasl.oauthbearer.expected.issuer": "OAUTHBEARER (JWKS): the issuer a token must name.",
 }

@@ -23,7 +23,10 @@ The token's expiry bounds the session (KIP-368: ``lifetime_ms``).
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
+import threading
 import time
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -33,6 +36,7 @@ import jwt
 from kcompat.security.sasl_plain import SaslFailure
 from kcompat.security.sasl_config import SECURED_VALIDATOR, SECURED_VALIDATOR_OLD
 
+log = logging.getLogger("kcompat.security.oauth")
 _AUTH = re.compile(r"^(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)$")
 _SIGNED_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 
@@ -42,7 +46,15 @@ class _InvalidToken(Exception):
 
 
 class JwksValidator:
-    """Signed-token validation against a JWKS (``settings``: ListenerSasl.oauth)."""
+    """Signed-token validation against a JWKS (``settings``: ListenerSasl.oauth).
+
+    The key set is read when the validator is made and kept: a ``file://`` set is read again when
+    the file changes, an ``http(s)://`` one is fetched again every
+    ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` on a thread of its own, and at once (at most every
+    ``sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms``) when a token names a key id it lacks,
+    as Kafka's ``RefreshingHttpsJwks``. Validation itself never waits for the network, so a slow
+    or hostile issuer cannot stall the broker's event loop; a token whose key is not (yet) known
+    is refused."""
 
     def __init__(self, settings: dict) -> None:
         self.settings = settings
@@ -50,19 +62,61 @@ class JwksValidator:
         if not url:
             raise ValueError("sasl.oauthbearer.jwks.endpoint.url must be set for OAuthBearerValidatorCallbackHandler")
         parsed = urlparse(url)
+        if parsed.scheme not in ("file", "http", "https"):
+            raise ValueError(f"sasl.oauthbearer.jwks.endpoint.url must be a file, http or https URL: {url}")
+        self._url = url
         self._file = url2pathname(parsed.path) if parsed.scheme == "file" else None
-        self._client = None if self._file else jwt.PyJWKClient(url, cache_keys=True)
+        self._mtime = None
+        self._keys: dict[str | None, object] = {}
+        self._lock = threading.Lock()
+        self._refresh_s = max(1.0, int(settings.get("jwks_refresh_ms") or 3600000) / 1000.0)
+        self._backoff_s = max(0.1, int(settings.get("jwks_backoff_max_ms") or 10000) / 1000.0)
+        self._last_fetch = 0.0
+        self._wake = threading.Event()
+        if self._file is None:
+            self._fetch()
+            threading.Thread(target=self._refresher, name="kcompat-jwks-refresh", daemon=True).start()
+
+    def _fetch(self) -> None:
+        """Fetch the remote key set now (a failure keeps the keys held and is logged)."""
+        self._last_fetch = time.monotonic()
+        try:
+            keys = jwt.PyJWKClient(self._url, cache_jwk_set=False, timeout=10).get_jwk_set()
+        except Exception as e:   # network or parse error: keep the last good set
+            log.warning("could not fetch the JWKS from %s: %s", self._url, e)
+            return
+        with self._lock:
+            self._keys = {k.key_id: k.key for k in keys.keys}
+        log.info("JWKS from %s: %d key(s)", self._url, len(keys.keys))
+
+    def _refresher(self) -> None:
+        while True:
+            self._wake.wait(self._refresh_s)
+            self._wake.clear()
+            wait = self._last_fetch + self._backoff_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._fetch()
+
+    def _file_keys(self) -> dict:
+        mtime = os.stat(self._file).st_mtime_ns
+        if mtime != self._mtime:
+            with open(self._file, encoding="utf-8") as f:
+                keys = jwt.PyJWKSet.from_json(f.read())
+            self._keys = {k.key_id: k.key for k in keys.keys}
+            self._mtime = mtime
+        return self._keys
 
     def _key(self, token: str):
-        header = jwt.get_unverified_header(token)
-        kid = header.get("kid")
-        if self._client is not None:
-            return self._client.get_signing_key_from_jwt(token).key
-        with open(self._file, encoding="utf-8") as f:
-            keys = jwt.PyJWKSet.from_json(f.read())
-        for k in keys.keys:
-            if kid is None or k.key_id == kid:
-                return k.key
+        kid = jwt.get_unverified_header(token).get("kid")
+        with self._lock:
+            keys = self._file_keys() if self._file is not None else dict(self._keys)
+        if kid in keys:
+            return keys[kid]
+        if kid is None and len(keys) == 1:
+            return next(iter(keys.values()))
+        if self._file is None:
+            self._wake.set()   # maybe a rotated key: fetch again soon (after the back-off)
         raise _InvalidToken(f"no key in the JWKS matches the token's kid {kid!r}")
 
     def validate(self, token: str) -> tuple[str, int]:

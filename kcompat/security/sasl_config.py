@@ -90,6 +90,8 @@ def listener_sasl(config, listener: str) -> ListenerSasl | None:
             "sub_claim": oauth("sasl.oauthbearer.sub.claim.name") or "sub",
             "scope_claim": oauth("sasl.oauthbearer.scope.claim.name") or "scope",
             "clock_skew_s": int(oauth("sasl.oauthbearer.clock.skew.seconds") or 30),
+            "jwks_refresh_ms": int(oauth("sasl.oauthbearer.jwks.endpoint.refresh.ms") or 3600000),
+            "jwks_backoff_max_ms": int(oauth("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms") or 10000),
         }
     return out
 

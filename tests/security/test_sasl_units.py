@@ -251,3 +251,68 @@ def test_gate_after_authentication_and_reauthentication():
     s2.handshake("PLAIN", 1)
     s2.authenticate(b"\0alice\0pw", 0)                          # v0: the client cannot re-authenticate
     assert not s2.intercept(conn2, _frame(17, 1)) and s2.state == COMPLETE   # KafkaApis answers ILLEGAL_SASL_STATE
+
+
+def _jwks(*keys_and_kids) -> str:
+    out = []
+    for key, kid in keys_and_kids:
+        jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+        jwk["kid"] = kid
+        out.append(jwk)
+    return json.dumps({"keys": out})
+
+
+def _es256(key, kid, sub="svc"):
+    return jwt.encode({"sub": sub, "exp": int(time.time()) + 60}, key, algorithm="ES256", headers={"kid": kid})
+
+
+def test_jwks_over_http_is_fetched_off_the_request_path_and_refetched_for_a_new_kid():
+    import http.server
+    import threading
+    from kcompat.testing.process import wait_for
+    k1, k2 = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    served = {"body": _jwks((k1, "k1"))}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = served["body"].encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        v = JwksValidator({"jwks_url": f"http://127.0.0.1:{server.server_port}/jwks", "audience": [],
+                           "jwks_backoff_max_ms": 100})
+        assert v.validate(_es256(k1, "k1"))[0] == "svc"
+        served["body"] = _jwks((k1, "k1"), (k2, "k2"))   # the issuer rotates in a new key
+        with pytest.raises(Exception, match="kid"):
+            v.validate(_es256(k2, "k2"))                  # not known yet: refused, a fetch is triggered
+
+        def accepted():
+            try:
+                return v.validate(_es256(k2, "k2"))[0] == "svc"
+            except Exception:
+                return False
+        wait_for(accepted, 30, what="the rotated key fetched")
+    finally:
+        server.shutdown()
+
+
+def test_jwks_file_is_read_again_when_it_changes(tmp_path):
+    import os
+    k1, k2 = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    path = tmp_path / "jwks.json"
+    path.write_text(_jwks((k1, "k1")))
+    v = JwksValidator({"jwks_url": f"file://{path}", "audience": []})
+    assert v.validate(_es256(k1, "k1"))[0] == "svc"
+    path.write_text(_jwks((k2, "k2")))
+    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))   # a new mtime even on coarse clocks
+    assert v.validate(_es256(k2, "k2"))[0] == "svc"
+    with pytest.raises(Exception, match="kid"):
+        v.validate(_es256(k1, "k1"))
