@@ -293,3 +293,21 @@ def test_malformed_jaas_config_stops_the_start():
     with pytest.raises(RuntimeError, match="JAAS config entry not terminated by semi-colon"):
         broker.start(60)
     broker.stop()
+
+
+def test_sasl_requests_where_they_do_not_belong_answer_illegal_sasl_state(sasl):
+    _broker, addrs = sasl
+    with wire.connect(addrs["PLAINTEXT"]) as sock:   # a listener without SASL: KafkaApis answers
+        assert handshake(sock, "PLAIN").error_code == 34   # ILLEGAL_SASL_STATE
+        assert authenticate(sock, b"x").error_code == 34
+        wire.send_request(sock, MetadataRequest(topics=[]), 1)
+        assert wire.read_response(sock, 3, 1)[1].brokers        # and the connection serves on
+    with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:      # after authentication
+        assert handshake(sock, "PLAIN").error_code == 0
+        assert authenticate(sock, plain_token("alice", PASSWORDS["alice"]), version=0).error_code == 0
+        again = authenticate(sock, plain_token("alice", PASSWORDS["alice"]))
+        assert again.error_code == 34
+        assert again.error_message == "SaslAuthenticate request received after successful authentication"
+        assert handshake(sock, "PLAIN").error_code == 34     # v0 SaslAuthenticate: no re-authentication
+        wire.send_request(sock, MetadataRequest(topics=[]), 1)
+        assert wire.read_response(sock, 3, 1)[1].brokers
