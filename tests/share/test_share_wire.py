@@ -161,3 +161,24 @@ def test_a_closed_connection_ends_its_session_and_the_records_wait_for_their_loc
         assert acquired(fetch(other, group, "next", 0, tid, wait=300)) == []
     finally:
         other.close()
+
+
+def test_auto_offset_reset_by_duration_and_latest(broker, members):
+    bs = broker.bootstrap_servers
+    topic = f"w-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 1)
+    admin.wait_for_leaders(bs, [topic])
+    p = ck.Producer({"bootstrap.servers": bs})
+    for i in range(5):
+        p.produce(topic, value=b"%d" % i)
+    assert p.flush(30) == 0
+    md = call(bs, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                  allow_auto_topic_creation=False), 12)
+    tid = md.topics[0].topic_id
+    hour, latest = f"g-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    set_group_configs(bs, hour, {"share.auto.offset.reset": "by_duration:PT1H"})
+    assert acquired(fetch(members, hour, "m1", 0, tid)) == [(0, 4, 1)]      # written within the hour
+    assert acquired(fetch(members, latest, "m2", 0, tid, wait=0)) == []    # Kafka's default: the end
+    p.produce(topic, value=b"5")
+    assert p.flush(30) == 0
+    assert acquired(fetch(members, latest, "m2", 1, tid)) == [(5, 5, 1)]

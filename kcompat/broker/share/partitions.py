@@ -205,7 +205,7 @@ class SharePartitionManager:
             ms = parse_duration_ms(reset.split(":", 1)[1])
             if ms is not None:
                 found = p.log.offset_for_timestamp(self._now() - ms)
-                return found[1] if found is not None else p.high_watermark
+                return found[0] if found is not None else p.high_watermark   # (offset, timestamp)
         return p.high_watermark
 
     def _drop(self, key: Key, *, finish_writes: bool = False) -> None:
