@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from kcompat.broker.controller_service import ControllerService
+from kcompat.config.broker import BrokerConfig
 from kcompat.kraft.controller import Controller, NewTopic
 from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import decode_record
@@ -52,6 +53,7 @@ class FakeBroker:
     controller_active = True
 
     def __init__(self) -> None:
+        self.config = BrokerConfig({})   # plaintext listeners: no TLS or SASL on forwarding connections
         self.image = MetadataImage()
         self.quorum = ManualQuorum(self.image)
         self.controller_service = ControllerService(self)
