@@ -16,6 +16,7 @@ from conformance import maven
 from conformance.clients.java import JavaTools
 from kcompat.testing import Broker
 from kcompat.testing.ports import free_ports
+from kcompat.testing.process import wait_for
 from tests.security.certs import TestCA
 from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS, logged
 
@@ -125,3 +126,22 @@ def test_kcat(setup, mechanism, listener):
                          text=True, check=True, timeout=60)
     assert out.stdout.split() == lines
     assert password not in broker.log_text()
+
+
+def test_scram_credentials_survive_a_restart(setup):
+    """Credentials are UserScramCredentialRecords: a restarted broker replays them from its
+    metadata log, and kafka-configs.sh still describes them."""
+    broker, tools, ca, addrs = setup
+    test_kafka_configs_sh_scram_credentials(setup)
+    line = "SASL SCRAM-SHA-512 authentication of User:alice from"
+    before = broker.log_text().count(line)
+    broker.restart()
+    out = _configs(tools, addrs["PLAINTEXT"], "--describe", "--entity-type", "users", "--entity-name", "alice").stdout
+    assert "SCRAM-SHA-512=iterations=4096" in out
+    props = tools.properties("client-after-restart", _client_props("SCRAM-SHA-512", "alice", SCRAM_PASSWORD,
+                                                                   ca.ca_path))
+    topic = f"after-restart-{uuid.uuid4().hex[:6]}"
+    tools.run("org.apache.kafka.tools.ConsoleProducer",
+              ["--bootstrap-server", addrs["SASL_SSL"], "--topic", topic, "--command-config", str(props)],
+              input="one\n", timeout=120)
+    wait_for(lambda: broker.log_text().count(line) > before, 30, what="an authentication after the restart")
