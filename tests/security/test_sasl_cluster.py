@@ -7,6 +7,7 @@ SCRAM between brokers would need credentials before the first broker starts (Kaf
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -19,6 +20,9 @@ from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from kcompat.testing import wire
 from tests.security.certs import TestCA
 from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS, closed_by_broker
+
+
+REAUTH_MS = 2000
 
 
 @pytest.fixture(scope="module", params=["SASL_PLAINTEXT", "SASL_SSL"])
@@ -39,6 +43,9 @@ def cluster(request, tmp_path_factory):
         "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS,
         "default.replication.factor": "3", "min.insync.replicas": "2",
+        # short sessions (KIP-368): the brokers' own connections must be replaced before they expire
+        "listener.name.internal.connections.max.reauth.ms": str(REAUTH_MS),
+        "listener.name.controller.connections.max.reauth.ms": str(REAUTH_MS),
         **tls,
     })
     for node, port in zip(c.nodes, internal):
@@ -63,12 +70,21 @@ def test_replicated_topic_over_sasl_inter_broker_and_controller_listeners(cluste
         meta = admin.list_topics(topic, timeout=10).topics[topic]
         return all(len(pm.isrs) == 3 for pm in meta.partitions.values())
     wait_until(all_in_sync, 60, "every partition's ISR has 3 replicas")
+    # past several session lifetimes: replication and the quorum keep going on fresh connections
+    auths_before = _internal_auths(cluster)
+    end = time.monotonic() + 3 * REAUTH_MS / 1000.0
+    while time.monotonic() < end:
+        time.sleep(0.2)
+    for i in range(30, 60):
+        p.produce(topic, f"v{i}".encode(), partition=i % 3)
+    assert p.flush(60) == 0
+    wait_until(all_in_sync, 60, "every partition's ISR has 3 replicas after the sessions expired")
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
     c.subscribe([topic])
     got = set()
-    wait_until(lambda: _poll_into(c, got) >= 30, 60, "30 records consumed")
+    wait_until(lambda: _poll_into(c, got) >= 60, 60, "60 records consumed")
     c.close()
-    assert got == {f"v{i}".encode() for i in range(30)}
+    assert got == {f"v{i}".encode() for i in range(60)}
     for listener in ("CONTROLLER", "INTERNAL"):
         wait_until(lambda: any("SASL PLAIN authentication of User:admin from" in line and line.endswith(f"on {listener}")
                                for n in cluster.nodes for line in n.log_text().splitlines()),
@@ -79,7 +95,13 @@ def test_replicated_topic_over_sasl_inter_broker_and_controller_listeners(cluste
             assert closed_by_broker(sock)
     logs = "".join(n.log_text() for n in cluster.nodes)
     assert "SASL authentication failed" not in logs
+    assert "SASL session of" not in logs   # no internal connection was left to expire
+    assert _internal_auths(cluster) > auths_before   # they were replaced by fresh, authenticated ones
     assert PASSWORDS["admin"] not in logs
+
+
+def _internal_auths(cluster) -> int:
+    return sum(n.log_text().count("SASL PLAIN authentication of User:admin") for n in cluster.nodes)
 
 
 def _poll_into(consumer, got: set) -> int:
