@@ -311,3 +311,15 @@ def test_sasl_requests_where_they_do_not_belong_answer_illegal_sasl_state(sasl):
         assert handshake(sock, "PLAIN").error_code == 34     # v0 SaslAuthenticate: no re-authentication
         wire.send_request(sock, MetadataRequest(topics=[]), 1)
         assert wire.read_response(sock, 3, 1)[1].brokers
+
+
+def test_describe_configs_never_shows_a_jaas_config(sasl):
+    from confluent_kafka.admin import ConfigResource
+    _broker, addrs = sasl
+    admin = AdminClient({"bootstrap.servers": addrs["PLAINTEXT"]})
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = admin.describe_configs([res])[res].result(30)
+    jaas = {name: e for name, e in entries.items() if "jaas" in name}
+    assert "listener.name.sasl_plaintext.plain.sasl.jaas.config" in jaas
+    assert all(e.is_sensitive and e.value is None for e in jaas.values())
+    assert not any(p in str(e.value) for e in entries.values() for p in PASSWORDS.values())
