@@ -83,8 +83,12 @@ def _kafka_python(addr: str, mechanism: str, user: str, password: str, topic: st
     p = KafkaProducer(**kw)
     p.send(topic, b"from-kafka-python").get(30)
     p.close()
-    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=20000, **kw)
-    got = [m.value for m in c]
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=60000, **kw)
+    got = []
+    for m in c:   # until the record produced last (the iterator stops after 60 s without records)
+        got.append(m.value)
+        if m.value == b"from-kafka-python":
+            break
     c.close()
     return got
 
@@ -323,3 +327,22 @@ def test_describe_configs_never_shows_a_jaas_config(sasl):
     assert "listener.name.sasl_plaintext.plain.sasl.jaas.config" in jaas
     assert all(e.is_sensitive and e.value is None for e in jaas.values())
     assert not any(p in str(e.value) for e in entries.values() for p in PASSWORDS.values())
+
+
+def test_oauthbearer_jwks_signed_token_with_kafka_python(sasl, jwt_key):
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+    broker, addrs = sasl
+    key = jwt_key[0]
+
+    class Provider(AbstractTokenProvider):
+        def token(self):
+            return _signed(key, sub="frank")
+    kw = dict(bootstrap_servers=addrs["JWT"], security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+              sasl_oauth_token_provider=Provider())
+    producer = KafkaProducer(**kw)
+    producer.send("sasl-oauth-kafka-python", b"jwt").get(30)
+    producer.close()
+    consumer = KafkaConsumer("sasl-oauth-kafka-python", auto_offset_reset="earliest", consumer_timeout_ms=60000, **kw)
+    assert next(iter(consumer)).value == b"jwt"
+    consumer.close()
+    assert logged(broker, "SASL OAUTHBEARER authentication of User:frank")
