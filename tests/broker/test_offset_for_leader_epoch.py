@@ -132,7 +132,10 @@ class FakeBroker:
 def call_handler(broker, version: int, *parts, topic: str = "t"):
     req = Q(replica_id=-1, topics=[Q.OffsetForLeaderTopic(topic=topic, partitions=[
         Q.OffsetForLeaderPartition(partition=i, current_leader_epoch=cur, leader_epoch=ep) for i, cur, ep in parts])])
-    resp = handler.handle(SimpleNamespace(broker=broker, api_version=version), req)
+    # a context without an authorizer: every check passes (RequestContext.authorize)
+    ctx = SimpleNamespace(broker=broker, api_version=version, authorize=lambda *_: True,
+                          authorize_cluster=lambda *_: True)
+    resp = handler.handle(ctx, req)
     return [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in resp.topics[0].partitions]
 
 
