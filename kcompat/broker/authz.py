@@ -35,13 +35,6 @@ def split(ctx, items, operation: Op, resource_type: ResourceType, name_of):
     return allowed, denied
 
 
-def known_topic_names(ctx, topics) -> list[str]:
-    """Names of the topics (entries with ``topic_id``) the image knows; unknown ids are left to the
-    handler's own UNKNOWN_TOPIC_ID."""
-    by_id = ctx.broker.image.topics_by_id
-    return [by_id[t.topic_id].name for t in topics if t.topic_id in by_id]
-
-
 def then(result, fn):
     """``fn(response)`` applied to a handler's result, now or once an awaitable result is ready."""
     if inspect.isawaitable(result):
@@ -60,14 +53,15 @@ DEFAULT_MESSAGE = object()
 
 
 def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: str, call,
-                  message=DEFAULT_MESSAGE):
+                  message=DEFAULT_MESSAGE, call_when_empty: bool = False):
     """Handle ``req`` with only the permitted items of ``req.<attr>``: ``denied`` lists
     ``(item, error code)`` pairs (or ``(item, code, message)``) answered with their error (entries
     built by the handler's ``error_response``, appended to ``response.<resp_attr>``); ``call()``
     handles the rest (it may forward the narrowed request to the controller). Entries that carry
     an ``error_message`` get ``message``: by default Kafka's text for the code ("Topic
     authorization failed."), or the one given (None, or e.g. CreateTopics' "Authorization
-    failed."). With nothing denied, just ``call()``."""
+    failed."). With nothing denied, just ``call()``; with everything denied ``call()`` runs only
+    if ``call_when_empty`` (a share fetch still moves its session epoch)."""
     if not denied:
         return call()
     version = ctx.api_version
@@ -84,7 +78,7 @@ def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: 
         errors += entries
     denied_ids = {id(d[0]) for d in denied}
     setattr(req, attr, [item for item in items if id(item) not in denied_ids])
-    if not getattr(req, attr):
+    if not getattr(req, attr) and not call_when_empty:
         resp = error_response(req, version, 0)
         getattr(resp, resp_attr).extend(errors)
         return resp
