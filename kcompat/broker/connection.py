@@ -253,6 +253,12 @@ class KafkaConnection(asyncio.Protocol):
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             self._respond_error(slot, api, request, ErrorCode.UNSUPPORTED_VERSION)
             return
+        if self.sasl is not None and self.sasl.reject_reason is not None:
+            # a request other than SaslAuthenticate during SASL authentication: Kafka answers it
+            # with ILLEGAL_SASL_STATE, then closes (SaslServerAuthenticator.handleSaslToken)
+            self._respond_error(slot, api, request, ErrorCode.ILLEGAL_SASL_STATE)
+            asyncio.get_running_loop().call_soon(self.close, self.sasl.reject_reason)
+            return
         ctx = RequestContext(self.broker, self, header, version, self.listener_name)
         try:
             result = api.handle(ctx, request)

@@ -10,7 +10,8 @@ States, as Kafka's ``SaslState``::
 
 Before authentication only ApiVersions (once, before the handshake), SaslHandshake and
 SaslAuthenticate are accepted; any other request closes the connection with a log line, as
-Kafka's ``IllegalSaslStateException`` does. Frames are limited to ``sasl.server.max.receive.size``
+Kafka's ``IllegalSaslStateException`` does (after the handshake, as in Kafka, the request is first
+answered with ILLEGAL_SASL_STATE: :attr:`SaslSession.reject_reason` tells the connection). Frames are limited to ``sasl.server.max.receive.size``
 until authentication completes. A session whose lifetime ended (``connections.max.reauth.ms`` or
 an OAUTHBEARER token's expiry) is closed at its next request other than a SaslHandshake that
 starts re-authentication (Kafka's ``SocketServer`` "Disconnecting expired channel"). Failures answer
@@ -96,6 +97,8 @@ class SaslSession:
         self.reauth_supported = False
         self.reauthenticating = False
         self.peer = "?"
+        # set when a request must be answered with ILLEGAL_SASL_STATE and the connection closed
+        self.reject_reason: str | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -135,9 +138,11 @@ class SaslSession:
             return False
         if state == AUTHENTICATE and api_key == SASL_AUTHENTICATE:
             return False
-        during = "SASL handshake" if state != AUTHENTICATE else "SASL authentication"
         self.state = FAILED
-        conn.close(f"Unexpected Kafka request of type {api_key} during {during} (ILLEGAL_SASL_STATE)")
+        if state == AUTHENTICATE:   # Kafka answers ILLEGAL_SASL_STATE, then closes
+            self.reject_reason = f"Unexpected Kafka request of type {api_key} during SASL authentication"
+            return False
+        conn.close(f"Unexpected Kafka request of type {api_key} during SASL handshake (ILLEGAL_SASL_STATE)")
         return True
 
     # -- SaslHandshake -----------------------------------------------------------------------------

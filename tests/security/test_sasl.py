@@ -206,9 +206,11 @@ def test_non_auth_request_before_authentication_closes_the_connection(sasl):
     with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:
         wire.send_request(sock, MetadataRequest(topics=[]), 1)
         assert closed_by_broker(sock)
-    with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:   # after the handshake too
+    with wire.connect(addrs["SASL_PLAINTEXT"]) as sock:   # after the handshake: answered first, as Kafka does
         assert handshake(sock, "PLAIN").error_code == 0
-        wire.send_request(sock, MetadataRequest(topics=[]), 1)
+        wire.send_request(sock, MetadataRequest(topics=[]), 1, correlation_id=7)
+        correlation, resp = wire.read_response(sock, 3, 1)
+        assert correlation == 7 and resp.brokers == [] and resp.topics == []   # Kafka's error answer to Metadata
         assert closed_by_broker(sock)
     assert logged(broker, "Unexpected Kafka request of type 3 during SASL handshake")
     assert logged(broker, "Unexpected Kafka request of type 3 during SASL authentication")

@@ -217,20 +217,25 @@ def _session():
     return SaslSession(settings, _Broker())
 
 
-@pytest.mark.parametrize("keys,closed_at", [
-    ([18, 17, 36], None),         # ApiVersions, handshake, authenticate
-    ([17, 36], None),             # no ApiVersions first
-    ([18, 18], 1),                # ApiVersions twice
-    ([3], 0),                     # Metadata before anything
-    ([18, 17, 18], 2),            # ApiVersions after the handshake
-    ([17, 17], 1),                # a second handshake before authenticating
+@pytest.mark.parametrize("keys,closed_at,answered", [
+    ([18, 17, 36], None, False),         # ApiVersions, handshake, authenticate
+    ([17, 36], None, False),             # no ApiVersions first
+    ([18, 18], 1, False),                # ApiVersions twice
+    ([3], 0, False),                     # Metadata before anything
+    ([18, 17, 18], 2, True),             # ApiVersions after the handshake: ILLEGAL_SASL_STATE, then closed
+    ([17, 17], 1, True),                 # a second handshake before authenticating: likewise
 ])
-def test_gate_before_authentication(keys, closed_at):
+def test_gate_before_authentication(keys, closed_at, answered):
     s, conn = _session(), _Conn()
     for i, key in enumerate(keys):
         consumed = s.intercept(conn, _frame(key, 1))
         if closed_at == i:
-            assert consumed and conn.closed and s.state == FAILED
+            assert s.state == FAILED
+            if answered:   # the connection answers it with ILLEGAL_SASL_STATE, then closes
+                assert not consumed and conn.closed is None and s.reject_reason
+            else:
+                assert consumed and conn.closed and s.reject_reason is None
+            assert s.intercept(conn, _frame(3, 1)) and conn.closed   # nothing more is served
             return
         assert not consumed and conn.closed is None
         if key == 17:
