@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from kcompat.security.acl import AclOperation, ResourceType
 from kcompat.security.authorizer import StandardAuthorizer, all_operations
 from kcompat.security.principal import ANONYMOUS
 
 _NO_AUTHORIZER = object()
+audit = logging.getLogger("kcompat.authorizer")   # Kafka's kafka.authorizer.logger
 
 
 class _NoResponse:
@@ -78,7 +81,13 @@ class RequestContext:
         """Whether this request's principal may do ``operation`` on the resource; True when no
         authorizer is configured."""
         auth = self.authorizer
-        return auth is None or auth.authorize(self.principal, self.client_host, operation, resource_type, name)
+        if auth is None or auth.authorize(self.principal, self.client_host, operation, resource_type, name):
+            return True
+        if audit.isEnabledFor(logging.DEBUG):
+            audit.debug("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s for api key %s",
+                        self.principal, AclOperation(operation).name, self.client_host,
+                        ResourceType(resource_type).name, name, getattr(self.header, "request_api_key", "?"))
+        return False
 
     def authorize_cluster(self, operation: AclOperation) -> bool:
         """``operation`` on the CLUSTER resource (``kafka-cluster``)."""
