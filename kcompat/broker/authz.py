@@ -18,21 +18,13 @@ GROUP = ResourceType.GROUP
 CLUSTER = ResourceType.CLUSTER
 TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
-__all__ = ["Op", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "may_create_topic", "split", "then",
+__all__ = ["Op", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "may_create_topic", "then",
            "answer_denied", "config_resource_check"]
 
 
 def may_create_topic(ctx, name: str) -> bool:
     """CREATE on the cluster or on the topic (Kafka's CreateTopics / auto-creation check)."""
     return ctx.authorize_cluster(Op.CREATE) or ctx.authorize(Op.CREATE, TOPIC, name)
-
-
-def split(ctx, items, operation: Op, resource_type: ResourceType, name_of):
-    """``(allowed, denied)`` lists of ``items`` by ``operation`` on ``name_of(item)``."""
-    allowed, denied = [], []
-    for item in items:
-        (allowed if ctx.authorize(operation, resource_type, name_of(item)) else denied).append(item)
-    return allowed, denied
 
 
 def then(result, fn):
