@@ -226,51 +226,58 @@ def acl_id() -> uuid.UUID:
 class AclStore:
     """The ACL set of the metadata image: id -> AclBinding, indexed by resource type and, for
     LITERAL patterns, by name. Changed only by the image replaying AccessControlEntryRecord /
-    RemoveAccessControlEntryRecord."""
+    RemoveAccessControlEntryRecord. Entries are kept per id, as Kafka's StandardAuthorizerData
+    does: two records with the same binding are two entries, and removing one leaves the other."""
 
     def __init__(self) -> None:
         self.by_id: dict[uuid.UUID, AclBinding] = {}
-        self._ids: dict[AclBinding, uuid.UUID] = {}
-        self._literal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
-        self._prefixed: dict[ResourceType, set[AclBinding]] = {}
+        self._ids: dict[AclBinding, set[uuid.UUID]] = {}
+        self._literal: dict[tuple[ResourceType, str], dict[uuid.UUID, AclBinding]] = {}
+        self._prefixed: dict[ResourceType, dict[uuid.UUID, AclBinding]] = {}
 
     def __len__(self) -> int:
         return len(self.by_id)
+
+    def _section(self, acl: AclBinding, create: bool = False) -> dict | None:
+        if acl.pattern_type == PatternType.PREFIXED:
+            return self._prefixed.setdefault(acl.resource_type, {}) if create else \
+                self._prefixed.get(acl.resource_type)
+        key = (acl.resource_type, acl.resource_name)
+        return self._literal.setdefault(key, {}) if create else self._literal.get(key)
 
     def add(self, acl_uuid: uuid.UUID, acl: AclBinding) -> None:
         if acl_uuid in self.by_id:
             self.remove(acl_uuid)
         self.by_id[acl_uuid] = acl
-        self._ids[acl] = acl_uuid
-        if acl.pattern_type == PatternType.PREFIXED:
-            self._prefixed.setdefault(acl.resource_type, set()).add(acl)
-        else:
-            self._literal.setdefault((acl.resource_type, acl.resource_name), set()).add(acl)
+        self._ids.setdefault(acl, set()).add(acl_uuid)
+        self._section(acl, create=True)[acl_uuid] = acl
 
     def remove(self, acl_uuid: uuid.UUID) -> None:
         acl = self.by_id.pop(acl_uuid, None)
         if acl is None:
             return
-        self._ids.pop(acl, None)
-        if acl.pattern_type == PatternType.PREFIXED:
-            self._prefixed.get(acl.resource_type, set()).discard(acl)
-        else:
-            key = (acl.resource_type, acl.resource_name)
-            s = self._literal.get(key)
-            if s is not None:
-                s.discard(acl)
-                if not s:
-                    del self._literal[key]
+        ids = self._ids.get(acl)
+        if ids is not None:
+            ids.discard(acl_uuid)
+            if not ids:
+                del self._ids[acl]
+        section = self._section(acl)
+        if section is not None:
+            section.pop(acl_uuid, None)
+            if not section and acl.pattern_type != PatternType.PREFIXED:
+                del self._literal[(acl.resource_type, acl.resource_name)]
 
     def id_of(self, acl: AclBinding) -> uuid.UUID | None:
-        return self._ids.get(acl)
+        """An id of a stored ACL equal to ``acl``, or None."""
+        ids = self._ids.get(acl)
+        return next(iter(ids)) if ids else None
 
     def covering(self, resource_type: ResourceType, name: str):
         """Every ACL whose pattern applies to resource ``name`` of ``resource_type``."""
-        yield from self._literal.get((resource_type, name), ())
+        yield from self._literal.get((resource_type, name), {}).values()
         if name != WILDCARD_RESOURCE:
-            yield from self._literal.get((resource_type, WILDCARD_RESOURCE), ())
-        for acl in self._prefixed.get(resource_type, ()):
+            yield from self._literal.get((resource_type, WILDCARD_RESOURCE), {}).values()
+        for acl in self._prefixed.get(resource_type, {}).values():
             if name.startswith(acl.resource_name):
                 yield acl
 
@@ -278,8 +285,8 @@ class AclStore:
         """Every ACL on resources of ``resource_type``."""
         for (rtype, _), acls in self._literal.items():
             if rtype == resource_type:
-                yield from acls
-        yield from self._prefixed.get(resource_type, ())
+                yield from acls.values()
+        yield from self._prefixed.get(resource_type, {}).values()
 
     def matching(self, flt: AclBindingFilter) -> list[tuple[uuid.UUID, AclBinding]]:
         """(id, binding) of every ACL the filter matches, in a stable order."""

@@ -226,3 +226,61 @@ def test_controller_records_and_image_replay():
         image.apply(r, 10 + i)
     assert len(image.acls) == 0
     assert not auth.authorize(ALICE, H1, Op.WRITE, RT.TOPIC, "team-x")
+
+
+# -- properties: the indexed store and the decision against brute force ----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+NAMES = st.sampled_from(["a", "ab", "abc", "b", "*", "a*"])
+ACLS = st.builds(AclBinding, st.sampled_from([RT.TOPIC, RT.GROUP]), NAMES, st.sampled_from([PT.LITERAL, PT.PREFIXED]),
+                 st.sampled_from(["User:alice", "User:bob", "User:*"]), st.sampled_from(["*", H1, H2]),
+                 st.sampled_from([Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS]),
+                 st.sampled_from([Perm.ALLOW, Perm.DENY]))
+
+
+def _covers(a: AclBinding, rtype, name: str) -> bool:
+    """Kafka's ResourcePattern matching, written out: LITERAL equal or '*', PREFIXED startswith."""
+    if a.resource_type != rtype:
+        return False
+    if a.pattern_type == PT.LITERAL:
+        return a.resource_name in (name, "*")
+    return name.startswith(a.resource_name)
+
+
+def _oracle(acls, principal: str, host: str, op, rtype, name: str, allow_everyone: bool) -> bool:
+    covering = [a for a in acls if _covers(a, rtype, name)]
+    applying = [a for a in covering if a.principal in (principal, "User:*") and a.host in ("*", host)]
+    if any(a.permission_type == Perm.DENY and a.operation in (Op.ALL, op) for a in applying):
+        return False
+    implied = {Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER, Op.DESCRIBE},
+               Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS}}.get(op, {op})
+    if any(a.permission_type == Perm.ALLOW and (a.operation == Op.ALL or a.operation in implied) for a in applying):
+        return True
+    return allow_everyone and not covering
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), ACLS), max_size=25), st.sampled_from(["User:alice", "User:bob"]),
+       st.sampled_from([H1, H2]), st.sampled_from([Op.READ, Op.WRITE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS]),
+       st.sampled_from([RT.TOPIC, RT.GROUP]), st.sampled_from(["a", "ab", "abc", "b", "*", "a*", "zz"]),
+       st.booleans())
+def test_decisions_match_kafkas_rules_after_any_adds_and_removes(ops, principal, host, op, rtype, name, everyone):
+    store = AclStore()
+    live: dict = {}
+    for add, a in ops:
+        if add:
+            i = uuid.uuid4()
+            store.add(i, a)
+            live[i] = a
+        elif live:
+            i = next(iter(live))
+            store.remove(i)
+            del live[i]
+    assert sorted(map(str, store.covering(rtype, name))) == \
+        sorted(map(str, (a for a in live.values() if _covers(a, rtype, name))))
+    auth = StandardAuthorizer(store, allow_everyone_if_no_acl_found=everyone)
+    p = user(principal.split(":")[1])
+    assert auth.authorize(p, host, op, rtype, name) == _oracle(list(live.values()), principal, host, op, rtype, name,
+                                                               everyone)
