@@ -206,6 +206,12 @@ def topic_requests(bs: str) -> dict:
                                                for n in (DEN, "pre-new")]), 7, AWAY)
     out["create topics AWAY"] = sorted((t.name, t.error_code, t.error_message) for t in r.topics
                                        if t.error_code == 29)
+    acl(bs, TOPIC, "cfg-hidden", 5, ALLOW)   # CREATE only: its configs may not be described
+    wait_for_acls(bs, TOPIC, "cfg-hidden")
+    r = send(bs, CTQ(timeout_ms=30000, topics=[CTQ.CreatableTopic(name="cfg-hidden", num_partitions=1,
+                                                                  replication_factor=1)]), 7, AWAY).topics[0]
+    out["create topic without describe configs"] = (r.error_code, r.topic_config_error_code, r.num_partitions,
+                                                     r.replication_factor, len(r.configs or []))
     r = send(bs, CPQ(timeout_ms=5000, validate_only=True, topics=[CPQ.CreatePartitionsTopic(
         name=n, count=2, assignments=None) for n in (OK, DEN)]), 3, AWAY)
     out["create partitions AWAY"] = sorted((x.name, x.error_code, x.error_message) for x in r.results)

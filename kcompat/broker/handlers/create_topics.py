@@ -5,12 +5,13 @@ Per topic, as Kafka's ``ReplicationControlManager.createTopics``: name validatio
 ``num.partitions`` / ``default.replication.factor``), manual assignments, topic configs validated
 (INVALID_CONFIG), ``validate_only``. From v5 the result carries the partition count, replication
 factor and every config with its value and source (KIP-525); from v7 the topic id. With an
-authorizer a topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED).
+authorizer a topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED), and its
+configs come back only with DESCRIBE_CONFIGS on it (else ``topic_config_error_code``).
 """
 
 from __future__ import annotations
 
-from kcompat.broker.authz import TOPIC, Op, answer_denied
+from kcompat.broker.authz import TOPIC, Op, answer_denied, then
 from kcompat.kraft.controller import NewTopic
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_topics import CreateTopicsResponse as R
@@ -25,10 +26,23 @@ def handle(ctx, req):
     cluster_create = ctx.authorize_cluster(Op.CREATE)
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
               if not cluster_create and not ctx.authorize(Op.CREATE, TOPIC, t.name)]
-    return answer_denied(ctx, req, "topics", denied, error_response, "topics",
-                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
-                                                                      error_response),
-                         message="Authorization failed.")   # ControllerApis.createTopics' text
+    return then(answer_denied(ctx, req, "topics", denied, error_response, "topics",
+                              lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                           error_response),
+                              message="Authorization failed."),   # ControllerApis.createTopics' text
+                lambda resp: _configs_described(ctx, resp))
+
+
+def _configs_described(ctx, resp):
+    """v5+: a created topic's configs, partition count and replication factor only with
+    DESCRIBE_CONFIGS on it, else ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED
+    (Kafka's ReplicationControlManager ``authorizedToReturnConfigs``)."""
+    if ctx.api_version >= 5:
+        for t in resp.topics:
+            if t.error_code == ErrorCode.NONE and not ctx.authorize(Op.DESCRIBE_CONFIGS, TOPIC, t.name):
+                t.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                t.configs, t.num_partitions, t.replication_factor = [], -1, -1
+    return resp
 
 
 def _local(ctx, req):
