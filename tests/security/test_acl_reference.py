@@ -22,6 +22,8 @@ from conformance.reference import ReferenceKafka
 from kcompat.protocol import records as rb
 from kcompat.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest as AOQ
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest as APQ
+from kcompat.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest as CGDQ
+from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as CGHQ
 from kcompat.protocol.messages.create_acls import CreateAclsRequest as CQ
 from kcompat.protocol.messages.create_partitions import CreatePartitionsRequest as CPQ
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CTQ
@@ -33,6 +35,7 @@ from kcompat.protocol.messages.describe_cluster import DescribeClusterRequest as
 from kcompat.protocol.messages.describe_configs import DescribeConfigsRequest as DCQ
 from kcompat.protocol.messages.describe_groups import DescribeGroupsRequest as DGQ
 from kcompat.protocol.messages.describe_producers import DescribeProducersRequest as DPQ
+from kcompat.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest as DTPQ
 from kcompat.protocol.messages.describe_transactions import DescribeTransactionsRequest as DTXQ
 from kcompat.protocol.messages.elect_leaders import ElectLeadersRequest as ELQ
 from kcompat.protocol.messages.end_txn import EndTxnRequest as ETQ
@@ -41,9 +44,12 @@ from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest as
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IQ
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest as IPQ
 from kcompat.protocol.messages.join_group import JoinGroupRequest as JGQ
+from kcompat.protocol.messages.list_groups import ListGroupsRequest as LGQ
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as LOQ
+from kcompat.protocol.messages.list_transactions import ListTransactionsRequest as LTQ
 from kcompat.protocol.messages.metadata import MetadataRequest as MQ
 from kcompat.protocol.messages.offset_commit import OffsetCommitRequest as OCQ
+from kcompat.protocol.messages.offset_delete import OffsetDeleteRequest as ODQ
 from kcompat.protocol.messages.offset_fetch import OffsetFetchRequest as OFQ
 from kcompat.protocol.messages.produce import ProduceRequest as PQ
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOQ
@@ -61,6 +67,9 @@ OK_TX, DEN_TX, OK_G, DEN_G = "ok-tx", "den-tx", "ok-g", "den-g"
 TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
 ALL, READ, WRITE, DESCRIBE = 2, 3, 4, 8
 DENY, ALLOW = 2, 3
+
+
+TOPIC_IDS: dict[str, dict] = {}   # bootstrap -> topic name -> id (ids differ between the brokers)
 
 
 def send(bs: str, req, version: int, source: str = HOME):
@@ -103,8 +112,10 @@ def codes(entries, name="name", parts="partitions", code="error_code"):
 def setup(bs: str) -> dict:
     """The ACLs and topics both brokers get; returns what the ACL requests answered."""
     out = {"create_cluster_acl": acl(bs, CLUSTER, "kafka-cluster", ALL, ALLOW, host=HOME)}
-    send(bs, CTQ(timeout_ms=30000, topics=[CTQ.CreatableTopic(name=n, num_partitions=1, replication_factor=1)
-                                           for n in (OK, DEN, HID)]), 7)
+    created = send(bs, CTQ(timeout_ms=30000, topics=[CTQ.CreatableTopic(name=n, num_partitions=1,
+                                                                         replication_factor=1)
+                                                     for n in (OK, DEN, HID)]), 7)
+    TOPIC_IDS[bs] = {t.name: t.topic_id for t in created.topics}
     wait_for(lambda: all(t.error_code == 0 for t in send(bs, MQ(topics=[MQ.MetadataRequestTopic(name=n) for n in (
         OK, DEN, HID)], allow_auto_topic_creation=False), 12).topics), what="the topics")
     out["acls"] = [acl(bs, TOPIC, DEN, ALL, ALLOW), acl(bs, TOPIC, DEN, ALL, DENY, host=AWAY),
@@ -182,6 +193,13 @@ def topic_requests(bs: str) -> dict:
     md = send(bs, MQ(topics=[MQ.MetadataRequestTopic(name=DEN)], allow_auto_topic_creation=False,
                      include_topic_authorized_operations=True, include_cluster_authorized_operations=True), 10)
     out["metadata ops HOME"] = ([t.topic_authorized_operations for t in md.topics], md.cluster_authorized_operations)
+    hid_id = TOPIC_IDS[bs][HID]
+    by_id = send(bs, MQ(topics=[MQ.MetadataRequestTopic(name=None, topic_id=hid_id)],
+                        allow_auto_topic_creation=False), 12)
+    out["metadata by id"] = [(t.name, t.error_code, t.topic_id == hid_id) for t in by_id.topics]
+    dtp = send(bs, DTPQ(topics=[DTPQ.TopicRequest(name=n) for n in (OK, HID)], response_partition_limit=100,
+                        cursor=None), 0)
+    out["describe topic partitions"] = [(t.name, t.error_code) for t in dtp.topics]
     out["describe cluster ops"] = [send(bs, DCLQ(include_cluster_authorized_operations=True), 0,
                                         src).cluster_authorized_operations for src in (HOME, AWAY)]
     batch = rb.build_batch([(int(time.time() * 1000), None, b"v", ())])
@@ -282,6 +300,21 @@ def group_and_txn_requests(bs: str) -> dict:
                                        for t in g.topics)
     r = send(bs, DGQ(groups=[OK_G, DEN_G, "gdesc"], include_authorized_operations=True), 5)
     out["describe groups"] = sorted((g.group_id, g.error_code, g.authorized_operations) for g in r.groups)
+    out["list groups AWAY"] = sorted(g.group_id for g in send(bs, LGQ(states_filter=[], types_filter=[]), 5,
+                                                              AWAY).groups if g.group_id in (OK_G, DEN_G, "gdesc"))
+    r = send(bs, ODQ(group_id=OK_G, topics=[ODQ.OffsetDeleteRequestTopic(name=n, partitions=[
+        ODQ.OffsetDeleteRequestPartition(partition_index=0)]) for n in (OK, DEN)]), 0, AWAY)
+    out["offset delete AWAY"] = (r.error_code, codes(r.topics))
+    out["offset delete denied group"] = send(bs, ODQ(group_id=DEN_G, topics=[]), 0).error_code
+    out["list transactions AWAY"] = send(bs, LTQ(state_filters=[], producer_id_filters=[], duration_filter=-1), 1,
+                                         AWAY).error_code
+    heartbeat = dict(member_id="m1", member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=30000,
+                     subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
+    out["consumer heartbeat"] = [
+        send(bs, CGHQ(group_id=DEN_G, subscribed_topic_names=[OK], **heartbeat), 0).error_code,
+        send(bs, CGHQ(group_id="cg-away", subscribed_topic_names=[OK, HID], **heartbeat), 0).error_code]
+    r = send(bs, CGDQ(group_ids=[DEN_G, "gdesc"], include_authorized_operations=True), 0)
+    out["consumer group describe"] = sorted((g.group_id, g.error_code, g.authorized_operations) for g in r.groups)
     out["delete groups"] = sorted((r.group_id, r.error_code) for r in send(bs, DGRQ(groups_names=[DEN_G]),
                                                                            2).results)
     return out
