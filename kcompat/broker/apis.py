@@ -26,6 +26,7 @@ from kcompat.broker.handlers import (
     delete_share_group_state, initialize_share_group_state, read_share_group_state, read_share_group_state_summary,
     write_share_group_state,
 )
+from kcompat.broker import controller_gate
 from kcompat.broker.handlers import create_acls, delete_acls, describe_acls
 from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
@@ -70,8 +71,17 @@ CONTROLLER_HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenti
 
 
 def handlers_for(controller_listener: bool) -> dict:
-    """API key -> handler module served on a broker listener or a controller listener."""
-    return CONTROLLER_HANDLERS if controller_listener else HANDLERS
+    """API key -> handler module served on a broker listener or a controller listener (there with
+    the CLUSTER_ACTION checks of :mod:`kcompat.broker.controller_gate`)."""
+    if not controller_listener:
+        return HANDLERS
+    global _gated_controller_handlers
+    if _gated_controller_handlers is None:
+        _gated_controller_handlers = controller_gate.gated(CONTROLLER_HANDLERS)
+    return _gated_controller_handlers
+
+
+_gated_controller_handlers = None
 
 
 def advertised(controller_listener: bool = False) -> list[tuple[int, int, int]]:

@@ -62,7 +62,8 @@ class RequestContext:
         """The broker's authorizer (``authorizer.class.name``), None when none is configured or
         the request came in on a controller listener: requests there are the quorum's own and
         those a broker forwards after authorizing them itself (kcompat forwards without
-        Kafka's Envelope, so the controller does not see the client's principal)."""
+        Kafka's Envelope, so the controller does not see the client's principal); the
+        controller listener's own CLUSTER_ACTION check is :mod:`kcompat.broker.controller_gate`."""
         if self.broker is None:
             return None
         auth = authorizer_of(self.broker)

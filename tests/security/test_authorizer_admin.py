@@ -220,3 +220,46 @@ def test_cluster_brokers_pass_and_enforce_the_same_acls():
             wait_for(lambda bs=bs: call(bs, MetadataRequest(
                 topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
                 12).topics[0].error_code == E.TOPIC_AUTHORIZATION_FAILED, what=f"the ACL enforced by {bs}")
+
+
+def test_controller_listeners_require_cluster_action():
+    """Kafka's ControllerApis: the controller listener serves the cluster's own traffic and needs
+    CLUSTER_ACTION (DESCRIBE for DescribeQuorum). With ALL on the cluster for 127.0.0.1 only, the
+    brokers (connecting from 127.0.0.1) keep the quorum, registrations and forwarding going, while a
+    connection from 127.0.0.2 to a controller port is refused; ApiVersions and DescribeCluster stay open."""
+    from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
+    from kcompat.protocol.messages.describe_quorum import DescribeQuorumRequest as DQQ
+    with Cluster(n=3, config=AUTH_CONFIGS) as c:
+        first = c.bootstrap_servers.split(",")[0]
+        host, port = first.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            send_request(sock, CQ(creations=[CQ.AclCreation(
+                resource_type=RT.CLUSTER, resource_name="kafka-cluster", resource_pattern_type=PT.LITERAL,
+                principal=ANON, host=HOME, operation=Op.ALL, permission_type=Perm.ALLOW)]), 3)
+            assert read_response(sock, 30, 3)[1].results[0].error_code == E.NONE
+        controllers = [f"127.0.0.1:{p}" for p in c.controller_ports]
+
+        class Target:   # send() takes anything with bootstrap_servers
+            def __init__(self, bs):
+                self.bootstrap_servers = bs
+        for bs in controllers:
+            wait_for(lambda bs=bs: send(Target(bs), CTQ(timeout_ms=10000, topics=[CTQ.CreatableTopic(
+                name="from-away", num_partitions=1, replication_factor=1)]), 7, AWAY).topics[0].error_code
+                == E.CLUSTER_AUTHORIZATION_FAILED, what=f"the cluster ACL on controller {bs}")
+            heartbeat = BrokerHeartbeatRequest(broker_id=1, broker_epoch=0, current_metadata_offset=0,
+                                               want_fence=False, want_shut_down=False)
+            assert send(Target(bs), heartbeat, 1, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+            quorum = DQQ(topics=[DQQ.TopicData(topic_name="__cluster_metadata",
+                                               partitions=[DQQ.PartitionData(partition_index=0)])])
+            assert send(Target(bs), quorum, 1, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+            assert send(Target(bs), DescribeClusterRequest(), 0, AWAY).error_code == E.NONE
+        # the cluster still works: a topic created through a broker that is not the controller is
+        # forwarded (from 127.0.0.1) and replicated
+        topic = unique("after-gate")
+        for bs in c.bootstrap_servers.split(","):
+            created = call(bs, CTQ(timeout_ms=30000, topics=[CTQ.CreatableTopic(
+                name=f"{topic}-{bs.rsplit(':', 1)[1]}", num_partitions=1, replication_factor=3)]), 7)
+            assert created.topics[0].error_code == E.NONE
+        p = ck.Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+        p.produce(f"{topic}-{c.bootstrap_servers.split(',')[0].rsplit(':', 1)[1]}", b"v")
+        assert p.flush(60) == 0
