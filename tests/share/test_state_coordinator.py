@@ -18,7 +18,7 @@ from kcompat.protocol.messages.initialize_share_group_state import InitializeSha
 from kcompat.protocol.messages.read_share_group_state import ReadShareGroupStateRequest as ReadQ
 from kcompat.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as SumQ
 from kcompat.protocol.messages.write_share_group_state import WriteShareGroupStateRequest as WriteQ
-from kcompat.share import state_coordinator as sc
+from kcompat.share import state_records as sc
 from kcompat.share.state_batches import PersistedStateBatch as B, combine_state_batches
 from kcompat.share.state_coordinator import ShareKey, ShareStateConfig, ShareStateCoordinator
 

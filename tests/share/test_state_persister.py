@@ -25,7 +25,7 @@ from kcompat.protocol.messages.read_share_group_state import ReadShareGroupState
 from kcompat.protocol.messages.read_share_group_state_summary import ReadShareGroupStateSummaryRequest as SumQ
 from kcompat.protocol.messages.write_share_group_state import WriteShareGroupStateRequest as WriteQ
 from kcompat.share.state_batches import PersistedStateBatch as B
-from kcompat.share.state_coordinator import ShareKey, coordinator_key, kafka_uuid_str
+from kcompat.share.state_records import ShareKey, coordinator_key, kafka_uuid_str
 from kcompat.testing import admin, wire
 from kcompat.testing.process import BrokerProcess, wait_for
 from tests.support.cluster import Cluster, wait_until

@@ -24,7 +24,7 @@ from kcompat.broker.authz import GROUP as GROUP_RESOURCE
 from kcompat.broker.authz import TRANSACTIONAL_ID, Op
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
-from kcompat.share.state_coordinator import parse_share_key
+from kcompat.share.state_records import parse_share_key
 
 API_KEY = 10
 MIN_VERSION = 0
