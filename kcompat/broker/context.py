@@ -73,10 +73,12 @@ class RequestContext:
 
     @property
     def client_host(self) -> str:
-        """The client's IP address, as ACL hosts name it."""
+        """The client's IP address, as ACL hosts name it (``127.0.0.1``, ``::1``)."""
         peer = self.peer
-        host = peer.rpartition(":")[0] if ":" in peer else peer
-        return host.strip("[]")
+        host = (peer.rpartition(":")[0] if ":" in peer else peer).strip("[]")
+        if host.startswith("::ffff:") and "." in host:   # an IPv4 client of a dual-stack listener,
+            host = host[7:]                               # as Java's InetAddress names it
+        return host
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether this request's principal may do ``operation`` on the resource; True when no
