@@ -38,11 +38,17 @@ from kcompat.security.sasl_config import SECURED_VALIDATOR, SECURED_VALIDATOR_OL
 
 log = logging.getLogger("kcompat.security.oauth")
 _AUTH = re.compile(r"^(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)$")
+_GENERIC = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
 _SIGNED_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 
 
 class _InvalidToken(Exception):
-    pass
+    """A token the validator refuses; ``scope``: the required scope it lacks (Kafka then answers
+    ``insufficient_scope`` rather than ``invalid_token``)."""
+
+    def __init__(self, message: str, scope: str | None = None) -> None:
+        super().__init__(message)
+        self.scope = scope
 
 
 class JwksValidator:
@@ -156,10 +162,13 @@ class UnsecuredValidator:
         principal = claims.get(self.principal_claim)
         if not isinstance(principal, str) or not principal:
             raise _InvalidToken(f"no principal claim {self.principal_claim}")
+        # Kafka's OAuthBearerUnsecuredJws.calculateScope: a string claim is ONE scope element, a
+        # list is a set of them; the failure names the whole required list, as Java prints it
         scope = claims.get(self.scope_claim) or []
-        scope = scope.split() if isinstance(scope, str) else list(scope)
+        scope = {scope.strip()} if isinstance(scope, str) else {str(x) for x in scope}
         if any(s not in scope for s in self.required_scope):
-            raise _InvalidToken("the token lacks a required scope")
+            raise _InvalidToken("the token lacks a required scope",
+                                scope="[" + ", ".join(self.required_scope) + "]")
         return principal, int(float(claims["exp"]) * 1000)
 
 
@@ -196,25 +205,24 @@ class OAuthBearerServerExchange:
             text = message.decode("utf-8")
         except UnicodeDecodeError:
             raise SaslFailure("Invalid OAUTHBEARER client first message") from None
+        # a malformed message is Kafka's SaslException: the client gets the generic message
         m = re.fullmatch(r"n,(?:a=(?P<authzid>[^,]*))?,\x01(?P<kv>.*)\x01", text, re.S)
-        if m is None:
-            raise SaslFailure("Invalid OAUTHBEARER client first message")
-        pairs = dict(kv.split("=", 1) for kv in m.group("kv").split("\x01") if "=" in kv)
-        if "auth" not in pairs:
-            raise SaslFailure("Invalid OAUTHBEARER client first message: 'auth' not specified")
-        auth = _AUTH.match(pairs["auth"])
-        if auth is None or auth.group("scheme").lower() != "bearer":
-            raise SaslFailure("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+        pairs = dict(kv.split("=", 1) for kv in m.group("kv").split("\x01") if "=" in kv) if m else {}
+        auth = _AUTH.match(pairs.get("auth", ""))
+        if m is None or auth is None or auth.group("scheme").lower() != "bearer":
+            self.detail = "malformed client first message"
+            raise SaslFailure(_GENERIC)
         try:
             principal, expiry_ms = self._validator.validate(auth.group("token"))
         except _InvalidToken as e:
             self.detail = str(e)
-            self._error = json.dumps({"status": "invalid_token"}, separators=(", ", ":"))
+            # Kafka's OAuthBearerSaslServer.jsonErrorResponse: status, and scope when one is missing
+            error = {"status": "insufficient_scope", "scope": e.scope} if e.scope else {"status": "invalid_token"}
+            self._error = json.dumps(error, separators=(", ", ":"))
             return self._error.encode()
         except Exception as e:   # JWKS unreachable or unreadable: Kafka's internal error wording
             self.detail = f"{type(e).__name__}: {e}"
-            raise SaslFailure("Authentication failed during authentication due to invalid credentials "
-                              "with SASL mechanism OAUTHBEARER") from None
+            raise SaslFailure(_GENERIC) from None
         authzid = m.group("authzid")
         if authzid and authzid != principal:
             raise SaslFailure(f"Authentication failed: Client requested an authorization id ({authzid}) that is "

@@ -7,14 +7,17 @@ the failure messages for a wrong password and for unknown PLAIN and SCRAM users 
 connection is then closed), requests before and after the handshake, ApiVersions twice, a 1 GB
 frame, a v0 handshake followed by a raw token, the session lifetime, SaslAuthenticate and
 SaslHandshake after authentication and on a plaintext listener, and the errors of
-DescribeUserScramCredentials and AlterUserScramCredentials.
+DescribeUserScramCredentials and AlterUserScramCredentials, and OAUTHBEARER with Kafka's unsecured
+validator (valid, expired, scope-less, exp-less and signed tokens, a malformed message).
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
+import jwt
 import pytest
 
 from conformance import maven
@@ -23,6 +26,7 @@ from kcompat.protocol.messages.alter_user_scram_credentials import AlterUserScra
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from kcompat.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest as DReq
 from kcompat.protocol.messages.metadata import MetadataRequest
+from kcompat.security.oauth import unsecured_token
 from kcompat.testing import wire
 from kcompat.testing.ports import free_ports
 from kcompat.testing.process import BrokerProcess
@@ -30,7 +34,11 @@ from tests.security.sasl_support import authenticate, closed_by_broker, handshak
 
 USER, PASSWORD = "ref-user", "ref-secret-6c2"
 PROPS = {
-    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
+    # Kafka's unsecured validator, requiring scope s1
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="broker" unsecuredValidatorRequiredScope="s1";',
     "listener.name.sasl_plaintext.plain.sasl.jaas.config":
         f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{USER}" '
         f'password="{PASSWORD}" user_{USER}="{PASSWORD}";',
@@ -90,6 +98,32 @@ def probes(plain: str, sasl: str) -> dict:
         r = authenticate(s, b"x")
         out["SaslAuthenticate after authentication"] = (r.error_code, r.error_message)
         out["SaslHandshake after authentication (re-authentication)"] = handshake(s, "PLAIN").error_code
+    for name, token in (("valid", unsecured_token("carol", scope=["s1", "s2"])),
+                        ("scope string", unsecured_token("carol", scope="s1 s2")),   # one element for Kafka
+                        ("expired", unsecured_token("carol", lifetime_s=-600, scope="s1")),
+                        ("scope missing", unsecured_token("carol", scope="s2")),
+                        ("no exp", jwt.encode({"sub": "carol", "scope": "s1"}, None, algorithm="none")),
+                        ("signed", jwt.encode({"sub": "carol", "scope": "s1", "exp": int(time.time()) + 60},
+                                              "k" * 32, algorithm="HS256"))):
+        with wire.connect(sasl) as s:
+            handshake(s, "OAUTHBEARER")
+            first = authenticate(s, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+            answer = [first.error_code, bytes(first.auth_bytes).decode()]
+            if first.error_code == 0 and first.auth_bytes:
+                second = authenticate(s, b"\x01")
+                answer += [second.error_code, second.error_message, closed_by_broker(s)]
+            out[f"OAUTHBEARER unsecured, {name} token"] = answer
+    # (Kafka 4.3.1 closes without an answer on a non-Bearer scheme: its error message reads a
+    # group of the wrong matcher and throws IllegalArgumentException; kcompat answers the generic failure)
+    for name, message in (("no auth", b"n,,\x01x=y\x01\x01"), ("not a GS2 header", b"garbage"),
+                          ("bad token characters", b"n,,\x01auth=Bearer a b\x01\x01")):
+        with wire.connect(sasl) as s:
+            handshake(s, "OAUTHBEARER")
+            try:
+                r = authenticate(s, message)
+                out[f"OAUTHBEARER malformed: {name}"] = (r.error_code, r.error_message, closed_by_broker(s))
+            except ConnectionError:
+                out[f"OAUTHBEARER malformed: {name}"] = "closed"
     with wire.connect(plain) as s:
         r = handshake(s, "PLAIN")
         out["SaslHandshake on a plaintext listener"] = (r.error_code, list(r.mechanisms))
