@@ -41,6 +41,18 @@ def _check_metadata_version(name: str, value: str) -> None:
 
 METADATA_VERSION = Custom(_check_metadata_version, "[0.8.0, ..., 3.9-IV0]")
 
+_AUTHORIZERS = ("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
+
+
+def _check_authorizer(name: str, value: str) -> None:
+    """Only the authorizers kcompat implements (kcompat.security.authorizer); Kafka would fail to
+    load any other class too."""
+    if (value or "").strip() not in _AUTHORIZERS:
+        raise invalid_value(name, value, "Class " + str(value) + " cannot be found")
+
+
+AUTHORIZER_CLASS = Custom(_check_authorizer, "[StandardAuthorizer, AclAuthorizer]")
+
 
 def _d(name, ctype, default, validator, mode, doc, *, internal=False) -> ConfigKey:
     return _define(name, ctype, default, validator, mode, False, doc, internal=internal)
@@ -62,9 +74,14 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("reserved.broker.max.id", INT, 1000, at_least(0), RO, "Largest configurable broker.id (ZooKeeper mode)."),
     _d("num.replica.alter.log.dirs.threads", INT, None, None, RO, "Threads moving replicas between log directories."),
     _d("early.start.listeners", STRING, None, None, RO, "Listeners started before the authorizer is ready."),
-    _d("authorizer.class.name", STRING, "", None, RO, "Authorizer class; empty = no authorization."),
-    _d("super.users", STRING, None, None, RO, "Authorizer super users (StandardAuthorizer/AclAuthorizer setting)."),
-    _d("allow.everyone.if.no.acl.found", BOOLEAN, False, None, RO, "Authorizer setting: allow when no ACL matches."),
+    # implemented (issue 19, kcompat.security.authorizer): ACLs enforced when the class is set
+    _define("authorizer.class.name", STRING, "", AUTHORIZER_CLASS, RO, True,
+            "Authorizer class: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or Kafka 3.x's "
+            "kafka.security.authorizer.AclAuthorizer) enforces ACLs; empty = no authorization."),
+    _define("super.users", STRING, None, None, RO, True,
+            "Principals allowed everything by the authorizer, semicolon-separated: User:admin;User:broker."),
+    _define("allow.everyone.if.no.acl.found", BOOLEAN, False, None, RO, True,
+            "Authorizer: allow an operation on a resource that has no ACL at all."),
     _d("config.providers", LIST, "", None, RO, "ConfigProvider names for indirect values (KIP-297)."),
     _d("unstable.api.versions.enable", BOOLEAN, False, None, RO, "Advertise unreleased API versions.", internal=True),
     _d("unstable.feature.versions.enable", BOOLEAN, False, None, RO, "Enable unreleased feature versions.", internal=True),
