@@ -284,3 +284,18 @@ def test_decisions_match_kafkas_rules_after_any_adds_and_removes(ops, principal,
     p = user(principal.split(":")[1])
     assert auth.authorize(p, host, op, rtype, name) == _oracle(list(live.values()), principal, host, op, rtype, name,
                                                                everyone)
+
+
+def test_authorizer_configs():
+    """authorizer.class.name: empty (no authorizer), StandardAuthorizer or Kafka 3.x's AclAuthorizer
+    name; any other class stops the start, as Kafka fails to load it."""
+    from kcompat.config import BrokerConfig, ConfigError
+    store = AclStore()
+    assert StandardAuthorizer.from_config(store, BrokerConfig({}).get) is None
+    for name in ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"):
+        cfg = BrokerConfig({"authorizer.class.name": name, "super.users": "User:admin;User:broker",
+                            "allow.everyone.if.no.acl.found": "true"})
+        auth = StandardAuthorizer.from_config(store, cfg.get)
+        assert auth.super_users == {"User:admin", "User:broker"} and auth.allow_everyone
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig({"authorizer.class.name": "com.example.MyAuthorizer"})
