@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
 from kcompat.testing.cluster import Cluster, wait_until
 from kcompat.testing.ports import free_ports
@@ -23,6 +24,8 @@ from tests.security.sasl_support import PASSWORDS, PLAIN_JAAS, closed_by_broker
 
 
 REAUTH_MS = 2000
+SCRAM_JAAS = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+              f'username="admin" password="{PASSWORDS["admin"]}";')
 
 
 @pytest.fixture(scope="module", params=["SASL_PLAINTEXT", "SASL_SSL"])
@@ -40,8 +43,9 @@ def cluster(request, tmp_path_factory):
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
-        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.internal.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
         "default.replication.factor": "3", "min.insync.replicas": "2",
         # short sessions (KIP-368): the brokers' own connections must be replaced before they expire
         "listener.name.internal.connections.max.reauth.ms": str(REAUTH_MS),
@@ -109,3 +113,31 @@ def _poll_into(consumer, got: set) -> int:
     if m is not None and m.error() is None:
         got.add(m.value())
     return len(got)
+
+
+def test_rolling_switch_of_inter_broker_mechanism_to_scram(cluster):
+    """Kafka's way to SCRAM between brokers: create the brokers' credential (it lives in the
+    metadata log), set sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512, restart node by node.
+    Replication keeps working throughout and afterwards runs on SCRAM-authenticated connections."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), PASSWORDS["admin"].encode())])["admin"] \
+        .result(60)
+    for node_id in (1, 2, 3):
+        cluster.node(node_id).overrides["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-512"
+        cluster.restart(node_id)
+        cluster.wait_for_brokers(60)
+    topic = f"sasl-scram-rf3-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 3)]).values():
+        f.result(60)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce(topic, f"s{i}".encode())
+    assert p.flush(60) == 0
+    wait_until(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].isrs) == 3, 60,
+               "the ISR has 3 replicas")
+    wait_until(lambda: any("SASL SCRAM-SHA-512 authentication of User:admin from" in line and line.endswith("on INTERNAL")
+                           for n in cluster.nodes for line in n.log_text().splitlines()),
+               30, "a broker authenticating with SCRAM-SHA-512 on INTERNAL")
+    assert "SASL authentication failed" not in "".join(n.log_text() for n in cluster.nodes)
