@@ -1,14 +1,16 @@
 """SASL with Kafka's own tools and kcat against a real kcompat process: Kafka 4.3.1's
 ``kafka-configs.sh`` (ConfigCommand) creating, describing and deleting SCRAM credentials, its
 console producer and consumer (``--command-config``) with PLAIN, SCRAM-SHA-512 and an unsecured
-OAUTHBEARER token, kcat with PLAIN,
+OAUTHBEARER token, kcat with PLAIN and (on a current librdkafka) SCRAM-SHA-512,
 and SASL_SSL (SCRAM-SHA-512 over TLS with a certificate authority the test made)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -106,24 +108,40 @@ def test_java_console_producer_and_consumer(setup, mechanism, listener):
     assert logged(broker, f"SASL {mechanism} authentication of User:alice from")
 
 
-# kcat only with PLAIN: Debian's kcat links librdkafka 2.0.2, whose SCRAM client-final repeats the
-# client nonce before the server-first nonce; Kafka since 3.9.1/4.0 (CVE-2024-56128) and kcompat
-# refuse that nonce (librdkafka 2.6.1 fixed it; confluent-kafka's SCRAM is tested in test_sasl.py)
-@pytest.mark.parametrize("mechanism,listener", [("PLAIN", "SASL_PLAINTEXT"), ("PLAIN", "SASL_SSL")])
-def test_kcat(setup, mechanism, listener):
+def _modern_librdkafka(tmp_path) -> dict:
+    """An environment running kcat on confluent-kafka's bundled librdkafka (2.16). Debian's kcat
+    links librdkafka 2.0.2, whose SCRAM client-final repeats the client nonce before the
+    server-first nonce: Kafka since 3.9.1/4.0 (CVE-2024-56128) and kcompat refuse it; librdkafka
+    2.6.1 fixed it."""
+    import confluent_kafka
+    libs = Path(confluent_kafka.__file__).resolve().parent.parent / "confluent_kafka.libs"
+    bundled = sorted(libs.glob("librdkafka*.so*"))
+    assert bundled, f"confluent-kafka's wheel bundles librdkafka in {libs}"
+    (tmp_path / "librdkafka.so.1").symlink_to(bundled[0])
+    return {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}
+
+
+@pytest.mark.parametrize("mechanism,listener", [("PLAIN", "SASL_PLAINTEXT"), ("PLAIN", "SASL_SSL"),
+                                                ("SCRAM-SHA-512", "SASL_SSL")])
+def test_kcat(setup, mechanism, listener, tmp_path):
     broker, _tools, ca, addrs = setup
     kcat = shutil.which("kcat")
     assert kcat, "kcat is installed by tools/install_kcat.sh"
-    password = PASSWORDS["alice"]
+    env = None
+    if mechanism.startswith("SCRAM"):
+        test_kafka_configs_sh_scram_credentials(setup)
+        env = _modern_librdkafka(tmp_path)
+    password = PASSWORDS["alice"] if mechanism == "PLAIN" else SCRAM_PASSWORD
     x = ["-b", addrs[listener], "-X", f"security.protocol={listener.lower()}", "-X", f"sasl.mechanism={mechanism}",
          "-X", "sasl.username=alice", "-X", f"sasl.password={password}"]
     if listener == "SASL_SSL":
         x += ["-X", f"ssl.ca.location={ca.ca_path}"]
     topic = f"kcat-{mechanism.lower()}-{uuid.uuid4().hex[:6]}"
     lines = [f"k{i}" for i in range(10)]
-    subprocess.run([kcat, *x, "-P", "-t", topic], input="\n".join(lines) + "\n", text=True, check=True, timeout=60)
+    subprocess.run([kcat, *x, "-P", "-t", topic], input="\n".join(lines) + "\n", text=True, check=True, timeout=60,
+                   env=env)
     out = subprocess.run([kcat, *x, "-C", "-t", topic, "-o", "beginning", "-c", "10", "-e"], capture_output=True,
-                         text=True, check=True, timeout=60)
+                         text=True, check=True, timeout=60, env=env)
     assert out.stdout.split() == lines
     assert password not in broker.log_text()
 
