@@ -322,3 +322,24 @@ def test_jwks_file_is_read_again_when_it_changes(tmp_path):
     assert v.validate(_es256(k2, "k2"))[0] == "svc"
     with pytest.raises(Exception, match="kid"):
         v.validate(_es256(k1, "k1"))
+
+
+# -- bad input: only the exchanges' own failures, never another exception -------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+_TOKEN_TEXT = st.text(alphabet="n,=arcpsivyA01\x00\x01 auth=Bearer.", max_size=80).map(str.encode)
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.one_of(st.binary(max_size=200), _TOKEN_TEXT), second=st.one_of(st.binary(max_size=200), _TOKEN_TEXT))
+def test_random_tokens_only_fail_as_authentication_failures(first, second):
+    exchanges = [PlainServerExchange({"alice": "pw"}), ScramServerExchange("SCRAM-SHA-256", _lookup()),
+                 OAuthBearerServerExchange(UnsecuredValidator({}))]
+    for ex in exchanges:
+        try:
+            ex.evaluate(first)
+            ex.evaluate(second)
+        except (SaslFailure, ScramAuthenticationError):
+            pass
