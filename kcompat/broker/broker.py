@@ -37,6 +37,7 @@ from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.request_stats import RequestStats
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
+from kcompat.broker.log_maintenance import LogMaintenance, guarded, guarded_call
 from kcompat.broker.isr_updates import IsrUpdates
 from kcompat.broker.metadata_loader import MetadataLoader
 from kcompat.broker.metadata_publisher import MetadataPublisher
@@ -54,7 +55,7 @@ from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic, TopicResult
 from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import METADATA_TOPIC
-from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties, remove_tree
+from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.txn.producer_id_manager import ProducerIdManager
 
@@ -67,13 +68,6 @@ FENCE_CHECK_INTERVAL_S = 0.2
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _background_io(plans, removals) -> None:
-    for plan in plans:
-        plan.sync()
-    for path in removals:
-        remove_tree(path)
 
 
 class Broker:
@@ -98,8 +92,6 @@ class Broker:
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self._servers: list = []
         self._periodic_tasks: list[asyncio.Task] = []
-        self._last_producer_expiry = 0
-        self._last_isr_check = self._last_hw_checkpoint = 0
         self.stopped = asyncio.Event()
 
     def now_ms(self) -> int:
@@ -190,8 +182,10 @@ class Broker:
                 p.txn_verifier = self.txn.verify
         self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)
         self.lifecycle = BrokerLifecycle(self)
+        maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
+                                     lambda: self.shutting_down)
         self._periodic_tasks = [asyncio.ensure_future(self._controller_periodic()),
-                                asyncio.ensure_future(self._log_maintenance())]
+                                asyncio.ensure_future(maintenance.run(PERIODIC_INTERVAL_S))]
         # the HTTP listener is up before the Kafka listeners serve: whoever sees the broker can scrape it
         await self.http.start(parse_http_listeners(cfg.get("http.listeners")))
         if self.is_broker:
@@ -472,71 +466,14 @@ class Broker:
         last = 0.0
         while not self.shutting_down:
             await asyncio.sleep(FENCE_CHECK_INTERVAL_S)
-            await _guarded("bootstrap records", self._write_bootstrap_records())
+            await guarded("bootstrap records", self._write_bootstrap_records())
             # a dead broker is fenced (and loses leadership) soon after its session expires
-            await _guarded("fencing stale brokers", self.controller_service.fence_stale_brokers())
+            await guarded("fencing stale brokers", self.controller_service.fence_stale_brokers())
             if loop.time() - last < PERIODIC_INTERVAL_S:
                 continue
             last = loop.time()
-            await _guarded("leader elections", self.controller_service.maybe_elect_leaders())
-            _guarded_call("metadata snapshot", lambda: self.loader.maybe_snapshot(self.quorum, self.now_ms()))
-
-    async def _log_maintenance(self) -> None:
-        """Log maintenance off the request path, every ``PERIODIC_INTERVAL_S`` (Kafka's
-        LogManager / ReplicaManager scheduler tasks): ISR shrink checks and HW checkpoints,
-        flushes, retention and offset checkpoints, producer snapshots below the log start, producer
-        id expiry. The bookkeeping is quick and on the loop; fsyncs and directory removals run on
-        a worker thread (DESIGN.md section 5). Each step is guarded on its own: one that fails
-        (a log whose retention raises, a full disk) is logged and the others still run."""
-        cfg = self.config
-        loop = asyncio.get_running_loop()
-        while not self.shutting_down:
-            await asyncio.sleep(PERIODIC_INTERVAL_S)
-            now = self.now_ms()
-            _guarded_call("replication maintenance", lambda: self._replication_maintenance(now))
-            plans = _guarded_call("planning flushes", lambda: self.log_manager.flush_plans(
-                now, flush_check_ms=cfg.get("log.flush.scheduler.interval.ms"))) or []
-            maintained = _guarded_call("log retention and checkpoints", lambda: self.log_manager.maintain(
-                now, retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
-                checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms")))
-            removals = maintained[1] if maintained else []
-            _guarded_call("deleting producer snapshots", self._delete_snapshots_below_log_start)
-            _guarded_call("producer id expiry", lambda: self._expire_producers(now))
-            if plans or removals:
-                try:
-                    await loop.run_in_executor(None, _background_io, plans, removals)
-                    for plan in plans:
-                        if not plan.log.closed:
-                            plan.log.complete_flush(plan)
-                except Exception:
-                    log.exception("periodic log maintenance failed: flushes and directory removals")
-
-    def _delete_snapshots_below_log_start(self) -> None:
-        for p in self.replica_manager.partitions.values():
-            if p.log.log_start_offset > 0:
-                p.log.delete_snapshots_before(p.log.log_start_offset)
-
-    def _expire_producers(self, now: int) -> None:
-        cfg = self.config
-        if 0 <= now - self._last_producer_expiry < cfg.get("producer.id.expiration.check.interval.ms"):
-            return
-        self._last_producer_expiry = now
-        expiration = cfg.get("producer.id.expiration.ms")
-        expired = sum(p.producer_state.remove_expired(now, expiration) for p in self.replica_manager.partitions.values())
-        if expired:
-            log.info("expired %d idle producer id(s) (producer.id.expiration.ms=%d)", expired, expiration)
-
-    def _replication_maintenance(self, now: int) -> None:
-        """ISR shrink checks every ``replica.lag.time.max.ms`` / 2 (Kafka's isr-expiration task)
-        and the HW checkpoint every ``replica.high.watermark.checkpoint.interval.ms``."""
-        cfg = self.config
-        # "not 0 <= elapsed < interval": a wall clock stepped back must not stop these checks
-        if not 0 <= now - self._last_isr_check < cfg.get("replica.lag.time.max.ms") // 2:
-            self._last_isr_check = now
-            self.replica_manager.maybe_shrink_isr(now)
-        if not 0 <= now - self._last_hw_checkpoint < cfg.get("replica.high.watermark.checkpoint.interval.ms"):
-            self._last_hw_checkpoint = now
-            self.replica_manager.checkpoint_high_watermarks()
+            await guarded("leader elections", self.controller_service.maybe_elect_leaders())
+            guarded_call("metadata snapshot", lambda: self.loader.maybe_snapshot(self.quorum, self.now_ms()))
 
     # -- shutdown --------------------------------------------------------------------------------
 
@@ -585,22 +522,3 @@ class Broker:
         self.log_manager.shutdown()
         log.info("shutdown complete")
         self.stopped.set()
-
-
-async def _guarded(what: str, step) -> None:
-    """Await one periodic step; an error is logged, never ends the periodic task."""
-    try:
-        await step
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("periodic %s failed", what)
-
-
-def _guarded_call(what: str, step):
-    """Run one periodic step; its result, or None (logged) if it raised."""
-    try:
-        return step()
-    except Exception:
-        log.exception("periodic %s failed", what)
-        return None
