@@ -45,7 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"Kafka release (default {KAFKA_VERSION})")
     p.add_argument("--group", default="core", choices=registry.GROUPS,
                    help="core: all functional scenarios (default); fast: Python clients, kcat and wire only; "
-                        "perf: the performance tools; all: core + perf")
+                        "perf: the performance tools; all: core + perf; security: SSL, SASL and ACL scenarios "
+                        "against brokers the suite starts with security listeners (opt-in, not part of all)")
     p.add_argument("--only", action="append", default=[], metavar="PATTERN",
                    help="run only cases whose id, scenario or area matches (glob or substring; repeatable, "
                         "comma-separated)")
@@ -136,13 +137,19 @@ def main(argv: list[str] | None = None) -> int:
             java_error, java_lib = "java is not installed (Java 17 is needed for Kafka's tools)", None
 
     runs = []
+    secure = args.group == "security"  # start the brokers with the security listeners
     common = dict(run_id=run_id, java_lib=java_lib, java_error=java_error, kafka_version=args.kafka_version,
                   timeout_scale=args.timeout_scale, perf_records=args.perf_records, progress=_log)
     try:
         if args.bootstrap or args.broker_cmd:
             if args.bootstrap:
                 primary = ExternalTarget(args.bootstrap, label=args.label or "broker")
-            else:
+            elif secure and args.broker_cmd == "kcompat":
+                from conformance.security import SecureCommandTarget
+
+                primary = SecureCommandTarget(args.broker_cmd, workdir / "broker", host=args.host,
+                                              label=args.label or "broker")
+            else:  # security cases against another broker fail with a prerequisite reason
                 primary = CommandTarget(args.broker_cmd, workdir / "broker", host=args.host,
                                         label=args.label or "broker")
             _log(f"== {primary.label}: {len(cases)} cases")
@@ -164,7 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                                               ref_run.error) for c in cases]
                 runs.append(ref_run)
             else:
-                ref = ReferenceKafka(Path(java_lib), args.kafka_version, workdir / "kafka", host=args.host)
+                if secure:
+                    from conformance.security import SecureReferenceKafka as ref_class
+                else:
+                    ref_class = ReferenceKafka
+                ref = ref_class(Path(java_lib), args.kafka_version, workdir / "kafka", host=args.host)
                 _log(f"== {ref.label} (reference, KRaft): {len(cases)} cases")
                 runs.append(run_target(ref, cases, workdir=workdir / "reference", **common))
     finally:

@@ -44,6 +44,7 @@ class TargetInfo:
     timeout_scale: float = 1.0
     run_id: str = ""
     perf_records: int = 1_000_000
+    security: dict | None = None  # the security listeners, users and CA (--group security), else None
 
 
 class NotRestartable(RuntimeError):

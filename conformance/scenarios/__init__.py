@@ -12,7 +12,8 @@
   Java TransactionalMessageCopier;
 - :mod:`.verifiable` — Java VerifiableProducer/VerifiableConsumer loss and duplicate checks, also
   through broker restarts;
-- :mod:`.perf` — the ``perf`` group: ProducerPerformance, ConsumerPerformance, EndToEndLatency.
+- :mod:`.perf` — the ``perf`` group: ProducerPerformance, ConsumerPerformance, EndToEndLatency;
+- :mod:`.security` — the opt-in ``security`` group: SSL, SASL PLAIN/SCRAM and ACLs.
 """
 
 # Registration order is report order: from the handshake up to transactions and performance.
@@ -27,3 +28,4 @@ from conformance.scenarios import idempotence  # noqa: F401
 from conformance.scenarios import transactions  # noqa: F401
 from conformance.scenarios import verifiable  # noqa: F401
 from conformance.scenarios import perf  # noqa: F401
+from conformance.scenarios import security  # noqa: F401
