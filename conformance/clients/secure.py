@@ -1,9 +1,12 @@
 """Client operations over the security listeners (the ``security`` group), for confluent-kafka,
-kafka-python and kcat.
+kafka-python, kcat and the Java clients (Kafka's VerifiableProducer, ConsoleConsumer and
+TopicCommand with a client properties file).
 
 A connection is described by :class:`Secured`: which listener (``SSL`` or ``SASL_PLAINTEXT``), the
 SASL mechanism, user and password, and the CA. Each client turns it into its own settings
-(:meth:`Secured.confluent`, :meth:`Secured.kafka_python`, :meth:`Secured.kcat`). The operations
+(:meth:`Secured.confluent`, :meth:`Secured.kafka_python`, :meth:`Secured.kcat`,
+:meth:`Secured.java`). Each operation takes the case's context (``ctx.case.client`` says which
+client; the Java tools need the jars and the case's directory). The operations
 return plain values (offsets, record values, topic names) or the name of the error the client
 reported, normalised to Kafka's error name where the client gives one (``TOPIC_AUTHORIZATION_FAILED``),
 so that kcompat's and Kafka's results compare.
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 
 from conformance import procs
 from conformance.clients.base import Unsupported
-from conformance.registry import CONFLUENT, KAFKA_PYTHON, KCAT
+from conformance.model import Prerequisite
+from conformance.registry import CONFLUENT, JAVA, KAFKA_PYTHON, KCAT
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,15 @@ class Secured:
                        "sasl_plain_password": self.password})
         return kw
 
+    def java(self) -> dict[str, str]:
+        """Java client properties (``--producer.config``, ``--consumer.config``, ``--command-config``)."""
+        if self.protocol == "SSL":
+            return {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_path}
+        module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if self.mechanism == "PLAIN"
+                  else "org.apache.kafka.common.security.scram.ScramLoginModule")
+        return {"security.protocol": self.protocol, "sasl.mechanism": self.mechanism,
+                "sasl.jaas.config": f'{module} required username="{self.user}" password="{self.password}";'}
+
     def kcat(self) -> list[str]:
         args = ["-b", self.bootstrap]
         for key, value in self.confluent().items():
@@ -75,6 +88,20 @@ class KcatError(RuntimeError):
         super().__init__(f"{what} failed: {res.summary()}")
         text = res.stdout + res.stderr
         self.kafka_error = next((name for pattern, name in KCAT_ERRORS.items() if pattern in text), None)
+
+
+JAVA_ERRORS = {"TopicAuthorizationException": "TOPIC_AUTHORIZATION_FAILED",
+               "GroupAuthorizationException": "GROUP_AUTHORIZATION_FAILED",
+               "SaslAuthenticationException": "SASL_AUTHENTICATION_FAILED"}
+
+
+class JavaError(RuntimeError):
+    """A Kafka tool failed; ``kafka_error``: the error its output names (:data:`JAVA_ERRORS`)."""
+
+    def __init__(self, what: str, res) -> None:
+        super().__init__(f"{what} failed: {res.summary()}")
+        text = res.stdout + res.stderr
+        self.kafka_error = next((name for pattern, name in JAVA_ERRORS.items() if pattern in text), None)
 
 
 KCAT_ERRORS = {"Topic authorization failed": "TOPIC_AUTHORIZATION_FAILED",
@@ -98,8 +125,9 @@ def error_name(exc: BaseException) -> str:
 
 # -- produce and consume ---------------------------------------------------------------------------------
 
-def produce(client: str, conn: Secured, topic: str, values: list[bytes]) -> list[int]:
+def produce(ctx, conn: Secured, topic: str, values: list[bytes]) -> list[int]:
     """Produce ``values`` (acks=all) to partition 0; their offsets. Raises on any error."""
+    client = ctx.case.client
     if client == CONFLUENT:
         from confluent_kafka import KafkaException, Producer
 
@@ -128,11 +156,14 @@ def produce(client: str, conn: Secured, topic: str, values: list[bytes]) -> list
         if not res.ok:
             raise KcatError("kcat -P", res)
         return []  # kcat does not print offsets
+    if client == JAVA:
+        return _java_produce(ctx, conn, topic, values)
     raise Unsupported(client)
 
 
-def consume(client: str, conn: Secured, topic: str, group: str, count: int, timeout_s: float = 30.0) -> list[bytes]:
+def consume(ctx, conn: Secured, topic: str, group: str, count: int, timeout_s: float = 30.0) -> list[bytes]:
     """Consume ``count`` values from the beginning of ``topic`` in ``group`` (kcat: without a group)."""
+    client = ctx.case.client
     if client == CONFLUENT:
         from confluent_kafka import Consumer, KafkaException
 
@@ -170,36 +201,46 @@ def consume(client: str, conn: Secured, topic: str, group: str, count: int, time
         if not res.ok:
             raise KcatError("kcat -C", res)
         return [line.encode() for line in res.stdout.splitlines()]
+    if client == JAVA:
+        res = _java(ctx).run("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+            "--bootstrap-server", conn.bootstrap, "--topic", topic, "--group", group, "--from-beginning",
+            "--max-messages", count, "--timeout-ms", int(timeout_s * 1000),
+            "--consumer.config", _java_config(ctx, conn)], check=False, timeout=timeout_s + 60)
+        got = [line.encode() for line in res.stdout.splitlines() if line and not line.startswith("Processed")]
+        if len(got) < count:
+            raise JavaError("ConsoleConsumer", res)
+        return got
     raise Unsupported(client)
 
 
 # -- errors --------------------------------------------------------------------------------------------------
 
-def produce_error(client: str, conn: Secured, topic: str) -> str:
+def produce_error(ctx, conn: Secured, topic: str) -> str:
     """Produce one record; the error name the client reports (``"none"`` if it was written)."""
     try:
-        produce(client, conn, topic, [b"denied?"])
+        produce(ctx, conn, topic, [b"0"])
         return "none"
     except Exception as e:
         return error_name(e)
 
 
-def group_error(client: str, conn: Secured, topic: str, group: str) -> str:
+def group_error(ctx, conn: Secured, topic: str, group: str) -> str:
     """Consume ``topic`` in ``group``; the error name the client reports (``"none"`` if none came)."""
     try:
-        consume(client, conn, topic, group, 1, timeout_s=15)
+        consume(ctx, conn, topic, group, 1, timeout_s=15)
         return "none"
     except Exception as e:
         return error_name(e)
 
 
-def auth_error(client: str, conn: Secured) -> str:
+def auth_error(ctx, conn: Secured) -> str:
     """Connect with ``conn``'s credentials; the error the client reports for the failed login.
 
     confluent-kafka: the first error its ``error_cb`` gets (``_AUTHENTICATION`` when it read the
     broker's SaslAuthenticate error). kafka-python: it retries bootstrapping until its
     ``bootstrap_timeout_ms`` and then raises KafkaTimeoutError; the connection failure it logs
-    says why, so that is the error reported. kcat: the error its output names."""
+    says why, so that is the error reported. kcat, java: the error their output names."""
+    client = ctx.case.client
     if client == CONFLUENT:
         from confluent_kafka import Producer
 
@@ -235,14 +276,15 @@ def auth_error(client: str, conn: Secured) -> str:
         finally:
             logger.removeHandler(handler)
     try:
-        list_topics(client, conn, timeout_s=3)
+        list_topics(ctx, conn, timeout_s=3)
         return "none"
     except Exception as e:
         return error_name(e)
 
 
-def list_topics(client: str, conn: Secured, timeout_s: float = 15.0) -> set[str]:
+def list_topics(ctx, conn: Secured, timeout_s: float = 15.0) -> set[str]:
     """The topic names a Metadata request for all topics returns."""
+    client = ctx.case.client
     if client == CONFLUENT:
         from confluent_kafka.admin import AdminClient
 
@@ -260,13 +302,50 @@ def list_topics(client: str, conn: Secured, timeout_s: float = 15.0) -> set[str]
         if not res.ok:
             raise KcatError("kcat -L", res)
         return {t["topic"] for t in json.loads(res.stdout)["topics"]}
+    if client == JAVA:
+        res = _java(ctx).run("org.apache.kafka.tools.TopicCommand", [
+            "--bootstrap-server", conn.bootstrap, "--list", "--command-config", _java_config(ctx, conn)],
+            check=False, timeout=timeout_s + 60)
+        if not res.ok:
+            raise JavaError("TopicCommand --list", res)
+        return {line.strip() for line in res.stdout.splitlines() if line.strip()}
     raise Unsupported(client)
+
+
+def _java(ctx):
+    from conformance.clients.java import JavaTools
+
+    if not ctx.target.java_lib:
+        raise Prerequisite(f"Java tools unavailable: {ctx.target.java_error or 'Kafka jars not resolved'}")
+    return JavaTools(ctx.target.java_lib, ctx.workdir)
+
+
+def _java_config(ctx, conn: Secured, extra: dict[str, str] | None = None) -> str:
+    path = ctx.workdir / f"client-{len(list(ctx.workdir.glob('client-*.properties')))}.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**conn.java(), **(extra or {})}.items()))
+    return str(path)
+
+
+def _java_produce(ctx, conn: Secured, topic: str, values: list[bytes]) -> list[int]:
+    """VerifiableProducer (values "0".."n-1", which the scenarios use) with ``conn``'s properties."""
+    if values != [str(i).encode() for i in range(len(values))]:
+        raise Unsupported("VerifiableProducer writes the values 0..n-1")
+    from conformance.clients.java import json_events
+
+    res = _java(ctx).run("org.apache.kafka.tools.VerifiableProducer", [
+        "--bootstrap-server", conn.bootstrap, "--topic", topic, "--max-messages", len(values), "--acks", "-1",
+        "--producer.config", _java_config(ctx, conn, {"max.block.ms": "20000", "delivery.timeout.ms": "30000",
+                                                       "request.timeout.ms": "15000"})],
+        check=False, timeout=90)
+    events = json_events(res.stdout.splitlines())
+    offsets = {int(e["value"]): e["offset"] for e in events if e.get("name") == "producer_send_success"}
+    if len(offsets) != len(values):
+        raise JavaError("VerifiableProducer", res)
+    return [offsets[i] for i in range(len(values))]
 
 
 def _kcat() -> list[str]:
     exe = shutil.which("kcat") or shutil.which("kafkacat")
     if exe is None:
-        from conformance.model import Prerequisite
-
         raise Prerequisite("kcat is not installed (apt-get install -y kcat)")
     return [exe]

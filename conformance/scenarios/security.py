@@ -15,10 +15,10 @@ from conformance import procs, wire
 from conformance.clients import secure
 from conformance.clients.secure import Secured
 from conformance.model import Prerequisite
-from conformance.registry import CONFLUENT, KAFKA_PYTHON, KCAT, WIRE, scenario
+from conformance.registry import CONFLUENT, JAVA, KAFKA_PYTHON, KCAT, WIRE, scenario
 from conformance.security import sasl_login, tls_connection
 
-CLIENTS = [WIRE, CONFLUENT, KAFKA_PYTHON, KCAT]
+CLIENTS = [WIRE, CONFLUENT, KAFKA_PYTHON, KCAT, JAVA]
 MECHANISMS = {"plain": "PLAIN", "scram-sha-512": "SCRAM-SHA-512"}
 AREA = "security"
 
@@ -70,7 +70,8 @@ def _grant(ctx, *, deny_topics: tuple[str, ...] = (), deny_group_read: tuple[str
 
 
 def _values(ctx, n: int = 5) -> list[bytes]:
-    return [f"{ctx.case.client}-{i}".encode() for i in range(n)]
+    """``b"0"``.. (what Kafka's VerifiableProducer writes, so every client produces the same)."""
+    return [str(i).encode() for i in range(n)]
 
 
 def _wire_produce(conn: wire.Connection, topic: str, values: list[bytes]) -> dict:
@@ -83,10 +84,10 @@ def _produce_consume(ctx, conn: Secured) -> None:
     kafka-python; kcat reads the partition without a group)."""
     topic, group = ctx.topic(), ctx.group()
     values = _values(ctx)
-    offsets = secure.produce(ctx.case.client, conn, topic, values)
+    offsets = secure.produce(ctx, conn, topic, values)
     if ctx.case.client != KCAT:
         ctx.expect_eq("offsets", offsets, list(range(len(values))))
-    ctx.expect_eq("consumed", secure.consume(ctx.case.client, conn, topic, group, len(values)), values)
+    ctx.expect_eq("consumed", secure.consume(ctx, conn, topic, group, len(values)), values)
 
 
 # -- SSL ---------------------------------------------------------------------------------------------------
@@ -106,8 +107,8 @@ def ssl_produce_consume(ctx):
                       {"error": wire.error_name(0), "base_offset": 0})
         ctx.expect_eq("latest_offset", wire.list_offsets(conn, topic, 0, -1).get("offset"), 3)
         md = wire.metadata(conn, [topic])
-        ctx.expect_eq("advertised_port", [p for _h, p in md.brokers.values()],
-                      [int(sec["ssl_bootstrap"].rsplit(":", 1)[1])])
+        ctx.expect_eq("advertises_the_ssl_listener", [f"{h}:{p}" == sec["ssl_bootstrap"] for h, p in
+                                                      md.brokers.values()], [True])
 
 
 # -- SASL ----------------------------------------------------------------------------------------------------
@@ -121,8 +122,10 @@ def _sasl_produce_consume(ctx, mechanism: str) -> None:
     topic = ctx.topic()
     with wire.Connection(sec["sasl_bootstrap"]) as conn:
         res = sasl_login(conn, mechanism, sec["user"], sec["password"])
-        ctx.expect_eq("authenticate", (wire.error_name(res["error"]), res["message"]), (wire.error_name(0), None))
-        ctx.observe(session_lifetime_ms=res["session_lifetime_ms"])
+        # the success answer's error_message is compared, not required: Kafka's is "" (its generated
+        # default for a nullable string), any value passes
+        ctx.observe(authenticate_error_message=res["message"], session_lifetime_ms=res["session_lifetime_ms"])
+        ctx.expect_eq("authenticate", wire.error_name(res["error"]), wire.error_name(0))
         ctx.expect_eq("produce", _wire_produce(conn, topic, _values(ctx, 3)),
                       {"error": wire.error_name(0), "base_offset": 0})
         ctx.expect_eq("latest_offset", wire.list_offsets(conn, topic, 0, -1).get("offset"), 3)
@@ -131,9 +134,16 @@ def _sasl_produce_consume(ctx, mechanism: str) -> None:
 def _wrong_password(ctx, mechanism: str) -> None:
     sec = _security(ctx)
     if ctx.case.client != WIRE:
-        got = secure.auth_error(ctx.case.client, Secured.sasl(sec, mechanism, password="wrong-password"))
-        ctx.expect_eq("client_error", got, "_AUTHENTICATION" if ctx.case.client in (CONFLUENT, KCAT)
-                      else "SASL_AUTHENTICATION_FAILED")
+        got = secure.auth_error(ctx, Secured.sasl(sec, mechanism, password="wrong-password"))
+        ctx.observe(client_error=got)
+        if ctx.case.client == KAFKA_PYTHON:
+            # kafka-python 3.0.12 may handle the broker closing the connection before the error answer
+            # it already read (seen with Kafka 4.3.1 and kcompat for PLAIN): refused either way
+            ctx.check(got in ("SASL_AUTHENTICATION_FAILED", "KafkaConnectionError"),
+                      f"kafka-python was not refused with an authentication or connection error: {got}")
+        else:  # librdkafka reports the broker's SASL_AUTHENTICATION_FAILED as its local _AUTHENTICATION
+            ctx.expect_eq("client_error", got, "_AUTHENTICATION" if ctx.case.client in (CONFLUENT, KCAT)
+                          else "SASL_AUTHENTICATION_FAILED")
         return
     with wire.Connection(sec["sasl_bootstrap"]) as conn:
         res = sasl_login(conn, mechanism, sec["user"], "wrong-password")
@@ -167,10 +177,10 @@ def acl_topic_denied(ctx):
     client = ctx.case.client
     if client != WIRE:
         conn = Secured.sasl(sec, "PLAIN")
-        topics = secure.list_topics(client, conn)
+        topics = secure.list_topics(ctx, conn)
         ctx.expect_eq("listed", (allowed in topics, denied in topics), (True, False))
-        ctx.expect_eq("produce_denied", secure.produce_error(client, conn, denied), "TOPIC_AUTHORIZATION_FAILED")
-        ctx.expect_eq("produce_allowed", secure.produce_error(client, conn, allowed), "none")
+        ctx.expect_eq("produce_denied", secure.produce_error(ctx, conn, denied), "TOPIC_AUTHORIZATION_FAILED")
+        ctx.expect_eq("produce_allowed", secure.produce_error(ctx, conn, allowed), "none")
         return
     with wire.Connection(sec["sasl_bootstrap"]) as conn:
         ctx.check(sasl_login(conn, "PLAIN", sec["user"], sec["password"])["error"] == 0, "PLAIN login failed")
@@ -204,7 +214,7 @@ def _offset_commit_v2(conn: wire.Connection, group: str, topic: str) -> str:
     return procs.wait_until(commit, 30, interval=0.2, what=f"the coordinator of {group} to answer OffsetCommit")
 
 
-@scenario("security.acl.group-denied", area=AREA, group="security", clients=[WIRE, CONFLUENT, KAFKA_PYTHON],
+@scenario("security.acl.group-denied", area=AREA, group="security", clients=[WIRE, CONFLUENT, KAFKA_PYTHON, JAVA],
           title="DENY READ on a group: consuming in it gets GROUP_AUTHORIZATION_FAILED")
 def acl_group_denied(ctx):
     """alice may read the topic (ALLOW ALL on the prefix) but not the group (DENY READ); another
@@ -216,9 +226,9 @@ def acl_group_denied(ctx):
     client = ctx.case.client
     if client != WIRE:
         conn = Secured.sasl(sec, "PLAIN")
-        ctx.expect_eq("consume_denied_group", secure.group_error(client, conn, topic, denied),
+        ctx.expect_eq("consume_denied_group", secure.group_error(ctx, conn, topic, denied),
                       "GROUP_AUTHORIZATION_FAILED")
-        ctx.expect_eq("consume_allowed_group", secure.consume(client, conn, topic, allowed, 2), [b"r0", b"r1"])
+        ctx.expect_eq("consume_allowed_group", secure.consume(ctx, conn, topic, allowed, 2), [b"r0", b"r1"])
         return
     with wire.Connection(sec["sasl_bootstrap"]) as conn:
         ctx.check(sasl_login(conn, "PLAIN", sec["user"], sec["password"])["error"] == 0, "PLAIN login failed")
