@@ -80,43 +80,31 @@ class Secured:
         return args
 
 
-class KcatError(RuntimeError):
-    """kcat failed; ``kafka_error`` is the error its output names (librdkafka's text mapped to
-    Kafka's name, see :data:`KCAT_ERRORS`), else None."""
-
-    def __init__(self, what: str, res) -> None:
-        super().__init__(f"{what} failed: {res.summary()}")
-        text = res.stdout + res.stderr
-        self.kafka_error = next((name for pattern, name in KCAT_ERRORS.items() if pattern in text), None)
-
-
 JAVA_ERRORS = {"TopicAuthorizationException": "TOPIC_AUTHORIZATION_FAILED",
                "GroupAuthorizationException": "GROUP_AUTHORIZATION_FAILED",
                "SaslAuthenticationException": "SASL_AUTHENTICATION_FAILED"}
-
-
-class JavaError(RuntimeError):
-    """A Kafka tool failed; ``kafka_error``: the error its output names (:data:`JAVA_ERRORS`)."""
-
-    def __init__(self, what: str, res) -> None:
-        super().__init__(f"{what} failed: {res.summary()}")
-        text = res.stdout + res.stderr
-        self.kafka_error = next((name for pattern, name in JAVA_ERRORS.items() if pattern in text), None)
-
-
 KCAT_ERRORS = {"Topic authorization failed": "TOPIC_AUTHORIZATION_FAILED",
                "Group authorization failed": "GROUP_AUTHORIZATION_FAILED",
-               "SASL authentication error": "_AUTHENTICATION"}
+               "SASL authentication error": "_AUTHENTICATION"}  # librdkafka's name for the broker's 58
+
+
+class ToolError(RuntimeError):
+    """kcat or a Kafka tool failed; ``kafka_error`` is the error its output names (the first
+    pattern of ``errors``, :data:`KCAT_ERRORS` or :data:`JAVA_ERRORS`, found in it), else None."""
+
+    def __init__(self, what: str, res, errors: dict[str, str]) -> None:
+        super().__init__(f"{what} failed: {res.summary()}")
+        text = res.stdout + res.stderr
+        self.kafka_error = next((name for pattern, name in errors.items() if pattern in text), None)
 
 
 def error_name(exc: BaseException) -> str:
     """Kafka's error name for a client exception where the client says it, else its class name."""
     if getattr(exc, "kafka_error", None):
         return exc.kafka_error
-    for attr in ("message",):  # kafka-python: the class's Kafka error name
-        value = getattr(type(exc), attr, None)
-        if isinstance(value, str) and value.isupper():
-            return value
+    value = getattr(type(exc), "message", None)  # kafka-python: the class's Kafka error name
+    if isinstance(value, str) and value.isupper():
+        return value
     arg = exc.args[0] if exc.args else None
     if hasattr(arg, "name") and callable(arg.name):  # confluent-kafka: KafkaException(KafkaError)
         return arg.name()
@@ -154,7 +142,7 @@ def produce(ctx, conn: Secured, topic: str, values: list[bytes]) -> list[int]:
         res = procs.run(_kcat() + conn.kcat() + ["-P", "-t", topic, "-p", "0", "-X", "acks=all"],
                         input="\n".join(v.decode() for v in values) + "\n", timeout=60)
         if not res.ok:
-            raise KcatError("kcat -P", res)
+            raise ToolError("kcat -P", res, KCAT_ERRORS)
         return []  # kcat does not print offsets
     if client == JAVA:
         return _java_produce(ctx, conn, topic, values)
@@ -199,16 +187,17 @@ def consume(ctx, conn: Secured, topic: str, group: str, count: int, timeout_s: f
         res = procs.run(_kcat() + conn.kcat() + ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-c", str(count),
                                                  "-e", "-q"], timeout=timeout_s + 30)
         if not res.ok:
-            raise KcatError("kcat -C", res)
+            raise ToolError("kcat -C", res, KCAT_ERRORS)
         return [line.encode() for line in res.stdout.splitlines()]
     if client == JAVA:
         res = _java(ctx).run("org.apache.kafka.tools.consumer.ConsoleConsumer", [
             "--bootstrap-server", conn.bootstrap, "--topic", topic, "--group", group, "--from-beginning",
             "--max-messages", count, "--timeout-ms", int(timeout_s * 1000),
             "--consumer.config", _java_config(ctx, conn)], check=False, timeout=timeout_s + 60)
-        got = [line.encode() for line in res.stdout.splitlines() if line and not line.startswith("Processed")]
+        got = [line.encode() for line in res.stdout.splitlines()  # Kafka 4 prints a deprecation notice there
+               if line and not line.startswith("Processed") and "is deprecated" not in line]
         if len(got) < count:
-            raise JavaError("ConsoleConsumer", res)
+            raise ToolError("ConsoleConsumer", res, JAVA_ERRORS)
         return got
     raise Unsupported(client)
 
@@ -300,14 +289,14 @@ def list_topics(ctx, conn: Secured, timeout_s: float = 15.0) -> set[str]:
     if client == KCAT:
         res = procs.run(_kcat() + conn.kcat() + ["-L", "-J", "-m", str(int(timeout_s))], timeout=timeout_s + 30)
         if not res.ok:
-            raise KcatError("kcat -L", res)
+            raise ToolError("kcat -L", res, KCAT_ERRORS)
         return {t["topic"] for t in json.loads(res.stdout)["topics"]}
     if client == JAVA:
         res = _java(ctx).run("org.apache.kafka.tools.TopicCommand", [
             "--bootstrap-server", conn.bootstrap, "--list", "--command-config", _java_config(ctx, conn)],
             check=False, timeout=timeout_s + 60)
         if not res.ok:
-            raise JavaError("TopicCommand --list", res)
+            raise ToolError("TopicCommand --list", res, JAVA_ERRORS)
         return {line.strip() for line in res.stdout.splitlines() if line.strip()}
     raise Unsupported(client)
 
@@ -340,7 +329,7 @@ def _java_produce(ctx, conn: Secured, topic: str, values: list[bytes]) -> list[i
     events = json_events(res.stdout.splitlines())
     offsets = {int(e["value"]): e["offset"] for e in events if e.get("name") == "producer_send_success"}
     if len(offsets) != len(values):
-        raise JavaError("VerifiableProducer", res)
+        raise ToolError("VerifiableProducer", res, JAVA_ERRORS)
     return [offsets[i] for i in range(len(values))]
 
 

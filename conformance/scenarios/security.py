@@ -84,7 +84,11 @@ def _produce_consume(ctx, conn: Secured) -> None:
     kafka-python; kcat reads the partition without a group)."""
     topic, group = ctx.topic(), ctx.group()
     values = _values(ctx)
-    offsets = secure.produce(ctx, conn, topic, values)
+    try:
+        offsets = secure.produce(ctx, conn, topic, values)
+    except Exception as e:  # refused (e.g. authentication): the broker behaved differently, not the client
+        ctx.observe(produce_error=secure.error_name(e))
+        ctx.fail(f"producing failed: {secure.error_name(e)}: {str(e)[:1500]}")
     if ctx.case.client != KCAT:
         ctx.expect_eq("offsets", offsets, list(range(len(values))))
     ctx.expect_eq("consumed", secure.consume(ctx, conn, topic, group, len(values)), values)
