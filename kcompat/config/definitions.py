@@ -159,7 +159,7 @@ _CORE: list[ConfigKey] = [
     d("max.connections", INT, INT_MAX, at_least(0), CW, False, "Maximum connections to the broker at any time."),
     d("max.connection.creation.rate", INT, INT_MAX, at_least(0), CW, False, "Maximum new connections per second."),
     d("connections.max.idle.ms", LONG, 600000, None, RO, True, "Idle connections are closed after this time (ms)."),
-    d("connection.failed.authentication.delay.ms", INT, 100, at_least(0), RO, False,
+    d("connection.failed.authentication.delay.ms", INT, 100, at_least(0), RO, True,
       "Delay (ms) of connection close after a failed authentication."),
     d("queued.max.requests", INT, 500, at_least(1), RO, True, "Queued requests allowed before blocking the network threads."),
     d("queued.max.request.bytes", LONG, -1, None, RO, False, "Queued bytes allowed before no more requests are read; -1 = no limit."),

@@ -29,9 +29,14 @@ def handle(ctx, req):
                  error_message="SaslAuthenticate request received after successful authentication")
     code, message, token, lifetime_ms = session.authenticate(req.auth_bytes, ctx.api_version)
     if code != ErrorCode.NONE:
-        asyncio.get_running_loop().call_soon(conn.close, "SASL authentication failed")
+        # the answer goes out now; the close follows connection.failed.authentication.delay.ms
+        # later (Kafka's delayed close of a failed authentication, which also slows down guessing)
+        delay_ms = ctx.broker.config.get("connection.failed.authentication.delay.ms")
+        asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, conn.close, "SASL authentication failed")
     elif session.state == COMPLETE:
         conn.authenticated(session.principal)
+    if message is None and code == ErrorCode.NONE:
+        message = ""   # what Kafka puts in a successful answer
     return R(error_code=code, error_message=message, auth_bytes=token, session_lifetime_ms=lifetime_ms)
 
 
