@@ -29,9 +29,8 @@ import asyncio
 import logging
 import uuid
 
+from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
-from kcompat.broker.tls import inter_broker_ssl
-from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.group.share_admin import message
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AR
@@ -177,17 +176,7 @@ class ShareGroupAdmin:
 
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            broker = self.broker
-            listener = broker.config.inter_broker_listener_name
-
-            def endpoint_of(node_id: int):
-                b = broker.image.brokers.get(node_id)
-                ep = b.endpoints.get(listener) if b is not None else None
-                return (ep.host, ep.port) if ep is not None else None
-
-            self._clients = NodeClients(endpoint_of, f"kcompat-share-admin-{broker.node_id}",
-                                        ssl_context=inter_broker_ssl(broker.config),
-                                        sasl=inter_broker_sasl(broker.config))
+            self._clients = inter_broker_clients(self.broker, f"kcompat-share-admin-{self.broker.node_id}")
         return self._clients
 
     # ------------------------------------------------------------------ AlterShareGroupOffsets

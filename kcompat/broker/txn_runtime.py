@@ -25,9 +25,8 @@ import logging
 
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
+from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeClients
-from kcompat.broker.tls import inter_broker_ssl
-from kcompat.security.sasl_client import inter_broker_sasl
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
@@ -270,16 +269,7 @@ class TxnRuntime(CoordinatorRuntime):
 
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            listener = self.broker.config.inter_broker_listener_name
-
-            def endpoint_of(node_id: int):
-                b = self.broker.image.brokers.get(node_id)
-                ep = b.endpoints.get(listener) if b is not None else None
-                return (ep.host, ep.port) if ep is not None else None
-
-            self._clients = NodeClients(endpoint_of, f"kcompat-txn-{self.broker.node_id}",
-                                        ssl_context=inter_broker_ssl(self.broker.config),
-                                        sasl=inter_broker_sasl(self.broker.config))
+            self._clients = inter_broker_clients(self.broker, f"kcompat-txn-{self.broker.node_id}")
         return self._clients
 
     def _markers_done(self, m, errors: dict) -> None:

@@ -67,6 +67,18 @@ def subscribed_topic_infos(topics: TopicsView, names) -> dict[str, TopicInfo]:
     return out
 
 
+def described_assignment(topics: TopicsView, assignment: Assignment, topic_cls, assignment_cls):
+    """``assignment_cls(topic_partitions=[topic_cls(topic_id, topic_name, partitions)])`` of
+    ``assignment`` for ConsumerGroupDescribe / ShareGroupDescribe, sorted, topics that no longer
+    exist left out."""
+    tps = []
+    for tid, ps in sorted(assignment.items(), key=lambda i: str(i[0])):
+        name = topics.name_of(tid)
+        if name is not None:
+            tps.append(topic_cls(topic_id=tid, topic_name=name, partitions=sorted(ps)))
+    return assignment_cls(topic_partitions=tps)
+
+
 def metadata_hash(infos: dict[str, TopicInfo]) -> int:
     """A 63-bit digest of subscribed topics (id, name, partitions, racks): kcompat's group
     metadata hash (ConsumerGroupMetadataValue / ShareGroupMetadataValue.MetadataHash; Kafka hashes

@@ -32,7 +32,7 @@ from kcompat.group.coordinator_types import EMPTY
 from kcompat.group.consumer_assignors import ASSIGNORS, MemberSpec, TopicSpec
 from kcompat.group.consumer_migration import ClassicRequestError, Migration
 from kcompat.group.consumer_group import (
-    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, restore, subscribed_topic_infos, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
+    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, described_assignment, restore, subscribed_topic_infos, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
     MemberState, reconcile,
 )
 from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
@@ -560,12 +560,8 @@ class ConsumerGroupManager:
                  members=members, authorized_operations=operations if include_authorized_operations else -(2**31))
 
     def _described(self, assignment: Assignment):
-        tps = []
-        for tid, ps in sorted(assignment.items(), key=lambda i: str(i[0])):
-            name = self.topics.name_of(tid)
-            if name is not None:
-                tps.append(DescribeResponse.TopicPartitions(topic_id=tid, topic_name=name, partitions=sorted(ps)))
-        return DescribeResponse.Assignment(topic_partitions=tps)
+        return described_assignment(self.topics, assignment, DescribeResponse.TopicPartitions,
+                                    DescribeResponse.Assignment)
 
     # ------------------------------------------------------------------------------------------
     # loading

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from kcompat.group import share_group_records as srec
-from kcompat.group.consumer_group import TopicInfo, TopicsView, subscribed_topic_infos
+from kcompat.group.consumer_group import TopicInfo, TopicsView, described_assignment, subscribed_topic_infos
 from kcompat.group.consumer_group import metadata_hash as group_metadata_hash
 from kcompat.group.consumer_records import Assignment
 from kcompat.group.model import Group
@@ -313,12 +313,8 @@ class ShareGroupManager:
                  members=members, authorized_operations=operations if include_authorized_operations else -(2**31))
 
     def _described(self, assignment: Assignment):
-        tps = []
-        for tid, ps in sorted(assignment.items(), key=lambda i: str(i[0])):
-            name = self.topics.name_of(tid)
-            if name is not None:
-                tps.append(DescribeResponse.TopicPartitions(topic_id=tid, topic_name=name, partitions=sorted(ps)))
-        return DescribeResponse.Assignment(topic_partitions=tps)
+        return described_assignment(self.topics, assignment, DescribeResponse.TopicPartitions,
+                                    DescribeResponse.Assignment)
 
     def delete_records(self, group: Group) -> None:
         """Tombstones for everything a share group wrote (DeleteGroups of an empty share group)."""
