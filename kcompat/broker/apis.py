@@ -19,6 +19,7 @@ from kcompat.broker.handlers import (
     offset_commit, offset_delete, offset_fetch, produce, sync_group, txn_offset_commit,
 )
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
+from kcompat.broker.handlers import describe_log_dirs
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kcompat.broker.handlers import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
@@ -43,7 +44,7 @@ _MODULES = (
     delete_records, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
     incremental_alter_configs, offset_delete, describe_cluster, add_partitions_to_txn, add_offsets_to_txn,
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
-    describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions,
+    describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions, describe_log_dirs,
     consumer_group_heartbeat, consumer_group_describe,
     share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
     initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,

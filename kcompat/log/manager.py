@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -48,6 +49,20 @@ def validate_topic(topic: str) -> None:
     """Kafka's ``Topic.validate``: 1-249 chars of ``[a-zA-Z0-9._-]``, not ``.``/``..``."""
     if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
         raise ValueError(f"illegal topic name {topic!r}")
+
+
+@dataclass
+class LogDirDescription:
+    """One log dir as DescribeLogDirs reports it: its absolute path (Kafka's ``toAbsolutePath``,
+    symlinks not resolved), the total and usable bytes of its filesystem (Java's ``FileStore``
+    ``getTotalSpace``/``getUsableSpace``: blocks and blocks available to unprivileged users), the
+    logs it holds, or the OSError that kept the filesystem from being read."""
+
+    path: str
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    error: OSError | None = None
 
 
 class LogManager:
@@ -222,6 +237,25 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         """The log dir (not the partition dir) holding the partition."""
         return self._dir_of.get((topic, partition))
+
+    def describe_dirs(self, partitions: set[TopicPartition] | None = None) -> list[LogDirDescription]:
+        """Every log dir with its filesystem's space and its logs (those in ``partitions``, all
+        when None), in ``log.dirs`` order: what Kafka's ``ReplicaManager.describeLogDirs`` reads
+        from its LogManager. A log's size is :attr:`Log.size_in_bytes`."""
+        out = []
+        for d in self.log_dirs:
+            desc = LogDirDescription(os.path.abspath(d))
+            try:
+                usage = shutil.disk_usage(d)
+            except OSError as e:
+                desc.error = e
+                out.append(desc)
+                continue
+            desc.total_bytes, desc.usable_bytes = usage.total, usage.free
+            desc.logs = {tp: log for tp, log in sorted(self.logs.items())
+                         if self._dir_of.get(tp) == d and (partitions is None or tp in partitions)}
+            out.append(desc)
+        return out
 
     def create(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID,
                now_ms: int) -> Log:

@@ -11,8 +11,8 @@ it: KRaft's controller places replicas with "no rack" as one more rack (its Stri
 racks by ``Optional<String>``), and the reassignment tool's ``--generate`` fails with "Not all
 brokers have rack information" unless given ``--disable-rack-aware``.
 
-The reassignment tool is Kafka 3.9.2's: 4.3.1's ``--generate`` also reads every replica's log
-directory (DescribeLogDirs), an API kcompat does not serve yet (reassignment itself is issue 17)."""
+The reassignment tool is Kafka 4.3.1's, whose ``--generate`` also reads every replica's log
+directory (DescribeLogDirs) from every broker."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from tests.support.racks import rack_cluster, rack_of
 
 ROLES = ["broker,controller"] * 3 + ["broker"] * 3
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-TOOL_VERSION = "3.9.2"   # 4.3.1's --generate needs DescribeLogDirs (see above)
+TOOL_VERSION = "4.3.1"   # its --generate reads every replica's log dir (DescribeLogDirs)
 
 
 def partitions(admin: AdminClient, topic: str):

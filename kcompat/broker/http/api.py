@@ -52,7 +52,6 @@ group answers 404 ``{"error": ...}``, a malformed parameter 400.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections import Counter
 from importlib import metadata as importlib_metadata
@@ -184,26 +183,13 @@ def cluster(broker, history: History) -> dict:
 
 
 def _local_log_dirs(broker) -> list[dict]:
+    """This node's log dirs as the log manager describes them (the numbers DescribeLogDirs gives)."""
     lm = getattr(broker, "log_manager", None)
     if lm is None:
         return []
-    sizes: Counter = Counter()
-    counts: Counter = Counter()
-    for (topic, partition), lg in list(lm.logs.items()):
-        d = lm.log_dir_of(topic, partition)
-        if d is not None:
-            sizes[str(d)] += lg.size_in_bytes
-            counts[str(d)] += 1
-    out = []
-    for d in lm.log_dirs:
-        try:
-            usage = shutil.disk_usage(d)
-            total, free = usage.total, usage.free
-        except OSError:
-            total = free = None
-        out.append({"path": str(d), "size_bytes": sizes[str(d)], "partitions": counts[str(d)],
-                    "disk_total_bytes": total, "disk_free_bytes": free})
-    return out
+    return [{"path": d.path, "size_bytes": sum(lg.size_in_bytes for lg in d.logs.values()), "partitions": len(d.logs),
+             "disk_total_bytes": None if d.error else d.total_bytes,
+             "disk_free_bytes": None if d.error else d.usable_bytes} for d in lm.describe_dirs()]
 
 
 def brokers(broker) -> dict:
