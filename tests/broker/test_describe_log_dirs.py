@@ -128,6 +128,27 @@ def test_kafka_log_dirs_describe(broker):
     assert parts == expected and expected[f"{broker.other}-0"][0] > 30 * 100, doc
 
 
+def test_two_log_dirs(tmp_path):
+    """With ``log.dirs`` naming two dirs, each dir reports the partitions it holds (the log manager
+    spreads new partitions over them) and its own filesystem sizes."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with Broker({"log.dirs": ",".join(map(str, dirs))}, data_dir=dirs[0]) as b:
+        b.create_topic("spread", 4, 1)
+        for i in range(4):
+            produce(b, "spread", i, 10 * (i + 1))
+        resp = call(b.bootstrap_servers, Q(topics=None), 4)
+        assert [r.log_dir for r in resp.results] == [str(d) for d in dirs]
+        held = {}
+        for d, r in zip(dirs, resp.results):
+            assert r.error_code == 0 and r.total_bytes == shutil.disk_usage(d).total
+            for t in r.topics:
+                for p in t.partitions:
+                    files = (d / f"spread-{p.partition_index}").glob("*.log")
+                    assert p.partition_size == sum(f.stat().st_size for f in files) > 0
+                    held[p.partition_index] = d
+        assert sorted(held) == [0, 1, 2, 3] and set(held.values()) == set(dirs), held
+
+
 def test_needs_describe_on_the_cluster():
     """With Kafka's StandardAuthorizer and the cluster allowed to 127.0.0.1 only, a client on
     127.0.0.2 gets no results and, from v3, CLUSTER_AUTHORIZATION_FAILED."""
