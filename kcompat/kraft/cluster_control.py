@@ -20,6 +20,12 @@ As Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` + the broker-s
   member, or the partition goes leaderless (leader -1) when it was the last one - unless the
   topic has ``unclean.leader.election.enable``: then the first live replica leads, with an ISR of
   itself alone.
+- UnregisterBroker (``kafka-cluster.sh unregister``, Kafka's ``ReplicationControlManager.
+  unregisterBroker``): BROKER_ID_NOT_REGISTERED for an unknown id; otherwise the broker leaves
+  leadership and the ISR as when fenced, and an UnregisterBrokerRecord removes its registration.
+  Kafka does not require the broker to be stopped (a running one registers again); kcompat also
+  refuses (INVALID_REQUEST, naming the partition) while the broker is the last in-sync replica of
+  a partition, whose data would otherwise have no in-sync copy left.
 
 Leader choice is :mod:`kcompat.kraft.leader_election`'s, also used by ElectLeaders, the periodic
 unclean elections and the preferred-leader rebalance (``elect_leaders``, ``elect_unclean_leaders``,
@@ -40,7 +46,7 @@ from kcompat.kraft.image import NO_CHANGE_LEADER, NO_LEADER, MetadataImage
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
     BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionChangeRecord, RegisterBrokerRecord,
-    UnfenceBrokerRecord,
+    UnfenceBrokerRecord, UnregisterBrokerRecord,
 )
 
 
@@ -188,6 +194,26 @@ class ClusterControl:
             records += self._leave_partitions(broker_id, fenced_or_down=down, pending=records)
         self._sink(records, now_ms)
         return stale
+
+    # -- unregistration --------------------------------------------------------------------------
+
+    def unregister(self, broker_id: int, now_ms: int) -> None:
+        """UnregisterBroker. Raises KafkaError (BROKER_ID_NOT_REGISTERED, INVALID_REQUEST)."""
+        b = self.image.brokers.get(broker_id)
+        if b is None:
+            raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                             f"Broker ID {broker_id} is not currently registered")
+        for t in sorted(self.image.topics.values(), key=lambda t: t.name):
+            for p in sorted(t.partitions.values(), key=lambda p: p.partition_id):
+                if p.isr == [broker_id]:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Broker {broker_id} is the last in-sync replica of partition "
+                                     f"{t.name}-{p.partition_id}; move or re-replicate it first")
+        records = self._leave_partitions(broker_id, fenced_or_down={broker_id})
+        records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=b.epoch))
+        self._sink(records, now_ms)
+        self.last_heartbeat.pop(broker_id, None)
+        self.heard_from.discard(broker_id)
 
     # -- leadership ------------------------------------------------------------------------------
 

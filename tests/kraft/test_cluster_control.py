@@ -178,3 +178,38 @@ def test_the_image_round_trips_through_snapshot_records(h):
         {n: {p: vars(x) for p, x in t.partitions.items()} for n, t in h.image.topics.items()}
     assert copy.configs == h.image.configs and copy.features == h.image.features
     assert copy.next_producer_id == h.image.next_producer_id
+
+
+def test_unregister_removes_the_registration_and_the_broker_from_every_isr(h):
+    """Kafka's ReplicationControlManager.unregisterBroker, plus kcompat's last-ISR guard."""
+    from kcompat.protocol.metadata_records import UnregisterBrokerRecord
+    for b in (1, 2, 3):
+        h.join(b)
+    t = h.topic("t", 3, 3)
+    with pytest.raises(KafkaError) as e:
+        h.cc.unregister(7, T0)
+    assert (e.value.code, e.value.message) == (ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                               "Broker ID 7 is not currently registered")
+    epoch = h.image.brokers[2].epoch
+    h.records.clear()
+    h.cc.unregister(2, T0)      # a running broker too, as Kafka allows: it leaves leadership and the ISR
+    assert 2 not in h.image.brokers and h.image.unfenced_brokers() == [1, 3]
+    assert h.records[-1] == UnregisterBrokerRecord(broker_id=2, broker_epoch=epoch)
+    assert all(p.leader in (1, 3) and sorted(p.isr) == [1, 3] for p in t.partitions.values())
+    with pytest.raises(KafkaError) as e:
+        h.cc.unregister(2, T0)
+    assert e.value.code == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def test_unregister_is_refused_while_the_broker_is_the_last_in_sync_replica(h):
+    h.join(1)
+    h.join(2)
+    t = h.topic("single", 2, 1)
+    lonely = next(p for p in t.partitions.values() if p.leader == 2)
+    h.cc.heartbeat(1, h.image.brokers[1].epoch, h.image.offset, False, False, T0 + SESSION)
+    assert h.cc.fence_stale_brokers(T0 + SESSION + 1) == [2]
+    before = len(h.records)
+    with pytest.raises(KafkaError) as e:
+        h.cc.unregister(2, T0 + SESSION + 2)
+    assert e.value.code == ErrorCode.INVALID_REQUEST and f"single-{lonely.partition_id}" in e.value.message
+    assert 2 in h.image.brokers and len(h.records) == before

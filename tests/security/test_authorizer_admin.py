@@ -32,6 +32,7 @@ from kcompat.protocol.messages.fetch import FetchRequest as FQ
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IQ
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
 from kcompat.protocol.messages.metadata import MetadataRequest
+from kcompat.protocol.messages.unregister_broker import UnregisterBrokerRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from kcompat.security.acl import AclOperation as Op, AclPermissionType as Perm, PatternType as PT, ResourceType as RT
 from kcompat.testing import Broker, Cluster
@@ -135,6 +136,9 @@ def test_cluster_operations(broker):
     elect = ELQ(election_type=0, topic_partitions=None, timeout_ms=10000)
     assert send(broker, elect, 2, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
     assert send(broker, elect, 2, HOME).error_code == E.NONE
+    unregister = UnregisterBrokerRequest(broker_id=42)      # ALTER on the cluster, then the controller's answer
+    assert send(broker, unregister, 0, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert send(broker, unregister, 0, HOME).error_code == E.BROKER_ID_NOT_REGISTERED
     markers = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
         producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0, topics=[
             WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="whatever", partition_indexes=[0])])])
