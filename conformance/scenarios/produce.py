@@ -140,8 +140,13 @@ def record_errors_keyless(ctx):
         return
     import confluent_kafka as ck
 
-    p = ctx.client.producer(**{"linger.ms": 2000, "batch.num.messages": 1000, "enable.idempotence": False,
+    # exactly one batch of the 100 records: the topic's metadata is known before the first record
+    # (records queued while librdkafka waits for it become sendable at once, however old, and went
+    # out as a batch of the first 98 on a loaded machine), and the batch is sent when it holds 100
+    # records (batch.num.messages), the long linger never ending it earlier
+    p = ctx.client.producer(**{"linger.ms": 10000, "batch.num.messages": 100, "enable.idempotence": False,
                                "retries": 0})
+    p.list_topics(topic, timeout=30)
     reports: dict[int, str] = {}
     for i in range(100):
         p.produce(topic, key=keys[i], value=values[i], partition=0,
