@@ -57,6 +57,7 @@ from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import METADATA_TOPIC
 from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.security.authorizer import StandardAuthorizer
 from kcompat.txn.producer_id_manager import ProducerIdManager
 
 log = logging.getLogger("kcompat.broker")
@@ -87,6 +88,8 @@ class Broker:
         self.request_stats = RequestStats()   # per-API request metrics (kcompat.broker.http.metrics)
         self.http = HttpListener(self)        # http.listeners: /metrics, console, REST proxy
         self.fetch_waiters: set = set()
+        # authorizer.class.name: a StandardAuthorizer over the metadata image's ACLs, or None
+        self.authorizer = StandardAuthorizer.from_config(lambda: self.image.acls, config.get)
         self.shutting_down = False
         self.cluster_id = ""
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)

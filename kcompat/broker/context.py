@@ -8,7 +8,6 @@ from kcompat.security.acl import AclOperation, ResourceType
 from kcompat.security.authorizer import StandardAuthorizer, all_operations
 from kcompat.security.principal import ANONYMOUS
 
-_NO_AUTHORIZER = object()
 audit = logging.getLogger("kcompat.authorizer")   # Kafka's kafka.authorizer.logger
 
 
@@ -67,7 +66,7 @@ class RequestContext:
         if self.broker is None:
             return None
         auth = authorizer_of(self.broker)
-        if auth is None or self.listener_name in _controller_listeners(self.broker):
+        if auth is None or self.listener_name in self.broker.config.controller_listener_names:
             return None
         return auth
 
@@ -111,19 +110,7 @@ class RequestContext:
         return auth.authorized_operations(self.principal, self.client_host, resource_type, name)
 
 
-def _controller_listeners(broker) -> frozenset:
-    names = broker.__dict__.get("_kcompat_controller_listeners")
-    if names is None:
-        names = frozenset(broker.config.controller_listener_names)
-        broker.__dict__["_kcompat_controller_listeners"] = names
-    return names
-
-
 def authorizer_of(broker) -> StandardAuthorizer | None:
-    """The broker's StandardAuthorizer over its metadata image's ACLs, made once from its config
-    (None without ``authorizer.class.name``)."""
-    auth = broker.__dict__.get("_kcompat_authorizer", _NO_AUTHORIZER)
-    if auth is _NO_AUTHORIZER:
-        auth = StandardAuthorizer.from_config(lambda: broker.image.acls, broker.config.get)
-        broker.__dict__["_kcompat_authorizer"] = auth
-    return auth
+    """The broker's StandardAuthorizer (:attr:`Broker.authorizer`, made from its config at
+    construction), None without ``authorizer.class.name``."""
+    return getattr(broker, "authorizer", None)

@@ -53,8 +53,9 @@ def handle(ctx, req):
     """Append at once, or first auto-create the topics that do not exist yet (kcompat, as the
     single-node issue asks; Kafka creates topics only from Metadata)."""
     broker = ctx.broker
-    if req.transactional_id and _has_transactional_records(req) \
-            and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+    # the batch headers are read only when the principal lacks WRITE on the transactional id
+    if req.transactional_id and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id) \
+            and _has_transactional_records(req):
         if req.acks == 0:
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
             return NO_RESPONSE
