@@ -286,10 +286,6 @@ class ShareGroupManager:
         log.info("share group %s: member %s session timed out; fenced", group_id, member_id)
         self.fence(group, member_id)
 
-    def on_metadata_change(self) -> None:
-        """Topics changed (created, deleted, partitions added): groups subscribed to them get a new
-        epoch and assignment at their members' next heartbeat (done lazily in the heartbeat)."""
-
     # ------------------------------------------------------------------------------------------
     # ShareGroupDescribe, deletion, loading
     # ------------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ offset with a timestamp at or after now minus the duration), and that start is w
   so an acknowledged record is never delivered again after a crash.
 - Lock expiry, releases of a closed session and the log start moving past the share-partition
   start are written the same way, in the background.
-- Leadership: a share partition is dropped when this broker stops leading its topic-partition or a
-  new leader epoch begins; the next leader loads the state from the share coordinator.
+- Leadership: a share partition is dropped at its next use once this broker no longer leads its
+  topic-partition at the epoch it was loaded at (or when the share coordinator fences its
+  write); the next leader loads the state from the share coordinator.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class _Entry:
     writes of its state to the share coordinator (one at a time, coalesced)."""
 
     __slots__ = ("key", "sp", "partition", "leader_epoch", "state_epoch", "version", "written", "writer",
-                 "waiters", "failed")
+                 "waiters")
 
     def __init__(self, key: Key, sp: SharePartition, partition, state_epoch: int) -> None:
         self.key = key
@@ -71,7 +72,6 @@ class _Entry:
         self.written = 0          # the last version the share coordinator has
         self.writer: asyncio.Task | None = None
         self.waiters: list[tuple[int, asyncio.Future]] = []
-        self.failed: ErrorCode | None = None
 
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
@@ -231,13 +231,6 @@ class SharePartitionManager:
                     self._idle[key] = still_active
         self._ensure_timer()
 
-    def on_leadership_change(self) -> None:
-        """Drop share partitions whose topic-partition this broker no longer leads at their epoch."""
-        for key, entry in list(self._entries.items()):
-            p = self._partition_of(key[1], key[2])
-            if p is None or p is not entry.partition or not p.is_leader or p.leader_epoch != entry.leader_epoch:
-                self._drop(key)
-
     # ------------------------------------------------------------------ writes to the share coordinator
 
     def _changed(self, entry: _Entry) -> int:
@@ -261,7 +254,6 @@ class SharePartitionManager:
                 log.warning("share state write of %s %s-%d failed: %r", group_id, topic_id, index, e)
                 code = ErrorCode.UNKNOWN_SERVER_ERROR
             code = ErrorCode(code)
-            entry.failed = None if code == ErrorCode.NONE else code
             if code == ErrorCode.NONE:
                 entry.written = version
             else:
