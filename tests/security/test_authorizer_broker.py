@@ -168,6 +168,21 @@ def test_security_disabled_without_an_authorizer():
         assert deleted.filter_results[0].error_code == E.SECURITY_DISABLED
 
 
+def test_kafka_acls_without_an_authorizer_is_told_security_disabled(tools):
+    """The ACL APIs stay advertised without ``authorizer.class.name`` (MirrorMaker 2's topic ACL sync
+    calls DescribeAcls and expects SecurityDisabledException, as from Kafka's AclApis): Kafka
+    4.3.1's kafka-acls.sh gets Kafka's exception and messages per API."""
+    with Broker() as b:
+        listed = tools.run(ACL_COMMAND, ["--bootstrap-server", b.bootstrap_servers, "--list"], check=False,
+                           timeout=120)
+        removed = tools.run(ACL_COMMAND, ["--bootstrap-server", b.bootstrap_servers, "--remove", "--force",
+                                          "--topic", "t"], check=False, timeout=120)
+    assert ("SecurityDisabledException: No Authorizer is configured on the broker"
+            in listed.stdout + listed.stderr), listed.summary()
+    assert "SecurityDisabledException: No Authorizer is configured." in removed.stdout + removed.stderr, \
+        removed.summary()
+
+
 # -- enforcement with real clients ----------------------------------------------------------------------
 
 
