@@ -33,6 +33,7 @@ from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
+from kcompat.broker.handlers import alter_client_quotas
 from kcompat.broker.handlers import (
     alter_user_scram_credentials, describe_client_quotas, describe_user_scram_credentials, sasl_authenticate,
     sasl_handshake,
@@ -56,7 +57,8 @@ _MODULES = (
 HANDLERS = {m.API_KEY: m for m in _MODULES}
 # SASL authentication (kcompat.security.sasl_server) and SCRAM credentials (KIP-554)
 HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials,
-                                        describe_user_scram_credentials, describe_client_quotas)})
+                                        describe_user_scram_credentials, describe_client_quotas,
+                                        alter_client_quotas)})
 
 # The controller listener (Kafka's ControllerApis): the KRaft RPCs, metadata replication, and the
 # requests brokers forward to the active controller.
@@ -68,7 +70,8 @@ _CONTROLLER_MODULES = (
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}
-CONTROLLER_HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials)})
+CONTROLLER_HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials,
+                                                   alter_client_quotas)})
 
 
 def handlers_for(controller_listener: bool) -> dict:

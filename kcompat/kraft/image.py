@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from kcompat.kraft import quota_control
 from kcompat.protocol.metadata_records import RECORD_TYPES
 from kcompat.security.acl import AclBinding, AclStore
 
@@ -35,6 +36,7 @@ USER_SCRAM_CREDENTIAL_RECORD = 11
 REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 ACCESS_CONTROL_ENTRY_RECORD = 18
 REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
+CLIENT_QUOTA_RECORD = 14
 
 NO_LEADER = -1
 NO_CHANGE_LEADER = -2  # PartitionChangeRecord: leader unchanged
@@ -95,7 +97,8 @@ class MetadataImage:
     ``configs`` ((resource type, resource name) -> {config name: value}), ``next_producer_id``
     (first id of the next unallocated block, ProducerIdsRecord), ``features`` (name -> level),
     ``brokers`` (id -> BrokerImage), ``acls`` (the ACL set, :class:`kcompat.security.acl.AclStore`,
-    AccessControlEntryRecords), ``offset`` (metadata log offset of the last applied record,
+    AccessControlEntryRecords), ``client_quotas`` (quota entity -> {key: value}, ClientQuotaRecords,
+    :mod:`kcompat.kraft.quota_control`), ``offset`` (metadata log offset of the last applied record,
     -1 if none).
     """
 
@@ -109,6 +112,7 @@ class MetadataImage:
         self.acls = AclStore()
         # SCRAM credentials (Kafka's ScramImage): (mechanism type 1|2, user) -> UserScramCredentialRecord
         self.scram: dict[tuple[int, str], object] = {}
+        self.client_quotas: dict[quota_control.EntityKey, dict[str, float]] = {}
         self.offset = -1
 
     def apply(self, record, offset: int) -> None:
@@ -184,7 +188,9 @@ class MetadataImage:
             self.scram[(record.mechanism, record.name)] = record
         elif kind == REMOVE_USER_SCRAM_CREDENTIAL_RECORD:
             self.scram.pop((record.mechanism, record.name), None)
-        # other record types (quotas, ...) are not used by kcompat yet
+        elif kind == CLIENT_QUOTA_RECORD:
+            quota_control.apply_record(self.client_quotas, record)
+        # other record types are not used by kcompat yet
         self.offset = offset
 
     def has_partition(self, topic: str, partition: int) -> bool:
@@ -243,6 +249,7 @@ class MetadataImage:
                 id=acl_id, resource_type=a.resource_type, resource_name=a.resource_name, pattern_type=a.pattern_type,
                 principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type))
         out += [self.scram[key] for key in sorted(self.scram)]
+        out += quota_control.quota_records(self.client_quotas)
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id))
         return out

@@ -1,15 +1,17 @@
-"""DescribeClientQuotas (key 48), versions 0-1 (KIP-546): kcompat sets no client quotas, so no entity
-has any and the answer lists none.
+"""DescribeClientQuotas (key 48), versions 0-1 (KIP-546): the client quotas of the metadata image.
 
-``kafka-configs.sh --describe --entity-type users`` sends it before describing SCRAM credentials
-(``ConfigCommand.describeClientQuotaAndUserScramCredentialConfigs``); without it the tool fails.
-The filter is checked as Kafka's ``ClientQuotaFilterComponent``: match type 0 (exact) needs a
-name, 1 (default) and 2 (any) take none; an unknown match type is INVALID_REQUEST.
+Answered from this broker's image as Kafka's ``ClientQuotasImage.describe``
+(:func:`kcompat.kraft.quota_control.describe_client_quotas`): filter components match an entity
+type exactly, its default or any name; ``strict`` excludes entities with other types. A bad filter
+is INVALID_REQUEST (UNSUPPORTED_VERSION for an unknown entity type) with Kafka's message.
+``kafka-configs.sh --describe --entity-type users|clients`` sends it. Needs DESCRIBE_CONFIGS on
+the cluster.
 """
 
 from __future__ import annotations
 
 from kcompat.broker.authz import Op
+from kcompat.kraft import quota_control
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_client_quotas import DescribeClientQuotasResponse as R
 
@@ -21,14 +23,7 @@ MAX_VERSION = 1
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.DESCRIBE_CONFIGS):   # KafkaApis: DESCRIBE_CONFIGS on CLUSTER
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    for c in req.components:
-        if c.match_type not in (0, 1, 2):
-            return R(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected match type: {c.match_type}",
-                     entries=None)
-        if c.match_type == 0 and c.match is None:
-            return R(error_code=ErrorCode.INVALID_REQUEST,
-                     error_message=f"Exact match for entity type {c.entity_type} requires a name", entries=None)
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=[])
+    return quota_control.describe_client_quotas(ctx.broker.image.client_quotas, req)
 
 
 def error_response(req, version, code):
