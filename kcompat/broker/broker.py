@@ -87,7 +87,6 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.request_stats = RequestStats()   # per-API request metrics (kcompat.broker.http.metrics)
         self.http = HttpListener(self)        # http.listeners: /metrics, console, REST proxy
-        self.fetch_waiters: set = set()
         # authorizer.class.name: a StandardAuthorizer over the metadata image's ACLs, or None
         self.authorizer = StandardAuthorizer.from_config(lambda: self.image.acls, config.get)
         self.shutting_down = False
@@ -122,7 +121,8 @@ class Broker:
         self.log_manager = LogManager(log_dirs, self.log_config_for)
         self.log_manager.startup(now, self.cluster_id, self.node_id)
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,
-                                              policy_for=self.policy_for, now_ms=self.now_ms)
+                                              policy_for=self.policy_for, now_ms=self.now_ms,
+                                              leader_of=self.leader_of, topic_exists=lambda name: name in self.image.topics)
         self.log_manager.high_watermark_of = self._high_watermark_of
         self.publisher = MetadataPublisher(self)
         self.replica_fetchers = ReplicaFetcherManager(self)
@@ -493,8 +493,10 @@ class Broker:
         await self.http.stop()
         for server in self._servers:
             server.close()
-        for wake in list(self.fetch_waiters):
-            wake()
+        replica_manager = getattr(self, "replica_manager", None)
+        if replica_manager is not None:
+            replica_manager.shutting_down = True
+            replica_manager.wake_delayed_fetches()
         for conn in list(self.connections):
             conn.stop_reading()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S

@@ -3,14 +3,15 @@
 The replication role (leader or follower, high watermark, acks=all waits, ISR changes) comes
 from :mod:`kcompat.isr.partition_replication`; a partition with this broker as its only replica has
 HW = LEO. The append path follows Kafka's ``UnifiedLog.appendAsLeader`` + ``LogValidator`` for
-RecordBatch v2, without decoding records (DESIGN.md section 4):
+RecordBatch v2, without decoding records (DESIGN.md section 4); steps 1-3 and the offset
+rewrite are the pure :mod:`kcompat.log.validation`:
 
 1. exactly one batch per partition per request, complete, magic 2, CRC32C valid
    (else INVALID_RECORD / CORRUPT_MESSAGE);
 2. size <= ``max.message.bytes`` (else MESSAGE_TOO_LARGE); no control batches from clients;
 3. record-level rules (keys on compacted topics, CreateTime timestamps within
    ``message.timestamp.before/after.max.ms``), every offending record reported by its index
-   (:mod:`kcompat.isr.record_validation`, KIP-467); LogAppendTime stamped by the broker (CRC
+   (:mod:`kcompat.log.validation`, KIP-467); LogAppendTime stamped by the broker (CRC
    recomputed);
 4. idempotent producers: duplicate / epoch / sequence checks (ProducerStateManager);
 5. baseOffset and partitionLeaderEpoch rewritten in place, appended, waiters woken.
@@ -25,8 +26,8 @@ from typing import Callable
 from kcompat.isr.broker_topic_stats import BrokerTopicStats
 from kcompat.isr.partition_replication import ReplicationMixin
 from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
-from kcompat.isr.record_validation import validate_records
 from kcompat.log import Log, OffsetOutOfRangeError
+from kcompat.log.validation import assign_offsets, stamp_log_append_time, validate_batch, validate_records
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.txn.producer_state import ProducerStateManager
@@ -59,35 +60,6 @@ class AppendPolicy:
     timestamp_before_max_ms: int = 2**63 - 1
     timestamp_after_max_ms: int = 2**63 - 1
     compact: bool = False  # cleanup.policy contains "compact": every record needs a key
-
-
-def _unframed_batch_error(records, detail: str) -> KafkaError:
-    """Kafka's answer when the produced bytes do not start with one whole v2 batch
-    (``ByteBufferLogInputStream.nextBatch`` + ``ProduceRequest.validateRecords``): no complete
-    batch (fewer than 17 bytes, or batchLength beyond the bytes sent) -> INVALID_RECORD; a
-    batchLength below 14 or a magic outside 0..2 -> CORRUPT_MESSAGE; magic 0 or 1 -> INVALID_RECORD;
-    a whole magic-2 batch that is still malformed (shorter than its header) -> CORRUPT_MESSAGE."""
-    n = len(records)
-    no_batch = KafkaError(ErrorCode.INVALID_RECORD,
-                          f"Produce requests with version 3 or later must have at least one record batch "
-                          f"per partition ({detail})")
-    if n < rb.LOG_OVERHEAD:
-        return no_batch
-    length = int.from_bytes(records[8:12], "big", signed=True)
-    if length < 14:
-        return KafkaError(ErrorCode.CORRUPT_MESSAGE,
-                          f"Record size {length} is less than the minimum record overhead (14)")
-    if n < 17:
-        return no_batch
-    magic = records[16] - 256 if records[16] > 127 else records[16]
-    if not 0 <= magic <= rb.MAGIC:
-        return KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}")
-    if length + rb.LOG_OVERHEAD > n:
-        return no_batch
-    if magic != rb.MAGIC:
-        return KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 or later are only "
-                                                    "allowed to contain record batches with magic version 2")
-    return KafkaError(ErrorCode.CORRUPT_MESSAGE, detail)
 
 
 class Partition(ReplicationMixin):
@@ -150,45 +122,17 @@ class Partition(ReplicationMixin):
         INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER; record-level rejections are a
         :class:`~kcompat.protocol.errors.RecordValidationError` naming every bad record.
         """
-        if records is None or len(records) == 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             "Produce requests must have at least one record batch per partition")
-        try:
-            h = rb.parse_header(records, 0)
-        except rb.CorruptRecordError as e:
-            raise _unframed_batch_error(records, str(e)) from None
-        size = h.size
-        if size > len(records):
-            raise _unframed_batch_error(records, "Record batch is truncated")
-        if size < len(records):
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             "Produce requests with version 3 or later must contain exactly one record batch")
-        if size > self.policy.max_message_bytes:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"The record batch size {size} bytes exceeds max.message.bytes "
-                             f"({self.policy.max_message_bytes})")
-        if not rb.crc_valid(records, 0, h):
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "Record batch CRC does not match")
-        if h.is_control:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "Clients may not write control records")
-        if h.records_count <= 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "Record batch has no records")
-        if h.last_offset_delta + 1 != h.records_count:
-            # Kafka's LogValidator.validateBatch for client batches: offsets would not match records
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"Inconsistent batch offset range [0, {h.last_offset_delta}] and count of "
-                             f"records {h.records_count}")
-
+        policy = self.policy
+        h = validate_batch(records, max_message_bytes=policy.max_message_bytes)
         if h.is_transactional:
             self._verify_transaction(h, transactional_id, txn_verified)
-        policy = self.policy
         validate_records(records, h, topic_partition=f"{self.topic}-{self.partition_id}", now_ms=now_ms,
                          compact=policy.compact, log_append_time=policy.log_append_time,
                          timestamp_before_max_ms=policy.timestamp_before_max_ms,
                          timestamp_after_max_ms=policy.timestamp_after_max_ms)
 
         if policy.log_append_time:
-            rb.set_log_append_time(records, 0, size, now_ms)
+            stamp_log_append_time(records, h, now_ms)
             max_ts = now_ms
             append_time = now_ms
         else:
@@ -205,9 +149,7 @@ class Partition(ReplicationMixin):
                                   last_offset=dup.last_offset)
 
         base = self.log.log_end_offset
-        rb.set_base_offset(records, 0, base)
-        rb.set_partition_leader_epoch(records, 0, self.leader_epoch)
-        last = base + h.last_offset_delta
+        last = assign_offsets(records, h, base, self.leader_epoch)
         # The record holding the max timestamp is known without decoding only for a single record
         # or LogAppendTime (every record has it: the first). Otherwise -1: the log finds it by
         # decoding that one batch if ListOffsets MAX_TIMESTAMP asks (KIP-734, KAFKA-16310).

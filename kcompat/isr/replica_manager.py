@@ -7,14 +7,23 @@ or follower as the image says (:meth:`ReplicaManager.apply_partition_state`); fo
 to the replica fetcher through ``follower_listener``. High watermarks are checkpointed in
 ``replication-offset-checkpoint`` (``replica.high.watermark.checkpoint.interval.ms`` and at
 shutdown) and a partition starts from its checkpointed HW.
+
+The produce and fetch paths are here, as in Kafka: :meth:`ReplicaManager.append_records`
+(:mod:`kcompat.isr.append_records`, with DelayedProduce) and :meth:`ReplicaManager.fetch_messages`
+(:mod:`kcompat.isr.fetch_messages`, with DelayedFetch). What they need of the cluster metadata
+is two callables, ``leader_of`` and ``topic_exists``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Awaitable, Callable
 
+from kcompat.isr import append_records as _append
+from kcompat.isr import fetch_messages as _fetch
+from kcompat.isr.append_records import ProducePartitionResult
 from kcompat.isr.broker_topic_stats import BrokerTopicStats
+from kcompat.isr.fetch_messages import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from kcompat.isr.partition import AppendPolicy, Partition
 from kcompat.log import LogConfig
 
@@ -26,13 +35,23 @@ class ReplicaManager:
 
     ``log_manager`` is a :class:`kcompat.log.LogManager`; ``log_config_for(topic)`` and
     ``policy_for(topic)`` give the effective LogConfig and AppendPolicy of a topic; ``now_ms()``
-    is the clock.
+    is the clock; ``leader_of(topic, partition)`` the leader in the metadata image (None: no such
+    partition, -1: no leader) and ``topic_exists(name)`` whether the image has the topic.
     """
 
     def __init__(self, log_manager, node_id: int, *, log_config_for: Callable[[str], LogConfig],
-                 policy_for: Callable[[str], AppendPolicy], now_ms: Callable[[], int]) -> None:
+                 policy_for: Callable[[str], AppendPolicy], now_ms: Callable[[], int],
+                 leader_of: Callable[[str, int], int | None] = lambda topic, partition: None,
+                 topic_exists: Callable[[str], bool] = lambda name: False) -> None:
         self.log_manager = log_manager
         self.node_id = node_id
+        self.now_ms = now_ms
+        self.leader_of = leader_of
+        self.topic_exists = topic_exists
+        # set at shutdown: waiting fetches answer at once
+        self.shutting_down = False
+        # wake-ups of the waiting fetches (DelayedFetch), called at shutdown and on metadata changes
+        self.fetch_waiters: set[Callable[[], None]] = set()
         self._log_config_for = log_config_for
         self._policy_for = policy_for
         self._now_ms = now_ms
@@ -48,6 +67,32 @@ class ReplicaManager:
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
+
+    # -- produce and fetch -----------------------------------------------------------------------
+
+    def append_records(self, entries: list[tuple[str, int, object]], *, acks: int, timeout_ms: int,
+                       transactional_id: str | None, verified: dict[tuple[str, int], int] | None = None
+                       ) -> list[ProducePartitionResult] | Awaitable[list[ProducePartitionResult]]:
+        """Append one batch per ``(topic, partition, records)``, as Kafka's
+        ``ReplicaManager.appendRecords``: see :func:`kcompat.isr.append_records.append_records`."""
+        return _append.append_records(self, entries, acks=acks, timeout_ms=timeout_ms,
+                                      transactional_id=transactional_id, now_ms=self._now_ms(), verified=verified)
+
+    def transactions_to_verify(self, entries: list[tuple[str, int, object]]) -> dict[tuple[int, int], list]:
+        """The transactional batches to verify with a remote coordinator first (KIP-890):
+        :func:`kcompat.isr.append_records.transactions_to_verify`."""
+        return _append.transactions_to_verify(self, entries)
+
+    def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest]
+                       ) -> list[FetchPartitionResult] | Awaitable[list[FetchPartitionResult]]:
+        """Read the partitions of a fetch, waiting for data as asked, as Kafka's
+        ``ReplicaManager.fetchMessages``: see :func:`kcompat.isr.fetch_messages.fetch_messages`."""
+        return _fetch.fetch_messages(self, params, requests)
+
+    def wake_delayed_fetches(self) -> None:
+        """Make every waiting fetch re-check now (shutdown, metadata changes)."""
+        for wake in list(self.fetch_waiters):
+            wake()
 
     def ensure_partition(self, topic: str, partition: int, topic_id, leader_epoch: int) -> Partition:
         """Host ``topic``-``partition``: load its log if present, else create it."""

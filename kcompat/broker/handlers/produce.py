@@ -1,15 +1,14 @@
 """Produce (key 0), versions 3-11 (0-11 advertised, see ``ADVERTISED_MIN_VERSION``): append record
 batches to partition logs.
 
-As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``:
+As Kafka's ``KafkaApis.handleProduceRequest``; the appends, acks and the wait for replication
+are :meth:`kcompat.isr.replica_manager.ReplicaManager.append_records` (Kafka's
+``ReplicaManager.appendRecords`` and ``DelayedProduce``, see :mod:`kcompat.isr.append_records`):
 
 - ``acks`` must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition);
 - acks=-1 fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``
-  (before appending); otherwise the answer waits until every ISR member has the batch (the high
-  watermark passed it; Kafka's ``DelayedProduce``), at most the request's ``timeout_ms``
-  (REQUEST_TIMED_OUT), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
-  meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved; a partition whose only replica is this
-  broker completes at once;
+  (before appending); otherwise the answer waits until every ISR member has the batch, at most
+  the request's ``timeout_ms`` (REQUEST_TIMED_OUT);
 - v10+: a NOT_LEADER_OR_FOLLOWER partition carries ``current_leader`` and the response the
   leaders' ``node_endpoints`` (KIP-951, :mod:`kcompat.broker.leader_hints`);
 - acks=0 sends no response; if any partition failed, the connection is closed instead so that
@@ -19,7 +18,8 @@ As Kafka's ``KafkaApis.handleProduceRequest`` / ``ReplicaManager.appendRecords``
 - a transactional batch that opens its producer's transaction in a partition is verified with
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
   ``verify_only`` when the coordinator is another broker;
-- per-partition validation and idempotence live in :class:`kcompat.isr.partition.Partition`;
+- per-partition validation (:mod:`kcompat.log.validation`) and idempotence live in
+  :class:`kcompat.isr.partition.Partition`;
 - with an authorizer: WRITE on the transactional id when the batches are transactional
   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for everything) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions); a topic is
   auto-created only with WRITE and CREATE (on the cluster or the topic).
@@ -32,9 +32,10 @@ import asyncio
 from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
+from kcompat.isr.append_records import ProducePartitionResult
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol import records as rb
-from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.produce import ProduceResponse as R
 
 API_KEY = 0
@@ -74,6 +75,10 @@ async def _create_then_append(ctx, req, names: list[str]):
     return await result if asyncio.iscoroutine(result) else result
 
 
+def _entries(req) -> list[tuple[str, int, object]]:
+    return [(td.name, pd.index, pd.records) for td in req.topic_data for pd in td.partition_data]
+
+
 def _verify_then_append(ctx, req):
     """Append; first, if a transactional batch opens the producer's transaction in a partition
     led here while the transaction coordinator is another broker, ask that coordinator (KIP-890
@@ -84,13 +89,7 @@ def _verify_then_append(ctx, req):
     node = broker.txn.remote_coordinator(tid) if verifying else None
     if node is None:
         return _append_all(ctx, req)
-    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            p = broker.replica_manager.get(td.name, pd.index)
-            producer = p.transaction_to_verify(pd.records) if p is not None and p.is_leader else None
-            if producer is not None:
-                by_producer.setdefault(producer, []).append((td.name, pd.index))
+    by_producer = broker.replica_manager.transactions_to_verify(_entries(req))
     if not by_producer:
         return _append_all(ctx, req)
     return _append_after_remote_verification(ctx, req, node, by_producer)
@@ -130,57 +129,59 @@ def _valid(name: str) -> bool:
 
 
 def _append_all(ctx, req, verified: dict | None = None):
-    """Append every partition's batch; ``verified``: ``{(topic, partition): error code}`` from
-    the remote transaction coordinator for batches that needed KIP-890 verification."""
-    broker = ctx.broker
+    """Append the partitions of the topics the principal may write (ReplicaManager.append_records);
+    the others fail with TOPIC_AUTHORIZATION_FAILED. ``verified``: ``{(topic, partition): error
+    code}`` from the remote transaction coordinator for batches that needed KIP-890 verification."""
+    rm = ctx.broker.replica_manager
+    writable = {td.name: ctx.authorize(Op.WRITE, TOPIC, td.name) for td in req.topic_data}
+    entries = [e for e in _entries(req) if writable[e[0]]]
+    for td in req.topic_data:
+        if not writable[td.name]:
+            for pd in td.partition_data:
+                rm.stats.produce_failed(td.name, len(pd.records or b""))
+    results = rm.append_records(entries, acks=req.acks, timeout_ms=req.timeout_ms,
+                                transactional_id=req.transactional_id, verified=verified)
+    if asyncio.iscoroutine(results):
+        return _respond_later(ctx, req, writable, results)
+    return _respond(ctx, req, writable, results)
+
+
+async def _respond_later(ctx, req, writable: dict[str, bool], results):
+    return _respond(ctx, req, writable, await results)
+
+
+def _respond(ctx, req, writable: dict[str, bool], results: list[ProducePartitionResult]):
+    """The ProduceResponse: the results of the appended partitions, in request order; acks=0
+    answers nothing, and closes the connection if any partition failed."""
     version = ctx.api_version
-    acks = req.acks
-    now = broker.now_ms()
-    failed = False
-    stats = broker.replica_manager.stats
+    appended = iter(results)   # the authorized partitions, in request order
     topics = []
-    waits = []   # (partition response, Partition, required offset) for acks=-1
+    failed = False
     for td in req.topic_data:
         parts = []
-        writable = ctx.authorize(Op.WRITE, TOPIC, td.name)
         for pd in td.partition_data:
-            if acks not in (-1, 0, 1):
-                resp, required = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS, version, None), -1
-            elif not writable:
-                resp, required = _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, version, None), -1
-            else:
-                resp, partition, required = _append(broker, td.name, pd, acks, now, version, req.transactional_id,
-                                                    verified.get((td.name, pd.index)) if verified else None)
-                if partition is not None and acks == -1 and partition.high_watermark < required:
-                    waits.append((resp, partition, required))
-            if resp.error_code == ErrorCode.NONE:
-                stats.produced(td.name, len(pd.records or b""), max(0, required - resp.base_offset))
-            else:
+            r = next(appended) if writable[td.name] else None
+            if r is None:
+                parts.append(_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, version, None))
                 failed = True
-                stats.produce_failed(td.name, len(pd.records or b""))
-            parts.append(resp)
+                continue
+            failed = failed or r.error != ErrorCode.NONE
+            parts.append(_partition_response(pd.index, r, version))
         topics.append(R.TopicProduceResponse(name=td.name, partition_responses=parts))
-    if acks == 0:
+    if req.acks == 0:
         if failed:
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
         return NO_RESPONSE
-    if waits:
-        return _await_replication(ctx, R(responses=topics, throttle_time_ms=0), waits, req.timeout_ms)
     return _with_leader_hints(ctx, R(responses=topics, throttle_time_ms=0))
 
 
-async def _await_replication(ctx, response, waits: list, timeout_ms: int):
-    """DelayedProduce: wait for the ISR of every acks=-1 partition, together, up to ``timeout_ms``."""
-    version = ctx.api_version
-    codes = await asyncio.gather(*(p.wait_for_replication(required, timeout_ms) for _, p, required in waits))
-    for (resp, partition, _required), code in zip(waits, codes):
-        if code != ErrorCode.NONE:
-            failed = _error(resp.index, code, version, f"{code.name} for {partition.topic}-{partition.partition_id}")
-            resp.error_code, resp.base_offset, resp.log_append_time_ms = failed.error_code, -1, -1
-            resp.log_start_offset = -1
-            if version >= 8:
-                resp.error_message = failed.error_message
-    return _with_leader_hints(ctx, response)
+def _partition_response(index: int, r: ProducePartitionResult, version: int):
+    if r.error != ErrorCode.NONE:
+        resp = _error(index, r.error, version, r.message, r.record_errors)
+        resp.log_start_offset = r.log_start_offset
+        return resp
+    return R.PartitionProduceResponse(index=index, error_code=ErrorCode.NONE, base_offset=r.base_offset,
+                                      log_append_time_ms=r.log_append_time, log_start_offset=r.log_start_offset)
 
 
 def _with_leader_hints(ctx, response):
@@ -191,56 +192,6 @@ def _with_leader_hints(ctx, response):
             ((t.name, p.index, p) for t in response.responses for p in t.partition_responses),
             PRODUCE_HINT_ERRORS, R.LeaderIdAndEpoch, R.NodeEndpoint)
     return response
-
-
-def _append(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None,
-            verified: int | None):
-    """Append one partition's batch: (partition response, Partition or None, offset the HW must
-    reach for acks=-1). ``verified``: the remote coordinator's verification answer, if asked."""
-    resp = _append_one(broker, topic, pd, acks, now, version, transactional_id, verified)
-    if isinstance(resp, tuple):
-        return resp
-    return resp, None, -1
-
-
-def _append_one(broker, topic: str, pd, acks: int, now: int, version: int, transactional_id: str | None,
-                verified: int | None):
-    partition = broker.replica_manager.get(topic, pd.index)
-    if partition is None:
-        if topic not in broker.image.topics:
-            try:
-                validate_topic_name(topic)
-            except KafkaError as e:
-                # Kafka: a topic not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION for
-                # Produce, whatever its name (INVALID_TOPIC_EXCEPTION is Metadata's answer)
-                return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
-                              f"This server does not host this topic-partition. ({e.message})")
-        if broker.leader_of(topic, pd.index) is not None:  # exists, hosted elsewhere
-            return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
-                          f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
-        return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, version,
-                      "This server does not host this topic-partition.")
-    if not broker.is_leader(topic, pd.index) or not partition.is_leader:
-        return _error(pd.index, ErrorCode.NOT_LEADER_OR_FOLLOWER, version,
-                      f"Leader not local for partition {topic}-{pd.index} on broker {broker.node_id}")
-    if verified:
-        return _error(pd.index, ErrorCode(verified), version,
-                      f"Transactional id {transactional_id} has no ongoing transaction with {topic}-{pd.index}")
-    try:
-        partition.check_min_isr(acks)
-        info = partition.append(pd.records, now, transactional_id, txn_verified=verified == 0)
-    except RecordValidationError as e:
-        # KIP-467: every rejected record by its index; Kafka's ReplicaManager also answers the
-        # partition's log start offset here
-        resp = _error(pd.index, e.code, version, e.message, e.record_errors)
-        resp.log_start_offset = partition.log_start_offset
-        return resp
-    except KafkaError as e:
-        return _error(pd.index, e.code, version, e.message)
-    return (R.PartitionProduceResponse(index=pd.index, error_code=ErrorCode.NONE, base_offset=info.base_offset,
-                                       log_append_time_ms=info.log_append_time,
-                                       log_start_offset=info.log_start_offset),
-            partition, info.last_offset + 1)
 
 
 def _error(index: int, code: ErrorCode, version: int, message: str | None,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcompat.isr.partition import AppendPolicy, Partition
-from kcompat.isr.record_validation import validate_records
+from kcompat.log.validation import validate_records
 from kcompat.log import Log, LogConfig
 from kcompat.protocol import compression
 from kcompat.protocol import records as rb

@@ -1,0 +1,167 @@
+"""The produce path of :class:`kcompat.isr.replica_manager.ReplicaManager`: Kafka's
+``ReplicaManager.appendRecords`` and ``DelayedProduce``.
+
+:func:`append_records` appends one batch per partition to the partitions led here and answers
+per partition (:class:`ProducePartitionResult`):
+
+- ``acks`` must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition);
+- an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION (whatever the topic's name, as
+  Kafka answers Produce), a partition led by another broker NOT_LEADER_OR_FOLLOWER;
+- acks=-1 fails with NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``
+  (before appending); otherwise the answer waits until every ISR member has the batch
+  (:class:`DelayedProduce`);
+- the batch is validated and appended by :meth:`kcompat.isr.partition.Partition.append`
+  (:mod:`kcompat.log.validation`); record-level rejections carry ``record_errors`` (KIP-467) and
+  the partition's log start offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Awaitable
+
+from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kcompat.isr.partition import Partition
+    from kcompat.isr.replica_manager import ReplicaManager
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    """One partition's answer to a produce (Kafka ``PartitionResponse``): ``error`` and, when it
+    failed, ``message`` and ``record_errors`` ``[(batch index, message)]`` (KIP-467); on success
+    ``base_offset`` (the batch's first offset), ``log_append_time`` (ms, -1 unless LogAppendTime)
+    and ``log_start_offset``; -1 where unknown."""
+
+    topic: str
+    partition: int
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+def failed(topic: str, partition: int, code: ErrorCode, message: str | None = None) -> ProducePartitionResult:
+    """A partition that failed with ``code`` before anything was appended."""
+    return ProducePartitionResult(topic, partition, code, message=message)
+
+
+class DelayedProduce:
+    """An acks=-1 produce waiting until the ISR of every partition it appended to has its batch
+    (the high watermark passed it), at most ``timeout_ms`` (Kafka ``DelayedProduce``). ``waits``:
+    ``[(result, partition, offset the HW must reach)]``; the results are updated in place:
+    REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+    meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved."""
+
+    __slots__ = ("results", "waits", "timeout_ms")
+
+    def __init__(self, results: list[ProducePartitionResult],
+                 waits: list[tuple[ProducePartitionResult, "Partition", int]], timeout_ms: int) -> None:
+        self.results = results
+        self.waits = waits
+        self.timeout_ms = timeout_ms
+
+    async def complete(self) -> list[ProducePartitionResult]:
+        """Wait for every partition together; the results, in request order."""
+        codes = await asyncio.gather(*(p.wait_for_replication(required, self.timeout_ms)
+                                       for _, p, required in self.waits))
+        for (result, partition, _required), code in zip(self.waits, codes):
+            if code != ErrorCode.NONE:
+                result.error = code
+                result.message = f"{code.name} for {partition.topic}-{partition.partition_id}"
+                result.base_offset = result.log_append_time = result.log_start_offset = -1
+        return self.results
+
+
+def append_records(rm: "ReplicaManager", entries: list[tuple[str, int, object]], *, acks: int, timeout_ms: int,
+                   transactional_id: str | None, now_ms: int, verified: dict[tuple[str, int], int] | None = None
+                   ) -> list[ProducePartitionResult] | Awaitable[list[ProducePartitionResult]]:
+    """Append ``entries`` ``[(topic, partition, records)]`` (``records``: a writable buffer with
+    one batch, rewritten in place) with ``acks`` -1/0/1; the results in the same order, or for
+    acks=-1 with partitions to wait for an awaitable of them (``timeout_ms``: the request's).
+    ``verified``: ``{(topic, partition): error code}`` from the remote transaction coordinator
+    for batches that needed KIP-890 verification. Counts BrokerTopicMetrics per partition."""
+    stats = rm.stats
+    results = []
+    waits = []
+    for topic, index, records in entries:
+        if acks not in (-1, 0, 1):
+            result, required = failed(topic, index, ErrorCode.INVALID_REQUIRED_ACKS), -1
+        else:
+            code = verified.get((topic, index)) if verified else None
+            result, partition, required = _append_one(rm, topic, index, records, acks, now_ms,
+                                                      transactional_id, code)
+            if partition is not None and acks == -1 and partition.high_watermark < required:
+                waits.append((result, partition, required))
+        size = len(records or b"")
+        if result.error == ErrorCode.NONE:
+            stats.produced(topic, size, max(0, required - result.base_offset))
+        else:
+            stats.produce_failed(topic, size)
+        results.append(result)
+    if waits:
+        return DelayedProduce(results, waits, timeout_ms).complete()
+    return results
+
+
+def _append_one(rm: "ReplicaManager", topic: str, index: int, records, acks: int, now_ms: int,
+                transactional_id: str | None, verified: int | None
+                ) -> tuple[ProducePartitionResult, "Partition | None", int]:
+    """(result, the partition appended to or None, offset the HW must reach for acks=-1)."""
+    partition = rm.get(topic, index)
+    leader = rm.leader_of(topic, index)
+    if partition is None:
+        if not rm.topic_exists(topic):
+            try:
+                validate_topic_name(topic)
+            except KafkaError as e:
+                # Kafka: a topic not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION for
+                # Produce, whatever its name (INVALID_TOPIC_EXCEPTION is Metadata's answer)
+                return failed(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              f"This server does not host this topic-partition. ({e.message})"), None, -1
+        if leader is not None:  # exists, hosted elsewhere
+            return failed(topic, index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                          f"Leader not local for partition {topic}-{index} on broker {rm.node_id}"), None, -1
+        return failed(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                      "This server does not host this topic-partition."), None, -1
+    if leader != rm.node_id or not partition.is_leader:
+        return failed(topic, index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                      f"Leader not local for partition {topic}-{index} on broker {rm.node_id}"), None, -1
+    if verified:
+        return failed(topic, index, ErrorCode(verified),
+                      f"Transactional id {transactional_id} has no ongoing transaction with {topic}-{index}"), None, -1
+    try:
+        partition.check_min_isr(acks)
+        info = partition.append(records, now_ms, transactional_id, txn_verified=verified == 0)
+    except RecordValidationError as e:
+        # KIP-467: every rejected record by its index; Kafka's ReplicaManager also answers the
+        # partition's log start offset here
+        result = failed(topic, index, e.code, e.message)
+        result.record_errors = list(e.record_errors)
+        result.log_start_offset = partition.log_start_offset
+        return result, None, -1
+    except KafkaError as e:
+        return failed(topic, index, e.code, e.message), None, -1
+    return (ProducePartitionResult(topic, index, ErrorCode.NONE, info.base_offset, info.log_append_time,
+                                   info.log_start_offset), partition, info.last_offset + 1)
+
+
+def transactions_to_verify(rm: "ReplicaManager", entries: list[tuple[str, int, object]]
+                           ) -> dict[tuple[int, int], list[tuple[str, int]]]:
+    """``{(producer id, producer epoch): [(topic, partition)]}`` of the transactional batches in
+    ``entries`` that open their producer's transaction in a partition led here, which must be
+    verified with the transaction coordinator first (KIP-890 part 1, Kafka
+    ``ReplicaManager.appendRecordsWithTransactionVerification``)."""
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic, index, records in entries:
+        p = rm.get(topic, index)
+        producer = p.transaction_to_verify(records) if p is not None and p.is_leader else None
+        if producer is not None:
+            by_producer.setdefault(producer, []).append((topic, index))
+    return by_producer
+

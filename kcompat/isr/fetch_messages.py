@@ -1,0 +1,351 @@
+"""The fetch path of :class:`kcompat.isr.replica_manager.ReplicaManager`: Kafka's
+``ReplicaManager.fetchMessages`` / ``Partition.fetchRecords`` / ``DelayedFetch``.
+
+:func:`fetch_messages` reads the partitions of one fetch (:class:`FetchPartitionRequest`, in
+request order) and answers per partition (:class:`FetchPartitionResult`):
+
+- per partition at most ``partition_max_bytes`` and in total at most ``max_bytes``; the first
+  partition that has data returns at least one whole batch even if it is larger (KIP-74);
+- a fetch offset inside a batch returns the whole batch (the consumer skips earlier records);
+- OFFSET_OUT_OF_RANGE outside [log start offset, log end offset], an empty answer from the high
+  watermark to the log end offset (Kafka ``LocalLog.read``); FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH when ``current_leader_epoch`` is older / newer than ours (KIP-320);
+  UNKNOWN_SERVER_ERROR for a negative ``partition_max_bytes`` (Kafka's ``LogSegment.read``);
+- read_committed reads only below the last stable offset and answers the aborted transactions
+  the records may hold (KIP-98);
+- a follower (``replica_id`` >= 0) reads up to the log end offset and records its position
+  (:meth:`~kcompat.isr.partition_replication.ReplicationMixin.read_for_follower`); a diverging
+  epoch answers at once (KIP-320);
+- a consumer may read from a follower (``follower_reads``, KIP-392); with a rack-aware
+  ``replica.selector.class`` the leader answers ``preferred_read_replica`` and no records;
+- if fewer than ``min_bytes`` are readable and no partition has an error, the fetch waits
+  (:class:`DelayedFetch`) up to ``max_wait_ms``.
+
+With ``zero_copy`` the records of a partition are a :class:`kcompat.log.FileRecords` (a byte
+range of a segment file, sent with ``sendfile``) where the log can give one, else bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from kcompat.isr.replica_selector import NO_PREFERRED_REPLICA, preferred_read_replica
+from kcompat.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kcompat.isr.partition import Partition
+    from kcompat.isr.replica_manager import ReplicaManager
+
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class FetchParams:
+    """What applies to the whole fetch (Kafka ``FetchParams``): ``replica_id`` (-1: a consumer)
+    and its ``replica_epoch``; ``max_wait_ms``, ``min_bytes``, ``max_bytes`` (bytes, ms);
+    ``isolation_level`` (1: read_committed); ``follower_reads``: a consumer that may read from a
+    follower (Fetch v11+); ``rack_id`` and ``selector`` (``replica.selector.class``) with
+    ``racks()`` -> ``{broker id: rack}`` of the live brokers, for KIP-392; ``zero_copy``: the
+    records may be file ranges."""
+
+    replica_id: int = -1
+    replica_epoch: int = -1
+    max_wait_ms: int = 0
+    min_bytes: int = 1
+    max_bytes: int = 2**31 - 1
+    isolation_level: int = 0
+    follower_reads: bool = False
+    rack_id: str | None = None
+    selector: str | None = None
+    racks: Callable[[], dict] | None = None
+    zero_copy: bool = False
+
+    @property
+    def visible_isolation(self) -> int:
+        """The isolation that bounds the read: followers read uncommitted data."""
+        return self.isolation_level if self.replica_id < 0 else 0
+
+
+@dataclass(slots=True)
+class FetchPartitionRequest:
+    """One partition of a fetch: ``topic`` (None: an unknown topic id), ``partition``,
+    ``fetch_offset``, the follower's ``log_start_offset``, ``partition_max_bytes`` (bytes),
+    ``current_leader_epoch`` / ``last_fetched_epoch`` (-1: not given); ``error``: decided by
+    the caller already (UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED)."""
+
+    topic: str | None
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    log_start_offset: int = -1
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    error: ErrorCode | None = None
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    """One partition's answer (Kafka ``FetchPartitionData``): ``error``, the watermarks (-1 on
+    errors), ``aborted`` ``[(producer id, first offset)]`` (read_committed, else None),
+    ``preferred_read_replica`` (-1: none), ``records`` (bytes or a FileRecords), ``diverging``
+    ``(epoch, end offset)`` for a follower that must truncate."""
+
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted: list | None = None
+    preferred_read_replica: int = -1
+    records: object = b""
+    diverging: tuple[int, int] | None = None
+
+
+def fetch_messages(rm: "ReplicaManager", params: FetchParams, requests: list[FetchPartitionRequest]
+                   ) -> list[FetchPartitionResult] | Awaitable[list[FetchPartitionResult]]:
+    """Read every partition of ``requests``; the results in the same order, or an awaitable of
+    them when the fetch must wait for data (:class:`DelayedFetch`)."""
+    targets = [_resolve(rm, params, r) for r in requests]
+    results, total, answer_now = _read_all(rm, params, requests, targets)
+    if params.max_wait_ms <= 0 or total >= max(params.min_bytes, 1) or answer_now or not requests \
+            or rm.shutting_down:
+        _count(rm, params, targets, results)
+        return results
+    return DelayedFetch(rm, params, requests, targets, results).complete()
+
+
+def _resolve(rm: "ReplicaManager", params: FetchParams, r: FetchPartitionRequest) -> "Partition | ErrorCode":
+    """The partition to read, or why not (Kafka ``getPartitionOrException`` + epoch checks)."""
+    if r.error is not None:
+        return r.error
+    target = rm.get(r.topic, r.partition)
+    leader = rm.leader_of(r.topic, r.partition)
+    if target is None and leader is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if target is None or (leader != rm.node_id and not (params.follower_reads and params.replica_id < 0)):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if r.current_leader_epoch >= 0 and r.current_leader_epoch != target.leader_epoch:
+        return (ErrorCode.FENCED_LEADER_EPOCH if r.current_leader_epoch < target.leader_epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    return target
+
+
+def _error_result(code: ErrorCode) -> FetchPartitionResult:
+    return FetchPartitionResult(error=code)
+
+
+class _Reader:
+    """One pass over a fetch's partitions in order, with the request's byte budget."""
+
+    __slots__ = ("rm", "params", "now", "racks", "limit", "min_one", "total", "answer_now")
+
+    def __init__(self, rm: "ReplicaManager", params: FetchParams) -> None:
+        self.rm = rm
+        self.params = params
+        self.now = rm.now_ms()
+        self.racks = None
+        self.limit = params.max_bytes
+        self.min_one = True
+        self.total = 0
+        self.answer_now = False
+
+    def take(self, n: int) -> None:
+        if n:
+            self.min_one = False
+            self.limit = max(0, self.limit - n)
+            self.total += n
+
+    def read(self, r: FetchPartitionRequest, target) -> FetchPartitionResult:
+        """Read one partition; an error, a diverging epoch or a preferred read replica sets
+        ``answer_now``."""
+        if isinstance(target, ErrorCode):
+            self.answer_now = True
+            return _error_result(target)
+        p = target
+        params = self.params
+        max_bytes = min(r.partition_max_bytes, self.limit)
+        if max_bytes < 0:
+            # Kafka's LogSegment.read rejects a negative size (IllegalArgumentException): the
+            # partition fails with UNKNOWN_SERVER_ERROR, the rest of the fetch goes on
+            self.answer_now = True
+            return _error_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if params.selector is not None and params.replica_id < 0 and params.follower_reads and params.rack_id \
+                and p.is_leader:
+            if self.racks is None:
+                self.racks = params.racks() if params.racks is not None else {}
+            racks = self.racks
+            preferred = preferred_read_replica(params.selector, p, params.rack_id, r.fetch_offset, self.now,
+                                               lambda b: (b in racks, racks.get(b)))
+            if preferred != NO_PREFERRED_REPLICA:
+                self.answer_now = True   # answer at once (Kafka: "has a preferred read replica")
+                # no read, so no aborted transactions list at all (Kafka's empty FetchDataInfo: null)
+                return FetchPartitionResult(ErrorCode.NONE, p.high_watermark, p.last_stable_offset,
+                                            p.log_start_offset, None, preferred, b"")
+        diverging = None
+        try:
+            if params.replica_id >= 0:
+                records, diverging = p.read_for_follower(
+                    params.replica_id, fetch_offset=r.fetch_offset, log_start_offset=r.log_start_offset,
+                    last_fetched_epoch=r.last_fetched_epoch, max_bytes=max_bytes, now_ms=self.now,
+                    broker_epoch=params.replica_epoch)
+            else:
+                records = p.read(r.fetch_offset, max_bytes, isolation_level=params.isolation_level,
+                                 min_one_batch=self.min_one)
+            code = ErrorCode.NONE
+        except KafkaError as e:
+            records = b""
+            code = e.code
+            self.answer_now = True
+        n = len(records)
+        self.take(n)
+        aborted = None
+        if params.visible_isolation == READ_COMMITTED:
+            # the aborted transactions the fetched batches may hold (KIP-98); the consumer drops them
+            aborted = p.aborted_transactions(r.fetch_offset, p.last_stable_offset) if n else []
+        result = FetchPartitionResult(code, p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted,
+                                      -1, records)
+        if diverging is not None:
+            result.diverging = diverging
+            self.answer_now = True   # answer at once: the follower must truncate first
+        return result
+
+
+def _read_all(rm: "ReplicaManager", params: FetchParams, requests: list[FetchPartitionRequest], targets: list
+              ) -> tuple[list[FetchPartitionResult], int, bool]:
+    """Read every partition: (results, record bytes read, answer now)."""
+    reader = _Reader(rm, params)
+    results = [reader.read(r, t) for r, t in zip(requests, targets)]
+    return results, reader.total, reader.answer_now
+
+
+def _count(rm: "ReplicaManager", params: FetchParams, targets: list, results: list[FetchPartitionResult]) -> None:
+    """BrokerTopicMetrics of a completed consumer fetch, and the bytes served per partition."""
+    if params.replica_id >= 0:
+        return
+    stats = rm.stats
+    for p, result in zip(targets, results):
+        if isinstance(p, ErrorCode) or result.preferred_read_replica >= 0:
+            continue
+        n = len(result.records)
+        stats.fetched(p.topic, n, result.error != ErrorCode.NONE)
+        if n:
+            p.count_consumer_bytes(n)
+
+
+def _visible_end(p: "Partition", params: FetchParams) -> int:
+    """The offset below which this fetch may read ``p``: the LEO for a follower, the LSO for
+    read_committed, else the high watermark (Kafka ``FetchIsolation``)."""
+    if params.replica_id >= 0:
+        return p.log.log_end_offset
+    return p.last_stable_offset if params.isolation_level == READ_COMMITTED else p.high_watermark
+
+
+class DelayedFetch:
+    """A fetch waiting until ``min_bytes`` are readable or ``max_wait_ms`` passes (Kafka
+    ``DelayedFetch``), holding the results of its first read.
+
+    What the fetch can read of each partition ends at its visible end (:func:`_visible_end`), so
+    the wait ends on what moves that end: an append for a follower, a high-watermark advance (or
+    an LSO advance for read_committed) for a consumer — an append alone, not yet replicated, makes
+    nothing readable for a consumer, and a high watermark that moves without an append must wake
+    it. The visible ends and the wake-ups are taken at construction, right after the first read:
+    a change before :meth:`complete` first runs must not go unnoticed until max_wait_ms.
+
+    A wake-up re-reads only the partitions whose visible end moved (or whose log start passed the
+    fetch offset) and keeps the others' results, refreshing their watermarks; a leadership
+    change re-reads everything."""
+
+    def __init__(self, rm: "ReplicaManager", params: FetchParams, requests: list[FetchPartitionRequest],
+                 targets: list, results: list[FetchPartitionResult]) -> None:
+        self.rm = rm
+        self.params = params
+        self.requests = requests
+        self.targets = targets
+        self.results = results
+        self.watched = [(i, t) for i, t in enumerate(targets) if not isinstance(t, ErrorCode)]
+        self.roles = [(p.is_leader, p.leader_epoch) for _, p in self.watched]
+        self.ends = [_visible_end(p, params) for _, p in self.watched]
+        self.start_hws = [p.high_watermark for _, p in self.watched]
+        self.event = asyncio.Event()
+        for _, p in self.watched:
+            p.add_waiter(self.event.set)
+        rm.fetch_waiters.add(self.event.set)
+
+    async def complete(self) -> list[FetchPartitionResult]:
+        """Wait for wake-ups; answer once ``min_bytes`` are read, on an error, on a leadership
+        change, for a follower when a high watermark moved (so followers learn it promptly), or at
+        ``max_wait_ms`` with whatever there is."""
+        rm, params = self.rm, self.params
+        event = self.event
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + params.max_wait_ms / 1000.0
+        need = max(params.min_bytes, 1)
+        full = False
+        try:
+            while not rm.shutting_down:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                event.clear()
+                if any(rm.get(p.topic, p.partition_id) is not p or (p.is_leader, p.leader_epoch) != role
+                       for (_, p), role in zip(self.watched, self.roles)):
+                    full = True
+                    break   # a leadership change: answer, the client finds the new leader
+                if params.replica_id >= 0 and any(p.high_watermark != h
+                                                  for (_, p), h in zip(self.watched, self.start_hws)):
+                    break   # a follower learns the new HW now, not after replica.fetch.wait.max.ms
+                total, answer_now = self._reread_changed()
+                if total >= need or answer_now:
+                    break
+        finally:
+            for _, p in self.watched:
+                p.remove_waiter(event.set)
+            rm.fetch_waiters.discard(event.set)
+        if full:
+            self.targets = [_resolve(rm, params, r) for r in self.requests]
+            self.results = _read_all(rm, params, self.requests, self.targets)[0]
+        else:
+            self._reread_changed()
+        _count(rm, params, self.targets, self.results)
+        return self.results
+
+    def _changed(self) -> set[int]:
+        """Indexes of the partitions whose visible end moved since their last read, or whose log
+        start passed the fetch offset (retention, DeleteRecords: the read answers out of range)."""
+        changed = set()
+        for k, (i, p) in enumerate(self.watched):
+            end = _visible_end(p, self.params)
+            if end != self.ends[k] or self.requests[i].fetch_offset < p.log_start_offset:
+                self.ends[k] = end
+                changed.add(i)
+        return changed
+
+    def _reread_changed(self) -> tuple[int, bool]:
+        """Re-read the changed partitions in request order within the byte budget, keeping the
+        others' results (a kept result that no longer fits the budget left to it forces a full
+        re-read); (record bytes now in the results, answer now)."""
+        changed = self._changed()
+        params = self.params
+        reader = _Reader(self.rm, params)
+        results = list(self.results)
+        for i, (r, target) in enumerate(zip(self.requests, self.targets)):
+            if i in changed:
+                results[i] = reader.read(r, target)
+                continue
+            kept = results[i]
+            n = len(kept.records)
+            if n > min(r.partition_max_bytes, reader.limit):
+                self.results, total, answer_now = _read_all(self.rm, params, self.requests, self.targets)
+                return total, answer_now
+            if not isinstance(target, ErrorCode) and kept.error == ErrorCode.NONE:
+                kept.high_watermark = target.high_watermark
+                kept.last_stable_offset = target.last_stable_offset
+                kept.log_start_offset = target.log_start_offset
+            reader.take(n)
+        self.results = results
+        return reader.total, reader.answer_now
