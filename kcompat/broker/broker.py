@@ -22,6 +22,7 @@ producer snapshots, flushes and closes every log and marks a clean shutdown.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import time
@@ -134,7 +135,9 @@ class Broker:
         self.controller = Controller(
             self.image, self.controller_service.sink, node_id=self.node_id,
             defaults=lambda: (cfg.get("num.partitions"), cfg.get("default.replication.factor")),
-            validate_topic_configs=validate_topic_configs,
+            validate_topic_configs=functools.partial(
+                validate_topic_configs,
+                remote_storage_system_enabled=cfg.get("remote.log.storage.system.enable")),
             delete_topic_enable=lambda: cfg.get("delete.topic.enable"))
         self.cluster_control = ClusterControl(self.image, self.controller_service.sink, cluster_id=self.cluster_id,
                                               session_timeout_ms=lambda: cfg.get("broker.session.timeout.ms"),
@@ -375,7 +378,9 @@ class Broker:
             cleanup_policy=",".join(v["cleanup.policy"]),
             delete_retention_ms=v["delete.retention.ms"], min_compaction_lag_ms=v["min.compaction.lag.ms"],
             max_compaction_lag_ms=v["max.compaction.lag.ms"],
-            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"])
+            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
+            remote_storage_enable=bool(v["remote.storage.enable"]) and self.config.get("remote.log.storage.system.enable"),
+            local_retention_ms=v["local.retention.ms"], local_retention_bytes=v["local.retention.bytes"])
 
     def policy_for(self, topic: str) -> AppendPolicy:
         v = self.topic_values(topic)

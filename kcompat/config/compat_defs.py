@@ -6,7 +6,8 @@ modes are Kafka's (``KafkaConfig`` / ``SslConfigs`` / ``SaslConfigs`` / ``Broker
 ``ZkConfigs`` / ``MetricConfigs`` / ``QuotaConfigs`` / ``RemoteLogManagerConfig`` /
 ``GroupCoordinatorConfig`` / ``DelegationTokenManagerConfigs`` / ``PasswordEncoderConfigs``).
 Every key here is ``implemented=False`` (setting it logs a warning at start-up), except the
-``ssl.*`` keys, defined in :mod:`kcompat.config.ssl_defs` and acted on by
+tiered-storage keys of :mod:`kcompat.config.remote_defs`, the ``ssl.*`` keys, defined in
+:mod:`kcompat.config.ssl_defs` and acted on by
 :mod:`kcompat.security.ssl_context`, and the ``sasl.*`` keys and ``connections.max.reauth.ms``,
 defined in :mod:`kcompat.config.sasl_defs` (those SASL authentication acts on are implemented).
 """
@@ -18,6 +19,7 @@ import re
 from .errors import invalid_value
 from .keydef import BOOLEAN, CLASS, CW, INT, LIST, LONG, PASSWORD, PB, RO, STRING, ConfigKey
 from .keydef import define as _define
+from .remote_defs import REMOTE_LOG_CONFIGS
 from .sasl_defs import SASL_CONFIGS
 from .ssl_defs import SSL_CONFIGS
 from .types import LONG_MAX, Custom, ValidString, at_least
@@ -66,7 +68,6 @@ def _many(prefix_doc: str, specs: list[tuple]) -> list[ConfigKey]:
 _ZK_DOC = "ZooKeeper-mode setting (kcompat runs KRaft only; ignored)."
 _MET_DOC = "JMX/metrics setting (ignored by kcompat)."
 _QUOTA_DOC = "Quota sampling setting (kcompat does not enforce quotas)."
-_RLM_DOC = "Tiered storage setting (KIP-405; not supported by kcompat)."
 
 COMPAT_CONFIGS: list[ConfigKey] = [
     # general
@@ -108,29 +109,7 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("password.encoder.cipher.algorithm", STRING, "AES/CBC/PKCS5Padding", None, RO, "Cipher for encoded passwords."),
     _d("password.encoder.key.length", INT, 128, at_least(8), RO, "Key length for encoded passwords."),
     _d("password.encoder.iterations", INT, 4096, at_least(1024), RO, "Iterations for encoded passwords."),
-    # tiered storage (RemoteLogManagerConfig)
-    _d("log.local.retention.ms", LONG, -2, at_least(-2), CW, "Local retention (ms) of tiered topics; -2 = log.retention.ms."),
-    _d("log.local.retention.bytes", LONG, -2, at_least(-2), CW, "Local retention (bytes) of tiered topics; -2 = log.retention.bytes."),
-    *_many(_RLM_DOC, [
-        ("remote.log.storage.system.enable", BOOLEAN, False, None, RO),
-        ("remote.log.storage.manager.class.name", STRING, None, None, RO),
-        ("remote.log.storage.manager.class.path", STRING, None, None, RO),
-        ("remote.log.storage.manager.impl.prefix", STRING, "rsm.config.", None, RO),
-        ("remote.log.metadata.manager.class.name", STRING,
-         "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager", None, RO),
-        ("remote.log.metadata.manager.class.path", STRING, None, None, RO),
-        ("remote.log.metadata.manager.impl.prefix", STRING, "rlmm.config.", None, RO),
-        ("remote.log.metadata.manager.listener.name", STRING, None, None, RO),
-        ("remote.log.index.file.cache.total.size.bytes", LONG, 1073741824, at_least(1), CW),
-        ("remote.log.manager.thread.pool.size", INT, 10, at_least(1), RO),
-        ("remote.log.manager.task.interval.ms", LONG, 30000, at_least(1), RO),
-        ("remote.log.reader.threads", INT, 10, at_least(1), RO),
-        ("remote.log.reader.max.pending.tasks", INT, 100, at_least(1), RO),
-        ("remote.log.manager.copy.max.bytes.per.second", LONG, LONG_MAX, at_least(1), CW),
-        ("remote.log.manager.fetch.max.bytes.per.second", LONG, LONG_MAX, at_least(1), CW),
-        ("remote.log.metadata.custom.metadata.max.bytes", INT, 128, at_least(0), RO),
-        ("remote.fetch.max.wait.ms", INT, 500, at_least(1), RO),
-    ]),
+    *REMOTE_LOG_CONFIGS,  # kcompat.config.remote_defs: tiered storage (KIP-405)
     # metrics (MetricConfigs)
     _d("metric.reporters", LIST, "", None, CW, "MetricsReporter classes."),
     *_many(_MET_DOC, [

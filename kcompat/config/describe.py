@@ -212,7 +212,7 @@ def describe_group(overrides: Mapping[str, str], broker: BrokerConfig, *, includ
 
 
 def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, str | None]], *,
-                      resource: str = "topic") -> dict[str, str]:
+                      resource: str = "topic", remote_storage_system_enabled: bool = False) -> dict[str, str]:
     """IncrementalAlterConfigs (KIP-339) on a set of overrides; returns the new overrides.
 
     ``ops`` are ``(name, op, value)`` with op 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT. APPEND and
@@ -266,5 +266,5 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
         else:
             raise ConfigError(name, f"Unknown alter config operation type {op} for {name}", error="INVALID_REQUEST")
     if resource == "topic":
-        return validate_topic_configs(result)
+        return validate_topic_configs(result, remote_storage_system_enabled=remote_storage_system_enabled)
     return result

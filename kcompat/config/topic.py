@@ -13,7 +13,7 @@ back to ``log.message.timestamp.difference.max.ms`` while left at their default 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from .errors import ConfigError, invalid_value
 from .compat_defs import METADATA_VERSION
@@ -195,15 +195,17 @@ def effective_topic_values(overrides: Mapping[str, str], broker: _BrokerView, *,
     return out
 
 
-def validate_topic_configs(configs: Mapping[str, str | None], broker: _BrokerView | None = None) -> dict[str, str]:
+def validate_topic_configs(configs: Mapping[str, str | None], broker: _BrokerView | None = None, *,
+                           remote_storage_system_enabled: bool = False) -> dict[str, str]:
     """Validate CreateTopics / AlterConfigs topic configs and normalise their values.
 
     Returns ``{name: value}`` with each value in Kafka's canonical string form (trimmed, lists
     joined with ``,``). Raises :class:`ConfigError` (answer ``INVALID_CONFIG``) for a null value,
     an unknown name (``Unknown topic config name: x``), a value of the wrong type or out of range,
     ``min.compaction.lag.ms`` > ``max.compaction.lag.ms``, or ``remote.storage.enable=true``
-    (tiered storage is off in kcompat, as in a Kafka broker without
-    ``remote.log.storage.system.enable``).
+    unless ``remote_storage_system_enabled`` (the broker's ``remote.log.storage.system.enable``),
+    on a compacted topic, or with ``local.retention.bytes/ms`` above ``retention.bytes/ms``
+    (Kafka ``LogConfig.validateTopicLogConfigValues``, KIP-405).
     """
     nulls = [k for k, v in configs.items() if v is None]
     if nulls:
@@ -225,7 +227,22 @@ def validate_topic_configs(configs: Mapping[str, str | None], broker: _BrokerVie
         raise ConfigError("min.compaction.lag.ms", f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
                                                    f"max.compaction.lag.ms ({hi})")
     if typed.get("remote.storage.enable"):
+        _validate_remote_storage(merged, remote_storage_system_enabled)
+    return out
+
+
+def _validate_remote_storage(merged: Callable[[str], Any], system_enabled: bool) -> None:
+    if not system_enabled:
         raise ConfigError("remote.storage.enable", "Tiered Storage functionality is disabled in the broker. "
                                                    "Topic cannot be configured with remote log storage "
                                                    "(remote.storage.enable).")
-    return out
+    if "compact" in merged("cleanup.policy"):
+        raise ConfigError(None, "Remote log storage is unsupported for the compacted topics")
+    for total, local, unlimited in (("retention.bytes", "local.retention.bytes", -1),
+                                    ("retention.ms", "local.retention.ms", -1)):
+        t, lv = merged(total), merged(local)
+        if t != unlimited and lv != -2:
+            if lv == -1:
+                raise invalid_value(local, lv, f"Value must not be -1 as {total} value is set as {t}.")
+            if lv > t:
+                raise invalid_value(local, lv, f"Value must not be more than {total} property value: {t}")

@@ -19,40 +19,33 @@ from pathlib import Path
 from kcompat.kraft.image import MetadataImage, record_class
 from kcompat.log import Log, LogConfig
 from kcompat.protocol import records as rb
-from kcompat.protocol.primitives import DecodeError, r_uvarint, w_uvarint
+from kcompat.protocol.framing import FRAME_VERSION, decode_framed, encode_framed
 
 log = logging.getLogger("kcompat.kraft")
 
 METADATA_TOPIC = "__cluster_metadata"
-FRAME_VERSION = 1
+__all__ = ["FRAME_VERSION", "METADATA_TOPIC", "MetadataLog", "decode_record", "encode_record"]
 
 
 def encode_record(record) -> bytes:
     """Frame one metadata record as KRaft does (``MetadataRecordSerde``), at its highest version."""
-    cls = type(record)
-    version = cls.VALID_VERSIONS[1]
-    out = bytearray()
-    w_uvarint(out, FRAME_VERSION)
-    w_uvarint(out, cls.API_KEY)
-    w_uvarint(out, version)
-    record.write(out, version)
-    return bytes(out)
+    return encode_framed(record)
+
+
+class _MetadataTypes:
+    """The metadata record registry as a mapping for :func:`decode_framed`."""
+
+    @staticmethod
+    def get(kind: int):
+        try:
+            return record_class(kind)
+        except KeyError:
+            return None
 
 
 def decode_record(value) -> object:
     """Inverse of :func:`encode_record`. Raises DecodeError on an unknown frame or record type."""
-    view = memoryview(value)
-    frame, off = r_uvarint(view, 0)
-    if frame != FRAME_VERSION:
-        raise DecodeError(f"unknown metadata record frame version {frame}")
-    kind, off = r_uvarint(view, off)
-    version, off = r_uvarint(view, off)
-    try:
-        cls = record_class(kind)
-    except KeyError:
-        raise DecodeError(f"unknown metadata record type {kind}") from None
-    record, _ = cls.read(view, off, version)
-    return record
+    return decode_framed(value, _MetadataTypes)  # type: ignore[arg-type]
 
 
 class MetadataLog:

@@ -35,6 +35,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0           # min.compaction.lag.ms (KIP-58)
     max_compaction_lag_ms: int = LONG_MAX    # max.compaction.lag.ms (KIP-354)
     min_cleanable_dirty_ratio: float = 0.5   # min.cleanable.dirty.ratio
+    remote_storage_enable: bool = False      # remote.storage.enable (KIP-405 tiered storage)
+    local_retention_ms: int = -2             # local.retention.ms (-2: retention.ms)
+    local_retention_bytes: int = -2          # local.retention.bytes (-2: retention.bytes)
 
     def __post_init__(self) -> None:
         # Kafka's LogConfig validators: segment.bytes >= 14, segment.ms >= 1,
@@ -66,6 +69,20 @@ class LogConfig:
             raise ValueError("max.compaction.lag.ms must be >= 1")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ValueError("min.cleanable.dirty.ratio must be in [0, 1]")
+        if self.local_retention_ms < -2 or self.local_retention_bytes < -2:
+            raise ValueError("local.retention.ms and local.retention.bytes must be >= -2")
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, or ``retention.ms`` when it is -2 (Kafka
+        ``LogConfig.localRetentionMs``); -1 = no limit."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``local.retention.bytes``, or ``retention.bytes`` when it is -2 (Kafka
+        ``LogConfig.localRetentionBytes``); -1 = no limit."""
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def delete_enabled(self) -> bool:
@@ -106,6 +123,8 @@ class LogConfig:
                 changes[attr] = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
             elif attr == "min_cleanable_dirty_ratio":
                 changes[attr] = float(str(value))
+            elif attr == "remote_storage_enable":
+                changes[attr] = value if isinstance(value, bool) else str(value).strip().lower() == "true"
             else:
                 changes[attr] = int(str(value))
         return replace(base or cls(), **changes)  # type: ignore[arg-type]
@@ -128,4 +147,7 @@ KAFKA_NAMES: dict[str, str] = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
 }

@@ -183,7 +183,10 @@ def load_segments(directory: Path, config: LogConfig, *, recovery_point: int,
         segments=segments,
         next_offset=next_offset,
         recovery_point=next_offset if clean_shutdown else min(recovery_point, next_offset),
-        log_start_offset=max(log_start_offset, segments[0].base_offset),
+        # a tiered log's earlier offsets live in remote storage (Kafka's UnifiedLog keeps the
+        # checkpointed log start offset when remote storage is enabled)
+        log_start_offset=(log_start_offset if config.remote_storage_enable
+                          else max(log_start_offset, segments[0].base_offset)),
         txn_index_lost_from=txn_lost,
     )
 

@@ -70,6 +70,7 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
         self._truncated_to: int | None = None
         self._fault_hook: Callable[[str], None] | None = None   # tests: simulate a crash at a step
         self._epochs = LeaderEpochFileCache(None)   # replaced by the file-backed one in open()
+        self._highest_remote_offset = -1   # tiered logs: last offset copied to remote storage
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0,
@@ -120,6 +121,25 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
     def log_start_offset(self) -> int:
         """First readable offset (reads below raise OffsetOutOfRangeError)."""
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """First offset readable from the local segments (KIP-405 ``localLogStartOffset``): the
+        log start offset, or on a tiered log the first local segment's base offset once older
+        segments exist only in remote storage."""
+        return max(self._log_start_offset, self._bases[0])
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """Last offset copied to remote storage (-1 if none or not tiered; KIP-405)."""
+        return self._highest_remote_offset
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """Record that every offset up to ``offset`` is in remote storage (the remote log manager
+        calls this after a copy, or a follower from the remote log metadata). Local retention of
+        a tiered log deletes only segments at or below it. Ignored on a log that is not tiered."""
+        if self._config.remote_storage_enable:
+            self._highest_remote_offset = offset
 
     @property
     def log_end_offset(self) -> int:

@@ -48,13 +48,15 @@ class LogReads:
         Every batch returned has a valid CRC: bytes not yet checked by this process are checked
         first (:mod:`kcompat.log.verify`); the read stops before a damaged batch.
 
-        Raises OffsetOutOfRangeError if ``offset`` is outside [log_start_offset, LEO],
+        Raises OffsetOutOfRangeError if ``offset`` is outside [local log start offset, LEO] (on
+        a tiered log, offsets below the local log start are read from remote storage instead),
         ValueError if ``max_bytes`` < 0, CorruptLogError if stored data cannot be framed or the
         batch at ``offset`` is damaged.
         """
         self._check_open()
-        if offset < self._log_start_offset or offset > self._leo:
-            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._leo)
+        local_start = max(self._log_start_offset, self._bases[0])
+        if offset < local_start or offset > self._leo:
+            raise OffsetOutOfRangeError(offset, local_start, self._leo)
         if max_bytes < 0:
             raise ValueError(f"max_bytes {max_bytes} < 0")
         if offset == self._leo:

@@ -37,6 +37,7 @@ class LogRetention:
     _epochs: LeaderEpochFileCache
     _open_inactive: OrderedDict[int, LogSegment]
     _cleaning: "CleaningLease | None"
+    _highest_remote_offset: int
 
     def _check_open(self) -> None:  # pragma: no cover - overridden by Log
         raise NotImplementedError
@@ -70,7 +71,13 @@ class LogRetention:
         (while total size minus the oldest segment stays >= the limit) and by ``retention.ms``
         (segment's largest record timestamp - or file mtime if none - older than
         ``now_ms - retention.ms``). Never beyond ``high_watermark`` (default LEO). If every
-        segment goes, a new empty active segment is rolled first. Returns segments deleted."""
+        segment goes, a new empty active segment is rolled first. Returns segments deleted.
+
+        A tiered log (``remote.storage.enable``, KIP-405) applies ``local.retention.bytes/ms``
+        instead and deletes only segments already in remote storage (wholly at or below
+        :attr:`highest_offset_in_remote_storage`); that moves only the local log start offset
+        (the remote log manager applies the total retention to remote segments and raises the
+        log start offset, Kafka ``UnifiedLog.deleteOldSegments`` with remote storage)."""
         self._check_open()
         self._clock_ms = now_ms
         n = self._delete_old_segments(
@@ -79,8 +86,16 @@ class LogRetention:
         cfg = self._config
         if not cfg.delete_enabled:
             return n
-        if 0 <= cfg.retention_bytes <= self._size:
-            diff = self._size - cfg.retention_bytes
+        tiered = cfg.remote_storage_enable
+        retention_bytes = cfg.effective_local_retention_bytes if tiered else cfg.retention_bytes
+        retention_ms = cfg.effective_local_retention_ms if tiered else cfg.retention_ms
+        if tiered:
+            remote_end = self._highest_remote_offset + 1
+            # a segment whose offsets are all in remote storage (its successor starts at or below)
+            bound = remote_end if high_watermark is None else min(high_watermark, remote_end)
+            high_watermark = bound
+        if 0 <= retention_bytes <= self._size:
+            diff = self._size - retention_bytes
 
             def by_size(seg: LogSegment, _nxt) -> bool:
                 nonlocal diff
@@ -88,16 +103,17 @@ class LogRetention:
                     diff -= seg.size
                     return True
                 return False
-            n += self._delete_old_segments(by_size, high_watermark, now_ms, "retention.bytes")
-        if cfg.retention_ms >= 0:
+            n += self._delete_old_segments(by_size, high_watermark, now_ms,
+                                           "local.retention.bytes" if tiered else "retention.bytes", local_only=tiered)
+        if retention_ms >= 0:
             n += self._delete_old_segments(
-                lambda s, _nxt: (now_ms - s.largest_timestamp() > cfg.retention_ms
-                                 and now_ms - s.verified_largest_timestamp() > cfg.retention_ms),
-                high_watermark, now_ms, "retention.ms")
+                lambda s, _nxt: (now_ms - s.largest_timestamp() > retention_ms
+                                 and now_ms - s.verified_largest_timestamp() > retention_ms),
+                high_watermark, now_ms, "local.retention.ms" if tiered else "retention.ms", local_only=tiered)
         return n
 
     def _delete_old_segments(self, predicate, high_watermark: int | None, now_ms: int,
-                             reason: str) -> int:
+                             reason: str, *, local_only: bool = False) -> int:
         if self._cleaning is not None:
             # the cleaner is rewriting the oldest segments: deletion waits for its install (Kafka
             # runs retention of compacted logs on the cleaner thread for the same reason)
@@ -122,9 +138,10 @@ class LogRetention:
             if n == 0:
                 return 0
         doomed = self._segments[:n]
-        self._log_start_offset = max(self._log_start_offset, self._bases[n])
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
-        self._epochs.truncate_from_start(self._log_start_offset)
+        if not local_only:   # a tiered log keeps the deleted offsets readable from remote storage
+            self._log_start_offset = max(self._log_start_offset, self._bases[n])
+            self._epochs.truncate_from_start(self._log_start_offset)
+        self._recovery_point = max(self._recovery_point, self._bases[n])
         for seg in doomed:
             self._size -= seg.size
             self._open_inactive.pop(seg.base_offset, None)
@@ -133,6 +150,6 @@ class LogRetention:
         del self._bases[:n]
         self._dir_dirty = True
         self._invalidate()
-        logger.info("%s: deleted %d segment(s) (%s); log start offset %d", self._directory, n,
-                    reason, self._log_start_offset)
+        logger.info("%s: deleted %d segment(s) (%s); log start offset %d, local log start offset %d",
+                    self._directory, n, reason, self._log_start_offset, self._bases[0])
         return n

@@ -58,7 +58,8 @@ def _alter(broker, res, ops, validate_only: bool) -> None:
         return
     current = current_configs(broker, res.resource_type, res.resource_name)
     kind = {TOPIC: "topic", GROUP: "group"}.get(res.resource_type, "broker")
-    new = apply_incremental(current, ops, resource=kind)
+    new = apply_incremental(current, ops, resource=kind, remote_storage_system_enabled=broker.config.get(
+        "remote.log.storage.system.enable"))
     replace_configs(broker, res.resource_type, res.resource_name, new, validate_only=validate_only)
 
 

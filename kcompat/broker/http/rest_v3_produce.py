@@ -54,7 +54,6 @@ import base64
 import binascii
 import random
 import re
-import struct
 import time
 
 from aiohttp import web
@@ -67,6 +66,7 @@ from kcompat.broker.http.rest_common import (
 )
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.murmur2 import murmur2
 from kcompat.protocol.records import HEADER_SIZE, build_batch
 
 SEPARATOR = "\r\n"
@@ -77,32 +77,6 @@ _RECORD_OVERHEAD = 40      # bytes: at least a record's varints, attributes and 
 # ------------------------------------------------------------------------------------------------
 # Kafka's default partitioner
 # ------------------------------------------------------------------------------------------------
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` (32-bit MurmurHash2, seed 0x9747b28c) as a signed Java int."""
-    m, mask = 0x5BD1E995, 0xFFFFFFFF
-    length = len(data)
-    h = (0x9747B28C ^ length) & mask
-    n4 = length // 4
-    for k in struct.unpack_from(f"<{n4}I", data) if n4 else ():
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = ((h * m) & mask) ^ k
-    tail = length & ~3
-    rest = length % 4
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
 
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a keyed record."""
