@@ -43,6 +43,8 @@ from kcompat.broker.isr_updates import IsrUpdates
 from kcompat.broker.metadata_loader import MetadataLoader
 from kcompat.broker.metadata_publisher import MetadataPublisher
 from kcompat.broker.quorum import QuorumRuntime
+from kcompat.broker.remote_log import RemoteLogManager
+from kcompat.broker.remote_log_metadata import RemoteLogMetadataManager
 from kcompat.broker.replica_fetcher import ReplicaFetcherManager
 from kcompat.broker.group_runtime import GroupRuntime
 from kcompat.broker.txn_runtime import TxnRuntime
@@ -56,6 +58,7 @@ from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic, TopicResult
 from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import METADATA_TOPIC
+from kcompat.tiered.backends import storage_from_config
 from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.security.authorizer import StandardAuthorizer
@@ -187,6 +190,10 @@ class Broker:
             for p in self.replica_manager.partitions.values():
                 p.txn_verifier = self.txn.verify
         self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)
+        self.remote_log = None   # KIP-405 tiered storage, with remote.log.storage.system.enable
+        if cfg.get("remote.log.storage.system.enable"):
+            self.remote_log = RemoteLogManager(self, storage_from_config(cfg.get, log_dirs),
+                                               RemoteLogMetadataManager(self))
         self.lifecycle = BrokerLifecycle(self)
         maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
                                      lambda: self.shutting_down)
@@ -214,6 +221,8 @@ class Broker:
             self.groups.start()
             self.txn.start()
             self.share_state.start()
+            if self.remote_log is not None:
+                self.remote_log.start()
             self.publisher.host_coordinators()
         log.info("kcompat node %d started (%s): cluster id %s, %d partitions, metadata at offset %d, "
                  "log dirs %s, in %.0f ms", self.node_id, ",".join(cfg.process_roles), self.cluster_id,
@@ -521,6 +530,8 @@ class Broker:
         if hasattr(self, "txn"):
             self.txn.stop()
             self.groups.stop()
+        if getattr(self, "remote_log", None) is not None:
+            await self.remote_log.stop()
         if getattr(self, "cleaner_driver", None) is not None:
             self.cleaner_driver.stop()
         if getattr(self, "cleaner", None) is not None:

@@ -138,6 +138,8 @@ class MetadataPublisher:
                 names = {p.topic for p in b.replica_manager.partitions.values() if p.topic_id == r.topic_id}
                 for name in names:
                     removed = [(name, p.partition_id) for p in b.replica_manager.topic_partitions(name)]
+                    if getattr(b, "remote_log", None) is not None:   # KIP-405: its remote segments go too
+                        b.remote_log.on_partitions_deleted(b.replica_manager.topic_partitions(name))
                     n = b.replica_manager.remove_topic(name)
                     log.info("deleted topic %s (%d partitions)", name, n)
                     if hasattr(b, "groups"):

@@ -25,6 +25,7 @@ from .definitions import (BROKER_CONFIGS, DYNAMIC_CONFIGS, LISTENER_ONLY_DYNAMIC
                           config_key, is_accepted_key)
 from .endpoints import Listener, Voter, csv_list, parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
 from .errors import ConfigError
+from .remote_defs import TIERED_PREFIXES
 from .properties import load_properties, parse_override
 from .sasl_defs import MECHANISM_PREFIXES
 from .validation import validate_broker
@@ -203,6 +204,8 @@ class BrokerConfig:
                 base = rest
             prefixed = base.startswith(("ssl.", "sasl.", "connections.max.reauth.ms"))
             key = BROKER_CONFIGS.get(k) or (BROKER_CONFIGS.get(base) if prefixed else None)
+            if key is None and k.startswith(TIERED_PREFIXES) and self.get("remote.log.storage.system.enable"):
+                continue   # the remote storage backend's and metadata manager's own settings (KIP-405)
             if key is None or not key.implemented:
                 out.append(k)
         return sorted(out)

@@ -14,6 +14,8 @@ from .keydef import define as _define
 from .types import LONG_MAX, at_least, between
 
 _DOC = "Tiered storage setting (KIP-405)."
+#: prefixes of the backend's (``rsm.config.``) and metadata manager's (``rlmm.config.``) settings
+TIERED_PREFIXES = ("rsm.config.", "rlmm.config.")
 _IGNORED = "Tiered storage setting (KIP-405; accepted, not acted on by kcompat)."
 
 # (name, type, default, validator, mode, implemented)

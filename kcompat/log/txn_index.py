@@ -31,6 +31,19 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
 
+def parse_txn_index(data: bytes, source: str = "txn index") -> list[AbortedTxn]:
+    """The entries of ``.txnindex`` content (34-byte entries; a partial trailing entry and
+    everything from an entry of an unknown version on are ignored, the latter logged)."""
+    entries = []
+    for off in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, off)
+        if version != VERSION:
+            logger.warning("%s: unknown entry version %d; ignoring the rest", source, version)
+            break
+        entries.append(AbortedTxn(pid, first, last, lso))
+    return entries
+
+
 class TransactionIndex:
     """Entries of one segment's ``.txnindex``, loaded lazily; appends go straight to the file."""
 
@@ -52,14 +65,7 @@ class TransactionIndex:
             if whole != len(data):
                 logger.warning("%s: cutting a partial entry of %d bytes", self.path, len(data) - whole)
                 os.truncate(self.path, whole)
-            entries = []
-            for off in range(0, whole, ENTRY_SIZE):
-                version, pid, first, last, lso = _ENTRY.unpack_from(data, off)
-                if version != VERSION:
-                    logger.warning("%s: unknown entry version %d; ignoring the rest", self.path, version)
-                    break
-                entries.append(AbortedTxn(pid, first, last, lso))
-            self._entries = entries
+            self._entries = parse_txn_index(data[:whole], str(self.path))
         return self._entries
 
     def sanity_check(self, base_offset: int, end_offset: int | None) -> str | None:

@@ -1,16 +1,20 @@
-"""ListOffsets (key 2), versions 1-8: offsets by special timestamp or by time.
+"""ListOffsets (key 2), versions 1-9: offsets by special timestamp or by time.
 
 As Kafka's ``Partition.fetchOffsetForTimestamp``: LATEST (-1) is the high watermark, or the last
-stable offset for read_committed; EARLIEST (-2) and EARLIEST_LOCAL (-4, KIP-405) the log start
-offset; MAX_TIMESTAMP (-3, KIP-734) the record with the largest timestamp; any other value finds
-the first record whose timestamp is >= the target through the time index. No match, or a match at
-or above the high watermark / LSO, answers offset -1 and timestamp -1 (Spark's
-``startingOffsetsByTimestamp`` depends on it).
+stable offset for read_committed; EARLIEST (-2) the log start offset; EARLIEST_LOCAL (-4, KIP-1005)
+the local log start offset (the log start offset unless older segments are only in remote
+storage, KIP-405) with the leader epoch of that offset; LATEST_TIERED (-5, KIP-1005) the highest
+offset copied to remote storage (-1 if none, and -1 with epoch -1 on a topic that is not tiered);
+MAX_TIMESTAMP (-3, KIP-734) the record with the largest timestamp; any other value finds the first
+record whose timestamp is >= the target through the time index - of the remote segments first on
+a tiered topic (Kafka ``RemoteLogManager.findOffsetByTimestamp``, answered once the remote lookup
+is done). No match, or a match at or above the high watermark / LSO, answers offset -1 and
+timestamp -1 (Spark's ``startingOffsetsByTimestamp`` depends on it).
 
 A special (negative) timestamp the request's version does not know is refused for that partition
 with UNSUPPORTED_VERSION, before the partition is looked up, as Kafka's
 ``handleListOffsetRequestV1AndAbove`` does: -1/-2 from v1, MAX_TIMESTAMP from v7, EARLIEST_LOCAL
-from v8, LATEST_TIERED (-5) from v9 (beyond what kcompat advertises), any other negative value never.
+from v8, LATEST_TIERED (-5) from v9, any other negative value never.
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, unless ``replica_id`` is -2, Kafka's
 debugging id); a follower asking as a replica (``replica_id`` >= 0) gets the log end offset for
@@ -21,6 +25,7 @@ With an authorizer, DESCRIBE on the topic is required (TOPIC_AUTHORIZATION_FAILE
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 from kcompat.broker.authz import TOPIC, Op
@@ -28,9 +33,11 @@ from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_offsets import ListOffsetsResponse as R
 
+log = logging.getLogger("kcompat.broker")
+
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 8
+MAX_VERSION = 9
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 DEBUGGING_REPLICA_ID = -2   # Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: any replica may answer
@@ -67,7 +74,39 @@ def handle(ctx, req):
                 continue
             parts.append(_one(broker, t.name, lp, isolation, version, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    if any(isinstance(part, _RemoteLookup) for t in topics for part in t.partitions):
+        return _with_remote_lookups(broker, topics)
     return R(throttle_time_ms=0, topics=topics)
+
+
+class _RemoteLookup:
+    """A timestamp lookup that starts in the remote segments of a tiered partition."""
+
+    __slots__ = ("partition", "index", "timestamp", "fetchable", "local")
+
+    def __init__(self, p, index: int, timestamp: int, fetchable: int, local) -> None:
+        self.partition, self.index, self.timestamp, self.fetchable, self.local = p, index, timestamp, fetchable, local
+
+
+async def _with_remote_lookups(broker, topics):
+    for t in topics:
+        for i, part in enumerate(t.partitions):
+            if isinstance(part, _RemoteLookup):
+                t.partitions[i] = await _remote_lookup(broker, part)
+    return R(throttle_time_ms=0, topics=topics)
+
+
+async def _remote_lookup(broker, look: _RemoteLookup):
+    p = look.partition
+    try:
+        found = await broker.remote_log.offset_for_timestamp(p, look.timestamp)
+    except Exception as e:   # the store failed: Kafka answers the partition with the error
+        log.warning("%s-%d: remote timestamp lookup failed: %s", p.topic, p.partition_id, e)
+        return _error(look.index, ErrorCode.UNKNOWN_SERVER_ERROR)
+    found = found or look.local
+    if found is None or found[0] >= look.fetchable:
+        return _ok(look.index, -1, -1, -1)
+    return _ok(look.index, found[1], found[0], p.leader_epoch)
 
 
 def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int = -1):
@@ -88,8 +127,16 @@ def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int =
     ts = lp.timestamp
     if ts == LATEST:
         return _ok(lp.partition_index, -1, fetchable, p.leader_epoch)
-    if ts in (EARLIEST, EARLIEST_LOCAL):
+    if ts == EARLIEST:
         return _ok(lp.partition_index, -1, p.log_start_offset, p.leader_epoch)
+    if ts == EARLIEST_LOCAL:
+        local_start = p.log.local_log_start_offset
+        return _ok(lp.partition_index, -1, local_start, _epoch_of(p, local_start))
+    if ts == LATEST_TIERED:
+        if not p.log.config.remote_storage_enable:
+            return _ok(lp.partition_index, -1, -1, -1)
+        highest = p.log.highest_offset_in_remote_storage
+        return _ok(lp.partition_index, -1, highest, -1 if highest < 0 else _epoch_of(p, highest))
     try:   # both decode a stored batch: damaged on disk -> CORRUPT_MESSAGE, an I/O error -> KAFKA_STORAGE_ERROR
         if ts == MAX_TIMESTAMP:
             found_ts, offset = p.log.max_timestamp_and_offset()
@@ -99,10 +146,18 @@ def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int =
         found = p.log.offset_for_timestamp(ts)
     except STORAGE_ERRORS as e:
         return _error(lp.partition_index, storage_kafka_error(e).code)
+    if p.log.config.remote_storage_enable and getattr(broker, "remote_log", None) is not None \
+            and p.log_start_offset < p.log.local_log_start_offset:
+        return _RemoteLookup(p, lp.partition_index, ts, fetchable, found)
     if found is None or found[0] >= fetchable:
         return _ok(lp.partition_index, -1, -1, -1)
     offset, found_ts = found
     return _ok(lp.partition_index, found_ts, offset, p.leader_epoch)
+
+
+def _epoch_of(p, offset: int) -> int:
+    epoch = p.log.leader_epoch_cache.epoch_for_offset(offset)
+    return -1 if epoch is None else epoch
 
 
 def _ok(index: int, timestamp: int, offset: int, leader_epoch: int):
