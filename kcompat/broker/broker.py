@@ -194,6 +194,7 @@ class Broker:
         if cfg.get("remote.log.storage.system.enable"):
             self.remote_log = RemoteLogManager(self, storage_from_config(cfg.get, log_dirs),
                                                RemoteLogMetadataManager(self))
+            self.replica_manager.remote_reader = self.remote_log
         self.lifecycle = BrokerLifecycle(self)
         maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
                                      lambda: self.shutting_down)

@@ -65,6 +65,7 @@ class RemoteLogManager:
         self.backoff_ms = cfg.get("remote.log.manager.task.retry.backoff.ms")
         self.backoff_max_ms = cfg.get("remote.log.manager.task.retry.backoff.max.ms")
         self.jitter = cfg.get("remote.log.manager.task.retry.jitter")
+        self.fetch_max_wait_ms = cfg.get("remote.fetch.max.wait.ms")
         self._failures: dict[tuple[str, int], tuple[int, int]] = {}   # -> (attempts, next attempt ms)
         self._task: asyncio.Task | None = None
         self._deletions: set[asyncio.Task] = set()

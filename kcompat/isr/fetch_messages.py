@@ -19,7 +19,13 @@ request order) and answers per partition (:class:`FetchPartitionResult`):
 - a consumer may read from a follower (``follower_reads``, KIP-392); with a rack-aware
   ``replica.selector.class`` the leader answers ``preferred_read_replica`` and no records;
 - if fewer than ``min_bytes`` are readable and no partition has an error, the fetch waits
-  (:class:`DelayedFetch`) up to ``max_wait_ms``.
+  (:class:`DelayedFetch`) up to ``max_wait_ms``;
+- a consumer's fetch offset below the local log start offset of a tiered partition (KIP-405) is
+  read from remote storage through ``rm.remote_reader`` (:class:`RemoteReads`; Kafka's
+  ``DelayedRemoteFetch``): the first such partition of the fetch is read, others answer no
+  records; the fetch answers when that read is done, or after ``remote.fetch.max.wait.ms`` with
+  no records for it; a store failure answers UNKNOWN_SERVER_ERROR for the partition (Kafka's
+  error for a ``RemoteStorageException``), which consumers retry.
 
 With ``zero_copy`` the records of a partition are a :class:`kcompat.log.FileRecords` (a byte
 range of a segment file, sent with ``sendfile``) where the log can give one, else bytes.
@@ -29,7 +35,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable
+import logging
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from kcompat.isr.replica_selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -39,6 +46,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from kcompat.isr.replica_manager import ReplicaManager
 
 READ_COMMITTED = 1
+
+log = logging.getLogger("kcompat.isr")
+
+
+class RemoteReads(Protocol):
+    """What the fetch path needs of tiered storage (the broker's remote log manager)."""
+
+    fetch_max_wait_ms: int   # remote.fetch.max.wait.ms
+
+    def is_remote_offset(self, p: "Partition", offset: int) -> bool:
+        """True if a consumer's read at ``offset`` must go to remote storage."""
+
+    async def read(self, p: "Partition", offset: int, max_bytes: int, *, min_one_batch: bool,
+                   read_committed: bool) -> tuple[bytes, list | None]:
+        """``(records, aborted [(producer id, first offset)] or None)``; raises KafkaError or
+        any other exception for a store failure."""
 
 
 @dataclass(slots=True)
@@ -107,7 +130,11 @@ def fetch_messages(rm: "ReplicaManager", params: FetchParams, requests: list[Fet
     """Read every partition of ``requests``; the results in the same order, or an awaitable of
     them when the fetch must wait for data (:class:`DelayedFetch`)."""
     targets = [_resolve(rm, params, r) for r in requests]
-    results, total, answer_now = _read_all(rm, params, requests, targets)
+    reader = _Reader(rm, params)
+    results = [reader.read(r, t) for r, t in zip(requests, targets)]
+    total, answer_now = reader.total, reader.answer_now
+    if reader.remote is not None:
+        return _remote_fetch(rm, params, targets, results, reader.remote)
     if params.max_wait_ms <= 0 or total >= max(params.min_bytes, 1) or answer_now or not requests \
             or rm.shutting_down:
         _count(rm, params, targets, results)
@@ -138,7 +165,7 @@ def _error_result(code: ErrorCode) -> FetchPartitionResult:
 class _Reader:
     """One pass over a fetch's partitions in order, with the request's byte budget."""
 
-    __slots__ = ("rm", "params", "now", "racks", "limit", "min_one", "total", "answer_now")
+    __slots__ = ("rm", "params", "now", "racks", "limit", "min_one", "total", "answer_now", "remote")
 
     def __init__(self, rm: "ReplicaManager", params: FetchParams) -> None:
         self.rm = rm
@@ -149,6 +176,7 @@ class _Reader:
         self.min_one = True
         self.total = 0
         self.answer_now = False
+        self.remote: tuple | None = None   # (result, partition, offset, max bytes, min one batch)
 
     def take(self, n: int) -> None:
         if n:
@@ -182,6 +210,15 @@ class _Reader:
                 # no read, so no aborted transactions list at all (Kafka's empty FetchDataInfo: null)
                 return FetchPartitionResult(ErrorCode.NONE, p.high_watermark, p.last_stable_offset,
                                             p.log_start_offset, None, preferred, b"")
+        remote = self.rm.remote_reader
+        if params.replica_id < 0 and remote is not None and remote.is_remote_offset(p, r.fetch_offset):
+            result = FetchPartitionResult(ErrorCode.NONE, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                                          [] if params.visible_isolation == READ_COMMITTED else None, -1, b"")
+            self.answer_now = True
+            if self.remote is None:
+                self.remote = (result, p, r.fetch_offset, max_bytes, self.min_one)
+                self.min_one = False
+            return result
         diverging = None
         try:
             if params.replica_id >= 0:
@@ -217,6 +254,31 @@ def _read_all(rm: "ReplicaManager", params: FetchParams, requests: list[FetchPar
     reader = _Reader(rm, params)
     results = [reader.read(r, t) for r, t in zip(requests, targets)]
     return results, reader.total, reader.answer_now
+
+
+async def _remote_fetch(rm: "ReplicaManager", params: FetchParams, targets: list,
+                        results: list[FetchPartitionResult], remote: tuple) -> list[FetchPartitionResult]:
+    """Complete a fetch with its remote read (Kafka ``DelayedRemoteFetch``)."""
+    result, p, offset, max_bytes, min_one = remote
+    reads = rm.remote_reader
+    try:
+        records, aborted = await asyncio.wait_for(
+            reads.read(p, offset, max_bytes, min_one_batch=min_one,
+                       read_committed=params.visible_isolation == READ_COMMITTED),
+            reads.fetch_max_wait_ms / 1000)
+        result.records = records
+        if aborted is not None:
+            result.aborted = aborted
+    except asyncio.TimeoutError:
+        pass   # remote.fetch.max.wait.ms: no records this time, the consumer fetches again
+    except KafkaError as e:
+        result.error, result.high_watermark, result.last_stable_offset, result.log_start_offset = e.code, -1, -1, -1
+    except Exception as e:   # a RemoteStorageException in Kafka: UNKNOWN_SERVER_ERROR
+        log.warning("%s-%d: remote fetch at offset %d failed: %s", p.topic, p.partition_id, offset, e)
+        i = results.index(result)
+        results[i] = _error_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+    _count(rm, params, targets, results)
+    return results
 
 
 def _count(rm: "ReplicaManager", params: FetchParams, targets: list, results: list[FetchPartitionResult]) -> None:

@@ -64,6 +64,8 @@ class ReplicaManager:
         self.isr_change_listener = None
         # produce/fetch byte and request counters, ISR shrinks and expands (BrokerTopicMetrics)
         self.stats = BrokerTopicStats()
+        # reads below the local log start offset of tiered partitions (KIP-405), None: not tiered
+        self.remote_reader: _fetch.RemoteReads | None = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))

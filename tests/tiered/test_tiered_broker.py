@@ -4,7 +4,7 @@ readable from offset 0 by real clients."""
 
 from __future__ import annotations
 
-import os
+import subprocess
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -50,3 +50,89 @@ def test_segments_are_copied_once_and_local_disk_shrinks(tiered):
     assert not list(remote.rglob("*.tmp"))
     local_bases = sorted(int(f.name[:20]) for f in local_dir.glob("*.log"))
     assert local_bases[0] > 0 and local_bases[0] <= starts[-1] + 1 or local_bases[0] in starts
+
+
+def _expected(i: int) -> bytes:
+    return (b"%08d" % i) * (VALUE // 8)
+
+
+def _wait_tiered(tiered):
+    broker, local_dir, remote = tiered
+    wait_for(lambda: local_log_bytes(local_dir) < 3 * 1024 * 1024 and len(remote_objects(remote, "log")) >= 15,
+             timeout=90)
+    assert min(int(f.name[:20]) for f in local_dir.glob("*.log")) > 0   # offset 0 is remote only
+
+
+def test_confluent_kafka_reads_every_record_from_offset_0(tiered):
+    _wait_tiered(tiered)
+    broker = tiered[0]
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ck", "enable.auto.commit": False,
+                  "fetch.max.bytes": 2 * 1024 * 1024})
+    try:
+        c.assign([TopicPartition("tiered", 0, 0)])
+        seen = 0
+        while seen < RECORDS:
+            for m in c.consume(500, timeout=30):
+                assert m.error() is None, m.error()
+                assert (m.offset(), m.value()) == (seen, _expected(seen))
+                seen += 1
+        low, high = c.get_watermark_offsets(TopicPartition("tiered", 0), timeout=10)
+        assert (low, high) == (0, RECORDS)
+    finally:
+        c.close()
+
+
+def test_kafka_python_reads_every_record_from_offset_0(tiered):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    _wait_tiered(tiered)
+    c = KafkaConsumer(bootstrap_servers=tiered[0].bootstrap, enable_auto_commit=False, consumer_timeout_ms=30000)
+    try:
+        tp = KTP("tiered", 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        offsets = []
+        for m in c:
+            assert m.value == _expected(m.offset)
+            offsets.append(m.offset)
+            if len(offsets) == RECORDS:
+                break
+        assert offsets == list(range(RECORDS))
+    finally:
+        c.close()
+
+
+def test_list_offsets_earliest_local_and_latest_tiered(tiered):
+    from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as L
+    from kcompat.testing import wire
+    _wait_tiered(tiered)
+    broker, local_dir, remote = tiered
+    local_start = min(int(f.name[:20]) for f in local_dir.glob("*.log"))
+
+    def offset(ts: int) -> int:
+        req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="tiered", partitions=[
+            L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)])])
+        part = wire.call(broker.bootstrap, req, 9).topics[0].partitions[0]
+        assert part.error_code == 0
+        return part.offset
+    assert offset(-2) == 0
+    assert offset(-4) == local_start
+    last_remote_start = max(int(p.name.split("-")[0]) for p in remote_objects(remote, "log"))
+    assert max(last_remote_start, local_start - 1) <= offset(-5) < RECORDS
+    assert offset(-1) == RECORDS
+
+
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
+def test_java_consumer_reads_every_record_from_offset_0(tiered, tmp_path):
+    from conformance import maven
+    from conformance.reference import java_command
+    _wait_tiered(tiered)
+    cmd = java_command(maven.resolve_kafka("4.3.1"), "org.apache.kafka.tools.consumer.ConsoleConsumer", [
+        "--bootstrap-server", tiered[0].bootstrap, "--topic", "tiered", "--partition", "0", "--offset", "0",
+        "--max-messages", str(RECORDS), "--timeout-ms", "60000",
+        "--formatter-property", "print.offset=true", "--formatter-property", "print.value=false",
+        "--formatter-property", "print.key=true"])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.split("\n") if line.startswith("Offset:")]
+    assert lines == [f"Offset:{i}\t{i}" for i in range(RECORDS)]
