@@ -3,7 +3,8 @@ application served in the broker's own event loop (no thread), stopped with the 
 
 Routes are contributed by the modules of this package, each with ``routes(app, broker)``:
 :mod:`.metrics` (``GET /metrics``), :mod:`.console` (``GET /`` and the JSON API under
-``/api/v1``), :mod:`.rest_v3` and :mod:`.rest_v2_consumers` (the Confluent REST Proxy subset). A
+``/api/v1``), :mod:`.rest_v3` and :mod:`.rest_v2_consumers` (the Confluent REST Proxy subset),
+:mod:`.schema_registry` (the Confluent Schema Registry API at ``/subjects``, ``/schemas``, ...). A
 listener that cannot bind fails the start, as a Kafka listener does. aiohttp is imported only when
 a listener is configured: a broker without one (every test broker, kcompat.testing's fixtures)
 does not pay its import (about 130 ms of a ~300 ms start)."""
@@ -51,9 +52,10 @@ def build_app(broker) -> "web.Application":
     app = web.Application(client_max_size=1 << 20)
     metrics.routes(app, broker)
     console.routes(app, broker)
-    from kcompat.broker.http import rest_v2_consumers, rest_v3
+    from kcompat.broker.http import rest_v2_consumers, rest_v3, schema_registry
     rest_v3.routes(app, broker)
     rest_v2_consumers.routes(app, broker)
+    schema_registry.routes(app, broker)
     return app
 
 
