@@ -8,11 +8,16 @@ version), FORWARD (the latest version reads data written with the new one), FULL
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-from kcompat.schema_registry import avro_schema, json_schema, protobuf_schema
+# imported on first use: avro, jsonschema, protobuf and the ANTLR runtime take ~0.5 s to import,
+# which a broker with an HTTP listener would otherwise pay at every start
+TYPES = {"AVRO": "avro_schema", "JSON": "json_schema", "PROTOBUF": "protobuf_schema"}
 
-TYPES = {"AVRO": avro_schema, "JSON": json_schema, "PROTOBUF": protobuf_schema}
+
+def _module(schema_type: str):
+    return importlib.import_module(f"kcompat.schema_registry.{TYPES[schema_type]}")
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 DEFAULT_LEVEL = "BACKWARD"
 
@@ -32,9 +37,9 @@ def parse_schema(schema_type: str, text: str, references: list[dict], ref_texts:
                  normalize: bool = False) -> ParsedSchema:
     """Parse ``text`` of ``schema_type`` with the referenced schemas' texts (dependencies first).
     ValueError with the reason for an unknown type or an invalid schema."""
-    module = TYPES.get(schema_type)
-    if module is None:
+    if schema_type not in TYPES:
         raise ValueError(f"unknown schema type {schema_type}")
+    module = _module(schema_type)
     parsed = module.parse(text, ref_texts)
     stored = module.canonical(text, parsed, normalize, bool(references))
     refs = tuple(sorted(({"name": r["name"], "subject": r["subject"], "version": r["version"]} for r in references),
@@ -56,7 +61,7 @@ def incompatibilities(level: str, new: ParsedSchema, previous: list[ParsedSchema
             out.append(f"{{errorType:'TYPE_CHANGED', description:'schema type {old.schema_type} "
                        f"changed to {new.schema_type}'}}")
             continue
-        module = TYPES[new.schema_type]
+        module = _module(new.schema_type)
         if base in ("BACKWARD", "FULL"):
             out += module.check(new.parsed, old.parsed)
         if base in ("FORWARD", "FULL"):
