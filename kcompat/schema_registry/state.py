@@ -42,6 +42,10 @@ def parse_version(spec) -> int | None:
     return v
 
 
+def _content(schema_type: str, text: str, references) -> tuple:
+    return schema_type, text, tuple((r.get("name"), r.get("subject"), r.get("version")) for r in references)
+
+
 @dataclass
 class Writer:
     """The node that writes ``_schemas`` as the last NOOP record announced it."""
@@ -61,6 +65,7 @@ class RegistryState:
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
         self.writer: Writer | None = None
+        self._id_of: dict[tuple, int] = {}      # (type, stored text, references) -> id
         self._parsed: dict[tuple[str, int], ParsedSchema] = {}
 
     # -- replay ------------------------------------------------------------------------------------
@@ -106,6 +111,7 @@ class RegistryState:
             same[:] = [s for s in same if not (s.subject == subject and s.version == version)]
             if not same:
                 self.by_id.pop(old.id, None)
+                self._id_of.pop(_content(old.schema_type, old.schema, old.references), None)
         if subject in self.versions and not self.versions[subject]:
             del self.versions[subject]
         if v is None:
@@ -113,6 +119,7 @@ class RegistryState:
         sv = SchemaValue.decode(v)
         self.versions.setdefault(subject, {})[version] = sv
         self.by_id.setdefault(sv.id, []).append(sv)
+        self._id_of[_content(sv.schema_type, sv.schema, sv.references)] = sv.id
         self.max_id = max(self.max_id, sv.id)
 
     # -- reads ---------------------------------------------------------------------------------------
@@ -239,6 +246,8 @@ class RegistryState:
         """Incompatibilities of ``parsed`` with ``subject`` at its level: against version ``spec``
         (then as a non-transitive check of that one version), or the live versions (None)."""
         level = self.compatibility(subject) or DEFAULT_LEVEL
+        if level == "NONE":
+            return []
         if spec is not None:
             previous = [self.get_version(subject, spec)]
             level = level.removesuffix("_TRANSITIVE")
@@ -276,8 +285,8 @@ class RegistryState:
                 raise errors.incompatible(f"Schema being registered is incompatible with an earlier schema for "
                                           f"subject \"{subject}\", details: [{', '.join(detail)}]")
         if schema_id is None:
-            schema_id = next((same[0].id for same in self.by_id.values() if self._same(same[0], parsed)),
-                             self.max_id + 1)
+            schema_id = self._id_of.get(_content(parsed.schema_type, parsed.text, parsed.references),
+                                        self.max_id + 1)
         else:
             if schema_id < 1:
                 raise errors.invalid_schema_id(schema_id)
