@@ -71,15 +71,19 @@ class SchemaValue:
     references: list[dict] = field(default_factory=list)
     deleted: bool = False
 
-    def encode(self) -> bytes:
-        d: dict = {"subject": self.subject, "version": self.version, "id": self.id}
+    def to_json(self, identity: bool = True) -> dict:
+        """The REST API's shape: ``subject``, ``version``, ``id`` (with ``identity``),
+        ``schemaType`` unless AVRO, ``references`` if any, ``schema``."""
+        d: dict = {"subject": self.subject, "version": self.version, "id": self.id} if identity else {}
         if self.schema_type != "AVRO":
             d["schemaType"] = self.schema_type
         if self.references:
             d["references"] = self.references
         d["schema"] = self.schema
-        d["deleted"] = self.deleted
-        return _dump(d)
+        return d
+
+    def encode(self) -> bytes:
+        return _dump({**self.to_json(), "deleted": self.deleted})
 
     @classmethod
     def decode(cls, d: dict) -> "SchemaValue":

@@ -18,7 +18,7 @@ from kcompat.container import load_config
 from kcompat.testing.ports import free_ports
 from kcompat.testing.process import wait_for
 from tests.support.broker_process import BrokerProcess
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, with_http_listeners
 
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:
@@ -96,9 +96,7 @@ def test_traffic_moves_the_broker_topic_and_request_metrics_and_lag(broker):
 
 def test_an_isr_shrink_shows_on_the_leader(tmp_path):
     cluster = Cluster(tmp_path, 3)
-    ports = free_ports(3)
-    for node, port in zip(cluster.nodes, ports):
-        node.overrides["http.listeners"] = f"HTTP://127.0.0.1:{port}"
+    ports = with_http_listeners(cluster)
     with cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("shrink", 1, replica_assignment=[[1, 2, 3]])])["shrink"].result(15)

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kcompat.broker.http.rest_v3_produce import murmur2, partition_for_key, split_json
 from kcompat.testing.ports import free_ports
 from tests.support.broker_process import BrokerProcess, wait_for
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, with_http_listeners
 
 V2 = "application/vnd.kafka.v2+json"
 JSON = "application/json"
@@ -569,9 +569,7 @@ def test_idle_instances_expire_and_the_broker_stops_with_a_read_in_flight(tmp_pa
 
 def test_three_nodes_any_node_serves_any_partition_and_group(tmp_path):
     cluster = Cluster(tmp_path, 3)
-    ports = free_ports(3)
-    for node, port in zip(cluster.nodes, ports):
-        node.overrides["http.listeners"] = f"HTTP://127.0.0.1:{port}"
+    ports = with_http_listeners(cluster)
     with cluster:
         topic, group = f"tri-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from kcompat.testing.ports import free_ports
 from tests.schema_registry.test_registry_rest import Registry, register
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, with_http_listeners
 
 
 def schema(i: int) -> dict:
@@ -32,9 +31,7 @@ def view(sr: Registry) -> dict:
 
 def test_one_writer_survives_its_kill(tmp_path):
     cluster = Cluster(tmp_path, 3)
-    ports = free_ports(3)
-    for node, port in zip(cluster.nodes, ports):
-        node.overrides["http.listeners"] = f"HTTP://127.0.0.1:{port}"
+    ports = with_http_listeners(cluster)
     with cluster:
         regs = {i + 1: Registry(f"http://127.0.0.1:{p}") for i, p in enumerate(ports)}
         ids: list[int] = []

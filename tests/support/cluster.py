@@ -11,6 +11,15 @@ from kcompat.testing.ports import free_ports
 from tests.support.link_proxy import LinkMesh
 
 
+def with_http_listeners(cluster: Cluster) -> list[int]:
+    """Give every node of ``cluster`` (not started yet) an HTTP listener on a free port of
+    127.0.0.1; the ports, in node order."""
+    ports = free_ports(len(cluster.nodes))
+    for node, port in zip(cluster.nodes, ports):
+        node.overrides["http.listeners"] = f"HTTP://127.0.0.1:{port}"
+    return ports
+
+
 class ProxiedCluster(Cluster):
     """A :class:`Cluster` whose node-to-node connections all pass through :class:`LinkProxy`s the
     test switches (``cluster.mesh``): "cut node 3 off" is ``cluster.mesh.isolate(3)``.

@@ -22,6 +22,7 @@ import logging
 from aiohttp import web
 
 from kcompat.protocol.errors import ErrorCode
+from kcompat.schema_registry.errors import RegistryError
 
 log = logging.getLogger("kcompat.http.rest")
 
@@ -50,18 +51,10 @@ BROKER_NOT_AVAILABLE = 50302
 RECORD_TOO_LARGE_MESSAGE = "The request included a message larger than the maximum message size the server can accept."
 
 
-class RestError(Exception):
-    """An error answered as ``{"error_code": code, "message": message}`` with HTTP ``status``."""
-
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict:
-        """The JSON error body."""
-        return {"error_code": self.code, "message": self.message}
+class RestError(RegistryError):
+    """An error answered as ``{"error_code": code, "message": message}`` with HTTP ``status``
+    (Confluent's REST Proxy and Schema Registry share that shape: ``status``, ``code``,
+    ``message``, ``body()``)."""
 
 
 def not_found(message: str = "HTTP 404 Not Found") -> RestError:

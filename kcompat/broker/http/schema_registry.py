@@ -65,11 +65,14 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 def guarded(handler):
-    """``handler(request, store)``: RegistryError -> its JSON error; other failures -> 500 50001."""
+    """``handler(request, store)`` once the store has caught up (:meth:`SchemaStore.ready`);
+    RegistryError (RestError too) -> its JSON error; other failures -> 500 50001."""
     async def run(request: web.Request) -> web.Response:
         try:
             _media_type(request)
-            return await handler(request, request.app[_STORE])
+            store = request.app[_STORE]
+            await store.ready()
+            return await handler(request, store)
         except RegistryError as e:
             try:
                 return _json(request, e.body(), e.status)
@@ -101,32 +104,25 @@ async def _body(request: web.Request) -> dict:
     return body
 
 
-def _schema_request(store: SchemaStore, body: dict, normalize: bool):
-    """The :class:`ParsedSchema` of a register/lookup/compatibility body; 42201."""
+def _schema_type(body: dict) -> str:
+    """``schemaType`` of a register/lookup/compatibility body (AVRO when absent); 42201."""
     schema_type = body.get("schemaType") or "AVRO"
     if not isinstance(schema_type, str) or schema_type.upper() not in TYPES:
         raise errors.RegistryError(422, 42201, f"Invalid schema type {schema_type}")
-    return store.state.parse(schema_type.upper(), body.get("schema"), body.get("references"), normalize)
+    return schema_type.upper()
 
 
-def _version_body(sv) -> dict:
-    d: dict = {"subject": sv.subject, "version": sv.version, "id": sv.id}
-    if sv.schema_type != "AVRO":
-        d["schemaType"] = sv.schema_type
-    if sv.references:
-        d["references"] = sv.references
-    d["schema"] = sv.schema
-    return d
+def _schema_request(store: SchemaStore, body: dict, normalize: bool):
+    """The :class:`ParsedSchema` of a register/lookup/compatibility body; 42201."""
+    return store.state.parse(_schema_type(body), body.get("schema"), body.get("references"), normalize)
 
 
-def _schema_body(sv) -> dict:
-    d: dict = {}
-    if sv.schema_type != "AVRO":
-        d["schemaType"] = sv.schema_type
-    if sv.references:
-        d["references"] = sv.references
-    d["schema"] = sv.schema
-    return d
+def _version_json(sv) -> dict:
+    return sv.to_json(identity=True)
+
+
+def _schema_json(sv) -> dict:
+    return sv.to_json(identity=False)
 
 
 def _schema_id(request: web.Request) -> int:
@@ -142,6 +138,8 @@ async def _write(request: web.Request, store: SchemaStore, plan) -> web.Response
     """Run ``plan(state) -> (records, result)`` on the writer and answer ``result`` once this
     node's state has it."""
     body = await request.read()
+    if not store.has_topic():
+        plan(store.state)   # an invalid first request must not create the topic
     deadline = time.monotonic() + WRITE_TIMEOUT_S
     while True:
         await store.ensure_topic()
@@ -195,36 +193,31 @@ async def schema_types(request, store):
 
 
 async def schemas_list(request, store):
-    await store.ready()
     prefix, deleted, latest_only = request.query.get("subjectPrefix", ""), _flag(request, "deleted"), \
         _flag(request, "latestOnly")
     out = []
     for subject in store.state.subjects(deleted, prefix):
         versions = store.state.version_list(subject, deleted)
         for v in (versions[-1:] if latest_only else versions):
-            out.append(_version_body(store.state.get_version(subject, v, deleted=True)))
+            out.append(_version_json(store.state.get_version(subject, v, deleted=True)))
     return _json(request, out)
 
 
 async def schema_by_id(request, store):
-    await store.ready()
-    return _json(request, _schema_body(store.state.schema_by_id(_schema_id(request))))
+    return _json(request, _schema_json(store.state.schema_by_id(_schema_id(request))))
 
 
 async def schema_text_by_id(request, store):
-    await store.ready()
     sv = store.state.schema_by_id(_schema_id(request))
     return web.Response(body=sv.schema.encode(), content_type=_media_type(request))
 
 
 async def subjects_of_id(request, store):
-    await store.ready()
     pairs = store.state.subject_versions_of_id(_schema_id(request), _flag(request, "deleted"))
     return _json(request, sorted({s for s, _ in pairs}))
 
 
 async def versions_of_id(request, store):
-    await store.ready()
     pairs = store.state.subject_versions_of_id(_schema_id(request), _flag(request, "deleted"))
     return _json(request, [{"subject": s, "version": v} for s, v in pairs])
 
@@ -232,12 +225,10 @@ async def versions_of_id(request, store):
 # -- /subjects -------------------------------------------------------------------------------------------
 
 async def subjects(request, store):
-    await store.ready()
     return _json(request, store.state.subjects(_flag(request, "deleted"), request.query.get("subjectPrefix", "")))
 
 
 async def subject_versions(request, store):
-    await store.ready()
     return _json(request, store.state.version_list(request.match_info["subject"], _flag(request, "deleted")))
 
 
@@ -245,33 +236,29 @@ async def register(request, store):
     subject = request.match_info["subject"]
     body = await _body(request)
     normalize = _flag(request, "normalize")
-    await store.ready()
-    parsed = _schema_request(store, body, normalize)
+    schema_type = _schema_type(body)
     schema_id, version = body.get("id"), body.get("version")
     if (schema_id is not None and not isinstance(schema_id, int)) or \
             (version is not None and (not isinstance(version, int) or version < 1)):
         raise errors.bad_request("id and version must be integers")
     schema_id = schema_id if schema_id is not None and schema_id >= 0 else None
     return await _write(request, store, lambda st: st.plan_register(subject, st.parse(
-        parsed.schema_type, body.get("schema"), body.get("references"), normalize), schema_id, version))
+        schema_type, body.get("schema"), body.get("references"), normalize), schema_id, version))
 
 
 async def get_version(request, store):
-    await store.ready()
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"],
                                  _flag(request, "deleted"))
-    return _json(request, _version_body(sv))
+    return _json(request, _version_json(sv))
 
 
 async def get_version_schema(request, store):
-    await store.ready()
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"],
                                  _flag(request, "deleted"))
     return web.Response(body=sv.schema.encode(), content_type=_media_type(request))
 
 
 async def referenced_by(request, store):
-    await store.ready()
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"])
     return _json(request, store.state.referenced_by(sv.subject, sv.version))
 
@@ -279,23 +266,18 @@ async def referenced_by(request, store):
 async def delete_version(request, store):
     subject, spec, permanent = request.match_info["subject"], request.match_info["version"], \
         _flag(request, "permanent")
-    await store.ready()
-    store.state.plan_delete_version(subject, spec, permanent)   # errors before going to the writer
     return await _write(request, store, lambda st: st.plan_delete_version(subject, spec, permanent))
 
 
 async def lookup(request, store):
     subject = request.match_info["subject"]
     body = await _body(request)
-    await store.ready()
     parsed = _schema_request(store, body, _flag(request, "normalize"))
-    return _json(request, _version_body(store.state.lookup(subject, parsed, _flag(request, "deleted"))))
+    return _json(request, _version_json(store.state.lookup(subject, parsed, _flag(request, "deleted"))))
 
 
 async def delete_subject(request, store):
     subject, permanent = request.match_info["subject"], _flag(request, "permanent")
-    await store.ready()
-    store.state.plan_delete_subject(subject, permanent)
     return await _write(request, store, lambda st: st.plan_delete_subject(subject, permanent))
 
 
@@ -306,7 +288,6 @@ def _subject(request) -> str | None:
 
 
 async def get_config(request, store):
-    await store.ready()
     subject = _subject(request)
     level = store.state.compatibility(subject, _flag(request, "defaultToGlobal"))
     if level is None:
@@ -320,20 +301,15 @@ async def put_config(request, store):
     body = await _body(request)
     subject = _subject(request)
     level = body.get("compatibility")
-    await store.ready()
-    store.state.plan_set_config(subject, level)
     return await _write(request, store, lambda st: st.plan_set_config(subject, level))
 
 
 async def delete_config(request, store):
     subject = _subject(request)
-    await store.ready()
-    store.state.plan_delete_config(subject)
     return await _write(request, store, lambda st: st.plan_delete_config(subject))
 
 
 async def get_mode(request, store):
-    await store.ready()
     subject = _subject(request)
     mode = store.state.mode(subject, _flag(request, "defaultToGlobal"))
     if mode is None:
@@ -344,22 +320,17 @@ async def get_mode(request, store):
 async def put_mode(request, store):
     body = await _body(request)
     subject, force, mode = _subject(request), _flag(request, "force"), body.get("mode")
-    await store.ready()
-    store.state.plan_set_mode(subject, mode, force)
     return await _write(request, store, lambda st: st.plan_set_mode(subject, mode, force))
 
 
 async def delete_mode(request, store):
     subject = _subject(request)
-    await store.ready()
-    store.state.plan_delete_mode(subject)
     return await _write(request, store, lambda st: st.plan_delete_mode(subject))
 
 
 async def compatibility(request, store):
     subject, spec = request.match_info["subject"], request.match_info.get("version")
     body = await _body(request)
-    await store.ready()
     parsed = _schema_request(store, body, _flag(request, "normalize"))
     if spec is not None:
         store.state.get_version(subject, spec)   # 40401 / 40402 / 42202

@@ -101,6 +101,9 @@ class SchemaStore:
             host = f"[{host}]"
         return f"http://{host}:{port}"
 
+    def has_topic(self) -> bool:
+        return TOPIC in self.broker.image.topics
+
     async def ensure_topic(self) -> None:
         """Create ``_schemas`` if missing and wait until it has a leader (50001 otherwise)."""
         if TOPIC not in self.broker.image.topics:
