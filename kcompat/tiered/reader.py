@@ -77,7 +77,9 @@ class RemoteLogReader:
 
         async def more(n: int) -> None:
             nonlocal eof
-            got = await self.storage.fetch_log_segment(seg.key, pos + len(data), pos + len(data) + n)
+            start = pos + len(data)
+            end = min(start + n, seg.size)   # never past the object's end (S3 answers 416 there)
+            got = await self.storage.fetch_log_segment(seg.key, start, end) if end > start else b""
             data.extend(got)
             eof = len(got) < n
 

@@ -31,3 +31,82 @@ def local_log_bytes(partition_dir: Path) -> int:
 def remote_objects(root: Path, suffix: str) -> list[Path]:
     """Objects with ``suffix`` the local filesystem backend holds under ``root``."""
     return [p for p in root.rglob(f"*.{suffix}") if p.is_file()] if root.exists() else []
+
+
+class RawProxy:
+    """A plain TCP forwarder (HTTP to the S3 server) the test can make refuse connections:
+    ``refuse()`` resets open and new connections (the store is unreachable), ``forward()``
+    lets them through again. Threads only; :meth:`stop` closes everything."""
+
+    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1") -> None:
+        import socket
+        import threading
+        self.upstream = upstream
+        self.refusing = False
+        self._lock = threading.Lock()
+        self._conns: set = set()
+        self._sock = socket.create_server((host, 0))
+        self.port = self._sock.getsockname()[1]
+        self._stopped = False
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+        while not self._stopped:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            if self.refusing:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns.update((client, server))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src, dst) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.close()
+            except OSError:
+                pass
+        with self._lock:
+            self._conns.discard(src)
+            self._conns.discard(dst)
+
+    def refuse(self) -> None:
+        import socket
+        self.refusing = True
+        with self._lock:
+            conns = list(self._conns)
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def forward(self) -> None:
+        self.refusing = False
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.refuse()
+        self._sock.close()
+        self._thread.join(5)
