@@ -23,6 +23,24 @@ TIERED_TOPIC = {
 }
 
 
+def consume_from_zero(bootstrap: str, topic: str, n: int, value_of) -> tuple[int, int]:
+    """Read records 0..n-1 of ``topic``-0 with confluent-kafka, checking each offset and value
+    (``value_of(offset)``); returns the partition's (low, high) watermarks."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tiered-check", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen = 0
+        while seen < n:
+            for m in c.consume(500, timeout=30):
+                assert m.error() is None, m.error()
+                assert (m.offset(), m.value()) == (seen, value_of(seen))
+                seen += 1
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()
+
+
 def local_log_bytes(partition_dir: Path) -> int:
     """Bytes of the ``.log`` files of a partition directory."""
     return sum(f.stat().st_size for f in partition_dir.glob("*.log"))

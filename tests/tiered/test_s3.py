@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.request
 
 import boto3
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.protocol.errors import ErrorCode
@@ -20,7 +19,7 @@ from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.testing import wire
 from kcompat.testing.ports import free_ports
 from tests.support.broker_process import BrokerProcess, wait_for
-from tests.tiered.helpers import TIERED_BROKER, RawProxy, local_log_bytes
+from tests.tiered.helpers import TIERED_BROKER, RawProxy, consume_from_zero, local_log_bytes
 
 BUCKET = "kcompat-tiered"
 VALUE = 4000
@@ -77,17 +76,7 @@ def _produce(bootstrap: str, first: int, n: int) -> None:
 
 
 def _consume_all(bootstrap: str, n: int) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "s3", "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition("s3t", 0, 0)])
-        seen = 0
-        while seen < n:
-            for m in c.consume(500, timeout=30):
-                assert m.error() is None, m.error()
-                assert (m.offset(), m.value()) == (seen, _value(seen))
-                seen += 1
-    finally:
-        c.close()
+    consume_from_zero(bootstrap, "s3t", n, _value)
 
 
 def _fetch_at(bootstrap: str, offset: int):

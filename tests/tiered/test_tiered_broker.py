@@ -7,12 +7,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kcompat.tiered.metadata import SegmentState
 from tests.support.broker_process import BrokerProcess, wait_for
-from tests.tiered.helpers import TIERED_BROKER, TIERED_TOPIC, local_log_bytes, remote_objects
+from tests.tiered.helpers import TIERED_BROKER, TIERED_TOPIC, consume_from_zero, local_log_bytes, remote_objects
 
 RECORDS = 20_000
 VALUE = 1000     # ~20 MB
@@ -65,21 +64,7 @@ def _wait_tiered(tiered):
 
 def test_confluent_kafka_reads_every_record_from_offset_0(tiered):
     _wait_tiered(tiered)
-    broker = tiered[0]
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ck", "enable.auto.commit": False,
-                  "fetch.max.bytes": 2 * 1024 * 1024})
-    try:
-        c.assign([TopicPartition("tiered", 0, 0)])
-        seen = 0
-        while seen < RECORDS:
-            for m in c.consume(500, timeout=30):
-                assert m.error() is None, m.error()
-                assert (m.offset(), m.value()) == (seen, _expected(seen))
-                seen += 1
-        low, high = c.get_watermark_offsets(TopicPartition("tiered", 0), timeout=10)
-        assert (low, high) == (0, RECORDS)
-    finally:
-        c.close()
+    assert consume_from_zero(tiered[0].bootstrap, "tiered", RECORDS, _expected) == (0, RECORDS)
 
 
 def test_kafka_python_reads_every_record_from_offset_0(tiered):
