@@ -14,12 +14,13 @@ import avro.schema
 _COMPACT = (",", ":")
 
 
-def parse(text: str, references: list[str]):
-    """The ``avro.schema.Schema`` of ``text`` (JSON), after the ``references`` (schema texts that
-    define the named types it uses, dependencies first). ValueError with the parser's message."""
+def parse(text: str, references: list[tuple[str, str]]):
+    """The ``avro.schema.Schema`` of ``text`` (JSON), after the ``references`` (``(name, schema
+    text)`` defining the named types it uses, dependencies first). ValueError with the parser's
+    message."""
     names = avro.name.Names()
     try:
-        for ref in references:
+        for _, ref in references:
             avro.schema.make_avsc_object(json.loads(ref), names)
         return avro.schema.make_avsc_object(json.loads(text), names)
     except (ValueError, TypeError, KeyError, AttributeError, avro.errors.AvroException) as e:

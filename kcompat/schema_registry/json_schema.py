@@ -37,10 +37,11 @@ _MIN = {"minLength": "MIN_LENGTH", "minItems": "MIN_ITEMS", "minProperties": "MI
 _COMBINED = ("oneOf", "anyOf", "allOf", "not")
 
 
-def parse(text: str, references: list[str]):
+def parse(text: str, references: list[tuple[str, str]]):
     """The schema object (dict or bool) of ``text``; ValueError unless it is JSON and valid against
-    its metaschema (``$schema``, draft 2020-12 when absent). ``references`` must parse too."""
-    for ref in references:
+    its metaschema (``$schema``, draft 2020-12 when absent). ``references`` (``(name, schema
+    text)``) must parse too."""
+    for _, ref in references:
         parse(ref, [])
     try:
         obj = json.loads(text)

@@ -1,7 +1,9 @@
 """PROTOBUF schemas: ``.proto`` text parsed by ``proto-schema-parser`` (an ANTLR grammar of the
-protobuf language; syntax errors are turned into errors instead of printed), or a base64
-``FileDescriptorProto`` (what confluent-kafka's Python ``ProtobufSerializer`` registers) read with
-the ``protobuf`` package. Both become a :class:`ProtoModel` that the compatibility rules compare.
+protobuf language; syntax errors are turned into errors instead of printed) and compiled into a
+``FileDescriptorProto`` checked by the protobuf package's descriptor pool
+(:mod:`.protobuf_descriptor`), or a base64 ``FileDescriptorProto`` (what confluent-kafka's Python
+``ProtobufSerializer`` registers). The descriptor becomes a :class:`ProtoModel` that the
+compatibility rules compare.
 
 Compatibility by Confluent's rules for Protobuf (differences named as in its ``Difference.Type``),
 ``reader`` reading data written with ``writer``:
@@ -26,11 +28,10 @@ from dataclasses import dataclass, field
 from antlr4.error.ErrorListener import ErrorListener
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
-from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-_SCALARS = {"double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64",
-            "sfixed32", "sfixed64", "bool", "string", "bytes"}
+from kcompat.schema_registry.protobuf_descriptor import build
+
 _GROUPS = [{"int32", "uint32", "int64", "uint64", "bool"}, {"sint32", "sint64"}, {"fixed32", "sfixed32"},
            {"fixed64", "sfixed64"}, {"string", "bytes"}]
 _DESCRIPTOR_TYPES = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32",
@@ -58,7 +59,7 @@ class ProtoModel:
 
     package: str = ""
     messages: dict[str, dict[int, ProtoField]] = field(default_factory=dict)
-    text: bool = True   # from .proto text (False: from a serialized descriptor)
+    serialized: str = ""   # base64 of its FileDescriptorProto (``?format=serialized``)
 
 
 class _Raise(ErrorListener):
@@ -69,49 +70,6 @@ class _Raise(ErrorListener):
 def _quiet(recognizer) -> None:
     recognizer.removeErrorListeners()
     recognizer.addErrorListener(_Raise())
-
-
-def _field(name: str, type_name: str, label: str, oneof: str | None) -> ProtoField:
-    if type_name in _SCALARS:
-        return ProtoField(name, "scalar", type_name, label, oneof)
-    return ProtoField(name, "named", type_name.rsplit(".", 1)[-1], label, oneof)
-
-
-def _from_ast_message(msg: ast.Message, prefix: str, model: ProtoModel) -> None:
-    full = f"{prefix}{msg.name}"
-    fields: dict[int, ProtoField] = {}
-    model.messages[full] = fields
-
-    def add(el, oneof: str | None) -> None:
-        if isinstance(el, ast.Field):
-            card = el.cardinality.value.lower() if el.cardinality is not None else "single"
-            fields[el.number] = _field(el.name, el.type, "single" if card == "optional" else card, oneof)
-        elif isinstance(el, ast.MapField):
-            fields[el.number] = ProtoField(el.name, "map", f"map<{el.key_type},{el.value_type.rsplit('.', 1)[-1]}>",
-                                           "repeated", oneof)
-        elif isinstance(el, ast.OneOf):
-            for sub in el.elements:
-                add(sub, el.name)
-        elif isinstance(el, ast.Message):
-            _from_ast_message(el, f"{full}.", model)
-    for el in msg.elements:
-        add(el, None)
-
-
-def _from_text(text: str) -> ProtoModel:
-    try:
-        tree = Parser(setup_lexer=_quiet, setup_parser=_quiet).parse(text)
-    except (ValueError, TypeError, AttributeError) as e:
-        raise ValueError(f"invalid .proto: {e}") from None
-    model = ProtoModel()
-    for el in tree.file_elements:
-        if isinstance(el, ast.Package):
-            model.package = el.name
-        elif isinstance(el, ast.Message):
-            _from_ast_message(el, "", model)
-    if not tree.file_elements:
-        raise ValueError("invalid .proto: empty")
-    return model
 
 
 def _from_descriptor_message(msg, prefix: str, model: ProtoModel) -> None:
@@ -139,36 +97,47 @@ def _from_descriptor_message(msg, prefix: str, model: ProtoModel) -> None:
             _from_descriptor_message(n, f"{full}.", model)
 
 
-def _from_descriptor(text: str) -> ProtoModel:
+def _descriptor(text: str, name: str, dependencies: dict) -> descriptor_pb2.FileDescriptorProto:
+    """The FileDescriptorProto of ``text``: base64 of a serialized one, or .proto source built by
+    :func:`.protobuf_descriptor.build` (named ``name``; imports among ``dependencies``)."""
+    if _BASE64.match(text) and " " not in text.strip():
+        try:
+            fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode("".join(text.split()), validate=True))
+            if fd.message_type or fd.enum_type or fd.name:
+                return fd
+        except (binascii.Error, ValueError, DecodeError):
+            pass
     try:
-        raw = base64.b64decode("".join(text.split()), validate=True)
-        fd = descriptor_pb2.FileDescriptorProto.FromString(raw)
-    except (binascii.Error, ValueError, DecodeError) as e:
-        raise ValueError(f"invalid serialized FileDescriptorProto: {e}") from None
-    if not fd.message_type and not fd.enum_type and not fd.name:
-        raise ValueError("invalid serialized FileDescriptorProto: empty")
-    model = ProtoModel(package=fd.package, text=False)
+        tree = Parser(setup_lexer=_quiet, setup_parser=_quiet).parse(text)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError(f"invalid .proto: {e}") from None
+    if not tree.file_elements:
+        raise ValueError("invalid .proto: empty")
+    return build(tree, name, dependencies)
+
+
+def parse(text: str, references: list[tuple[str, str]]) -> ProtoModel:
+    """The :class:`ProtoModel` of ``text`` (.proto source, or base64 of a serialized
+    FileDescriptorProto) importing the ``references`` (``(import name, schema text)``,
+    dependencies first); ValueError when it does not parse or compile."""
+    deps: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+    for name, ref in references:
+        deps[name] = _descriptor(ref, name, deps)
+    fd = _descriptor(text, "default", deps)
+    model = ProtoModel(package=fd.package, serialized=base64.b64encode(fd.SerializeToString()).decode())
     for m in fd.message_type:
         _from_descriptor_message(m, "", model)
     return model
 
 
-def parse(text: str, references: list[str]) -> ProtoModel:
-    """The :class:`ProtoModel` of ``text`` (.proto source, or base64 of a serialized
-    FileDescriptorProto); ValueError when neither parses. ``references`` must parse too."""
-    for ref in references:
-        parse(ref, [])
-    if _BASE64.match(text) and " " not in text.strip():
-        try:
-            return _from_descriptor(text)
-        except ValueError:
-            pass
-    return _from_text(text)
-
-
 def canonical(text: str, parsed: ProtoModel, normalize: bool, has_references: bool) -> str:
     """The text as given (trimmed); serialized descriptors stay base64 (not converted to .proto)."""
     return text.strip()
+
+
+def serialized(parsed: ProtoModel) -> str:
+    """``?format=serialized``: base64 of the schema's FileDescriptorProto."""
+    return parsed.serialized
 
 
 def _msg(kind: str, path: str) -> str:

@@ -33,9 +33,10 @@ class ParsedSchema:
     references: tuple = ()
 
 
-def parse_schema(schema_type: str, text: str, references: list[dict], ref_texts: list[str],
+def parse_schema(schema_type: str, text: str, references: list[dict], ref_texts: list[tuple[str, str]],
                  normalize: bool = False) -> ParsedSchema:
-    """Parse ``text`` of ``schema_type`` with the referenced schemas' texts (dependencies first).
+    """Parse ``text`` of ``schema_type`` with the referenced schemas (``(reference name, text)``,
+    dependencies first).
     ValueError with the reason for an unknown type or an invalid schema."""
     if schema_type not in TYPES:
         raise ValueError(f"unknown schema type {schema_type}")

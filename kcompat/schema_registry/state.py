@@ -200,8 +200,9 @@ class RegistryState:
         except ValueError as e:
             raise errors.invalid_schema(f"{text[:200]!r}, details: {e}") from None
 
-    def _reference_texts(self, references: list[dict], seen: set) -> list[str]:
-        out: list[str] = []
+    def _reference_texts(self, references: list[dict], seen: set) -> list[tuple[str, str]]:
+        """``(reference name, schema text)`` of ``references`` and theirs, dependencies first."""
+        out: list[tuple[str, str]] = []
         for r in references:
             key = (r["subject"], r["version"])
             if key in seen:
@@ -209,7 +210,7 @@ class RegistryState:
             seen.add(key)
             sv = self.get_version(r["subject"], r["version"], deleted=True)
             out += self._reference_texts(sv.references, seen)
-            out.append(sv.schema)
+            out.append((r["name"], sv.schema))
         return out
 
     def parsed(self, sv: SchemaValue) -> ParsedSchema:
@@ -219,6 +220,13 @@ class RegistryState:
         if p is None:
             p = self._parsed[key] = self.parse(sv.schema_type, sv.schema, sv.references)
         return p
+
+    def schema_text(self, sv: SchemaValue, fmt: str | None = None) -> str:
+        """The schema as answered: with ``fmt`` ``serialized`` a PROTOBUF schema is base64 of its
+        FileDescriptorProto (as Confluent's ``?format=serialized``), otherwise as stored."""
+        if fmt == "serialized" and sv.schema_type == "PROTOBUF":
+            return self.parsed(sv).parsed.serialized
+        return sv.schema
 
     def find(self, subject: str, parsed: ParsedSchema, deleted: bool = False) -> SchemaValue | None:
         """The version of ``subject`` holding the same schema (type, text, references), newest first."""

@@ -6,6 +6,7 @@ whose records are in Confluent's format."""
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
@@ -404,3 +405,38 @@ def test_state_survives_a_restart_in_confluents_format(tmp_path):
         assert sr.ok("GET", f"/schemas/ids/{json_id}") == {"schemaType": "JSON", "schema": '{"type":"string"}'}
         new = register(sr, "keep", {**USER_V2, "doc": "v3"})[1]["id"]
         assert new > max(ids + [json_id])
+
+
+def test_protobuf_text_with_a_reference_served_serialized(sr):
+    """.proto text as the Java serializer registers it, importing another registered .proto; the
+    compiled descriptors (``?format=serialized``) are what confluent-kafka's ProtobufDeserializer
+    fetches to read a record written with that id."""
+    common, main = subject(), subject()
+    money = 'syntax = "proto3";\npackage demo.common;\nmessage Money {\n  int64 cents = 1;\n  string currency = 2;\n}\n'
+    invoice = ('syntax = "proto3";\npackage demo;\nimport "money.proto";\nmessage Invoice {\n  string id = 1;\n'
+               '  demo.common.Money total = 2;\n  map<string, int32> lines = 3;\n}\n')
+    assert register(sr, common, money, schema_type="PROTOBUF")[0] == 200
+    refs = [{"name": "money.proto", "subject": common, "version": 1}]
+    assert register(sr, main, invoice, schema_type="PROTOBUF")[1]["error_code"] == 42201   # import unresolved
+    bad = invoice.replace("demo.common.Money", "demo.common.Cash")
+    assert register(sr, main, bad, schema_type="PROTOBUF", references=refs)[1]["error_code"] == 42201
+    sid = register(sr, main, invoice, schema_type="PROTOBUF", references=refs)[1]["id"]
+    assert sr.ok("GET", f"/schemas/ids/{sid}")["schema"] == invoice.strip()        # stored as given
+    pool = descriptor_pool.DescriptorPool()
+    for path in (f"/subjects/{common}/versions/1?format=serialized", f"/schemas/ids/{sid}?format=serialized"):
+        fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(sr.ok("GET", path)["schema"]))
+        fd.name = "money.proto" if "subjects" in path else "invoice.proto"
+        pool.Add(fd)
+    Invoice = message_factory.GetMessageClass(pool.FindMessageTypeByName("demo.Invoice"))
+    msg = Invoice(id="i-1", lines={"pen": 2})
+    msg.total.cents, msg.total.currency = 250, "EUR"
+    framed = b"\x00" + sid.to_bytes(4, "big") + b"\x00" + msg.SerializeToString()   # Confluent framing
+    client = SchemaRegistryClient({"url": sr.url})
+    de = ProtobufDeserializer(Invoice, {"use.deprecated.format": False}, schema_registry_client=client)
+    assert de(framed, SerializationContext("invoices", MessageField.VALUE)) == msg
+    # a compatible evolution (a field added) and an incompatible one (a type changed)
+    grown = invoice[:invoice.rindex("}")] + "  bool paid = 4;\n}\n"
+    assert register(sr, main, grown, schema_type="PROTOBUF", references=refs)[0] == 200
+    broken = grown.replace("string id = 1", "int32 id = 1")
+    status, out, _ = register(sr, main, broken, schema_type="PROTOBUF", references=refs)
+    assert status == 409 and "FIELD_SCALAR_KIND_CHANGED" in out["message"]

@@ -130,6 +130,9 @@ def test_protobuf_serialized_descriptor_compares_with_text():
     ("AVRO", "{not json"), ("AVRO", json.dumps({"type": "record", "name": "R"})),
     ("AVRO", json.dumps({"type": "nosuchtype"})), ("JSON", json.dumps({"type": 12})), ("JSON", "[1]"),
     ("PROTOBUF", "message {"), ("PROTOBUF", "syntax = \"proto3\"; message M { int32 a = ; }"), ("AVRO", ""),
+    ("PROTOBUF", "syntax = \"proto3\"; message M { Unknown u = 1; }"),                 # unresolved type
+    ("PROTOBUF", "syntax = \"proto3\"; message M { int32 a = 1; string b = 1; }"),     # number used twice
+    ("PROTOBUF", "syntax = \"proto3\"; import \"nowhere.proto\"; message M { int32 a = 1; }"),
 ])
 def test_invalid_schemas_are_42201(schema_type, text):
     with pytest.raises(errors.RegistryError) as e:

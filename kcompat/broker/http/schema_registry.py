@@ -117,12 +117,10 @@ def _schema_request(store: SchemaStore, body: dict, normalize: bool):
     return store.state.parse(_schema_type(body), body.get("schema"), body.get("references"), normalize)
 
 
-def _version_json(sv) -> dict:
-    return sv.to_json(identity=True)
-
-
-def _schema_json(sv) -> dict:
-    return sv.to_json(identity=False)
+def _answer(request: web.Request, store: SchemaStore, sv, identity: bool = True) -> dict:
+    """A version (``identity``: with subject, version, id) in the schema format asked
+    (``?format=serialized``)."""
+    return {**sv.to_json(identity), "schema": store.state.schema_text(sv, request.query.get("format"))}
 
 
 def _schema_id(request: web.Request) -> int:
@@ -199,12 +197,12 @@ async def schemas_list(request, store):
     for subject in store.state.subjects(deleted, prefix):
         versions = store.state.version_list(subject, deleted)
         for v in (versions[-1:] if latest_only else versions):
-            out.append(_version_json(store.state.get_version(subject, v, deleted=True)))
+            out.append(_answer(request, store, store.state.get_version(subject, v, deleted=True)))
     return _json(request, out)
 
 
 async def schema_by_id(request, store):
-    return _json(request, _schema_json(store.state.schema_by_id(_schema_id(request))))
+    return _json(request, _answer(request, store, store.state.schema_by_id(_schema_id(request)), identity=False))
 
 
 async def schema_text_by_id(request, store):
@@ -249,7 +247,7 @@ async def register(request, store):
 async def get_version(request, store):
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"],
                                  _flag(request, "deleted"))
-    return _json(request, _version_json(sv))
+    return _json(request, _answer(request, store, sv))
 
 
 async def get_version_schema(request, store):
@@ -273,7 +271,7 @@ async def lookup(request, store):
     subject = request.match_info["subject"]
     body = await _body(request)
     parsed = _schema_request(store, body, _flag(request, "normalize"))
-    return _json(request, _version_json(store.state.lookup(subject, parsed, _flag(request, "deleted"))))
+    return _json(request, _answer(request, store, store.state.lookup(subject, parsed, _flag(request, "deleted"))))
 
 
 async def delete_subject(request, store):
