@@ -46,7 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--group", default="core", choices=registry.GROUPS,
                    help="core: all functional scenarios (default); fast: Python clients, kcat and wire only; "
                         "perf: the performance tools; all: core + perf; security: SSL, SASL and ACL scenarios "
-                        "against brokers the suite starts with security listeners (opt-in, not part of all)")
+                        "against brokers the suite starts with security listeners (opt-in, not part of all); "
+                        "ecosystem: Kafka Streams, Connect and MirrorMaker 2 of Kafka 3.9.1 and 4.3.1, each "
+                        "broker with a second cluster beside it (opt-in, not part of all)")
     p.add_argument("--only", action="append", default=[], metavar="PATTERN",
                    help="run only cases whose id, scenario or area matches (glob or substring; repeatable, "
                         "comma-separated)")
@@ -138,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = []
     secure = args.group == "security"  # start the brokers with the security listeners
+    peered = args.group == "ecosystem"  # start a second cluster beside each broker (MirrorMaker 2)
     common = dict(run_id=run_id, java_lib=java_lib, java_error=java_error, kafka_version=args.kafka_version,
                   timeout_scale=args.timeout_scale, perf_records=args.perf_records, progress=_log)
     try:
@@ -149,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
 
                 primary = SecureCommandTarget(args.broker_cmd, workdir / "broker", host=args.host,
                                               label=args.label or "broker")
+            elif peered:
+                from conformance.ecosystem import PeerCommandTarget
+
+                primary = PeerCommandTarget(args.broker_cmd, workdir / "broker", host=args.host,
+                                            label=args.label or "broker")
             else:  # security cases against another broker fail with a prerequisite reason
                 primary = CommandTarget(args.broker_cmd, workdir / "broker", host=args.host,
                                         label=args.label or "broker")
@@ -173,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 if secure:
                     from conformance.security import SecureReferenceKafka as ref_class
+                elif peered:
+                    from conformance.ecosystem import PeerReferenceKafka as ref_class
                 else:
                     ref_class = ReferenceKafka
                 ref = ref_class(Path(java_lib), args.kafka_version, workdir / "kafka", host=args.host)

@@ -1,9 +1,11 @@
 """Scenario registry: a scenario run through one client is a *case*, identified as ``scenario[client]``.
 
 Scenario modules declare scenarios with :func:`scenario`; one case is registered per client listed.
-Cases are selected by group (``core``, ``fast``, ``perf``, ``all``, ``security``), by ``--only``
-patterns and by client. ``security`` cases need brokers started with security listeners
-(:mod:`conformance.security`), so they run only when that group is asked for, never in ``all``.
+Cases are selected by group (``core``, ``fast``, ``perf``, ``all``, ``security``, ``ecosystem``), by
+``--only`` patterns and by client. ``security`` cases need brokers started with security listeners
+(:mod:`conformance.security`), ``ecosystem`` cases (Kafka Streams, Connect, MirrorMaker 2) a second
+cluster beside each broker (:mod:`conformance.ecosystem`), so they run only when their group is asked
+for, never in ``all``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ CLIENTS = (WIRE, KAFKA_PYTHON, CONFLUENT, JAVA, KCAT)
 PYTHON_CLIENTS = (KAFKA_PYTHON, CONFLUENT)
 FAST_CLIENTS = frozenset({WIRE, KAFKA_PYTHON, CONFLUENT, KCAT})
 
-GROUPS = ("core", "fast", "perf", "all", "security")
+GROUPS = ("core", "fast", "perf", "all", "security", "ecosystem")
+OPT_IN = ("security", "ecosystem")  # groups never part of "all": their brokers are started differently
 
 # An API requirement: an api key, or (api key, minimum version).
 Requirement = int | tuple[int, int]
@@ -39,7 +42,7 @@ class Case:
     requires: tuple[Requirement, ...] = ()
     needs: frozenset[str] = frozenset()  # e.g. {"restart"}
     timeout_s: float = 60.0
-    group: str = "core"  # "core", "perf" or "security"
+    group: str = "core"  # "core", "perf", "security" or "ecosystem"
     slow: bool = False  # excluded from the fast subset
 
     @property
@@ -108,14 +111,14 @@ def matches(case: Case, patterns: list[str]) -> bool:
 
 
 def select(group: str = "core", only: list[str] | None = None, clients: Iterable[str] | None = None) -> list[Case]:
-    """The cases of ``group`` (``core``, ``fast``, ``perf``, ``all`` or ``security``; ``all`` is core +
-    perf), filtered by patterns and clients."""
+    """The cases of ``group`` (``core``, ``fast``, ``perf``, ``all``, ``security`` or ``ecosystem``;
+    ``all`` is core + perf), filtered by patterns and clients."""
     if group not in GROUPS:
         raise ValueError(f"unknown group {group!r}; choose one of {', '.join(GROUPS)}")
     chosen = []
     wanted_clients = set(clients) if clients else None
     for case in all_cases():
-        if (group == "security") != (case.group == "security"):
+        if (group in OPT_IN or case.group in OPT_IN) and group != case.group:
             continue
         if group == "fast" and not case.fast:
             continue

@@ -82,7 +82,8 @@ def run_target(target: Target, cases: list[Case], *, workdir: Path, run_id: str,
                       restartable=target.restartable, api_versions=run.api_versions, workdir=str(workdir / "cases"),
                       java_lib=java_lib, java_error=java_error, kafka_version=kafka_version,
                       timeout_scale=timeout_scale, run_id=run_id, perf_records=perf_records,
-                      security=getattr(target, "security", None))
+                      security=getattr(target, "security", None),
+                      peer_bootstrap=getattr(target, "peer_bootstrap", None))
 
     def restart(mode: str) -> None:
         run.events.append(f"{time.strftime('%H:%M:%S')} restart ({mode}) requested by a case")

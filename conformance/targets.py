@@ -45,6 +45,7 @@ class TargetInfo:
     run_id: str = ""
     perf_records: int = 1_000_000
     security: dict | None = None  # the security listeners, users and CA (--group security), else None
+    peer_bootstrap: str | None = None  # a second cluster beside the broker (--group ecosystem), else None
 
 
 class NotRestartable(RuntimeError):

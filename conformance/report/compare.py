@@ -123,6 +123,26 @@ def perf_rows(doc: dict) -> list[dict]:
     return rows
 
 
+TIMINGS_NOTE = ("Seconds measured by the ecosystem scenarios (details.timings), e.g. takeover_s: from the "
+                "kill -9 of an application instance to the surviving instance having processed what the "
+                "killed one owned. Noisy on a busy machine; not compared for conformance.")
+
+
+def timing_rows(doc: dict) -> list[tuple[str, str, object, object]]:
+    """(case id, timing name, broker's seconds or None, reference's seconds or None) for every case
+    that recorded ``details.timings`` on either target."""
+    primary, ref = targets(doc)
+    theirs = by_case(ref) if ref else {}
+    rows = []
+    for r in primary["results"]:
+        b = theirs.get(r["case_id"])
+        mine_t = r["details"].get("timings", {})
+        ref_t = b["details"].get("timings", {}) if b else {}
+        for key in sorted(set(mine_t) | set(ref_t)):
+            rows.append((r["case_id"], key, mine_t.get(key), ref_t.get(key)))
+    return rows
+
+
 def machine_line(doc: dict) -> str:
     """One sentence about the machine and the run: CPUs, load averages, duration (numbers are noisy on a
     busy machine; the load average says how busy it was)."""

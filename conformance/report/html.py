@@ -174,6 +174,16 @@ def render(doc: dict) -> str:
                   f"{escape(status['reason'][:300])}</td></tr>")
         w("</table>")
 
+    timings = cmp.timing_rows(doc)
+    if timings:
+        w(f"<h2>Timings</h2><p class=sub>{escape(cmp.TIMINGS_NOTE)}</p>")
+        w(f"<table><tr><th>case</th><th>timing</th><th>{escape(label)}</th>" +
+          (f"<th>{escape(ref_label)}</th>" if ref else "") + "</tr>")
+        for case_id, key, a, b in timings:
+            w(f"<tr><td><code>{escape(case_id)}</code></td><td>{escape(key)}</td><td class=c>{'—' if a is None else a}</td>"
+              + (f"<td class=c>{'—' if b is None else b}</td>" if ref else "") + "</tr>")
+        w("</table>")
+
     w("<h2>Advertised API versions</h2><table><tr><th>API</th>" + f"<th>{escape(label)}</th>" +
       (f"<th>{escape(ref_label)}</th>" if ref else "") + "</tr>")
     for api, a, b in cmp.api_table(doc):

@@ -144,6 +144,16 @@ def render(doc: dict) -> str:
             w(f"\n- `{r['case_id']}` on {label}: {_esc(r['broker_status']['reason'][:300])}")
         w("")
 
+    timings = cmp.timing_rows(doc)
+    if timings:
+        w("## Timings\n")
+        w(cmp.TIMINGS_NOTE + "\n")
+        w(f"| case | timing | {label} |" + (f" {ref_label} |" if ref else ""))
+        w("|---|---|---|" + ("---|" if ref else ""))
+        for case_id, key, a, b in timings:
+            w(f"| `{case_id}` | {key} | {'—' if a is None else a} |" + (f" {'—' if b is None else b} |" if ref else ""))
+        w("")
+
     w("## Advertised API versions\n")
     w(f"| API | {label} |" + (f" {ref_label} |" if ref else ""))
     w("|---|---|" + ("---|" if ref else ""))

@@ -13,7 +13,10 @@
 - :mod:`.verifiable` — Java VerifiableProducer/VerifiableConsumer loss and duplicate checks, also
   through broker restarts;
 - :mod:`.perf` — the ``perf`` group: ProducerPerformance, ConsumerPerformance, EndToEndLatency;
-- :mod:`.security` — the opt-in ``security`` group: SSL, SASL PLAIN/SCRAM and ACLs.
+- :mod:`.security` — the opt-in ``security`` group: SSL, SASL PLAIN/SCRAM and ACLs;
+- :mod:`.eco_streams`, :mod:`.eco_connect`, :mod:`.eco_mirror` — the opt-in ``ecosystem`` group:
+  Kafka Streams, Kafka Connect and MirrorMaker 2 of Kafka 3.9.1 and 4.3.1 (their Java drivers in
+  ``java/``).
 """
 
 # Registration order is report order: from the handshake up to transactions and performance.
@@ -29,3 +32,6 @@ from conformance.scenarios import transactions  # noqa: F401
 from conformance.scenarios import verifiable  # noqa: F401
 from conformance.scenarios import perf  # noqa: F401
 from conformance.scenarios import security  # noqa: F401
+from conformance.scenarios import eco_streams  # noqa: F401
+from conformance.scenarios import eco_connect  # noqa: F401
+from conformance.scenarios import eco_mirror  # noqa: F401

@@ -64,6 +64,22 @@ def test_selection_groups():
     assert len(registry.select("all")) == len(registry.select("core")) + len(perf)
     only = registry.select("core", ["produce.none.acks-all[java]"])
     assert [c.id for c in only] == ["produce.none.acks-all[java]"]
+    eco = registry.select("ecosystem")
+    assert {c.area for c in eco} == {"streams", "connect", "mirror"} and len(eco) == 6
+    assert not {c.id for c in eco} & {c.id for c in registry.select("all") + registry.select("security")}
+
+
+def test_report_lists_the_timings_of_both_brokers():
+    def run(label, seconds):
+        r = _result("streams.x[java]")
+        r["details"] = {"timings": {"takeover_s": seconds}}
+        return {"target": {"label": label}, "api_versions": {}, "results": [r]}
+
+    doc = {"suite": {"version": "1", "kafka_version": "3.9.1", "command": "x", "finished_at": "now"},
+           "clients": {}, "scenarios": {}, "targets": [run("kcompat", 12.5), run("Kafka 3.9.1", 11.0)]}
+    assert compare.timing_rows(doc) == [("streams.x[java]", "takeover_s", 12.5, 11.0)]
+    assert "| `streams.x[java]` | takeover_s | 12.5 | 11.0 |" in markdown.render(doc)
+    assert "<td class=c>11.0</td>" in html.render(doc)
 
 
 def _result(case_id, status="pass", kind="ok", observed=None):
