@@ -43,6 +43,20 @@ log4j.logger.org.reflections=ERROR
 """
 
 
+def register(name: str, *, area: str, title: str, func, doc: str, requires=(), timeout: float = 420.0) -> None:
+    """Register ``func(ctx, version)`` as one ``ecosystem`` scenario per release of
+    :data:`APP_VERSIONS` (Java client): ``{name}.kafka-<version>``, ``title`` formatted with ``version``."""
+    from conformance.registry import JAVA, scenario
+
+    for version in APP_VERSIONS:
+        def case(ctx, version=version):
+            return func(ctx, version)
+
+        case.__doc__ = doc
+        scenario(f"{name}.kafka-{version}", area=area, title=title.format(version=version), clients=[JAVA],
+                 requires=requires, group="ecosystem", timeout=timeout)(case)
+
+
 def apps_lib(version: str) -> Path:
     """The jar directory of Kafka ``version``'s applications (resolved once with Maven)."""
     try:

@@ -23,9 +23,8 @@ import urllib.error
 import urllib.request
 
 from conformance import procs
-from conformance.ecosystem import APP_VERSIONS, App, apps_lib, delete_group_when_empty, wait_for
+from conformance.ecosystem import App, apps_lib, delete_group_when_empty, register, wait_for
 from conformance.model import CaseFailure
-from conformance.registry import JAVA, scenario
 
 WORKER = "org.apache.kafka.connect.cli.ConnectDistributed"
 BATCH = 100
@@ -166,15 +165,6 @@ def connect_case(ctx, version: str) -> None:
     w2.app.stop()
 
 
-def _register(version: str) -> None:
-    def case(ctx):
-        return connect_case(ctx, version)
-
-    case.__doc__ = __doc__
-    scenario(f"connect.distributed-filestream.kafka-{version}", area="connect",
-             title=f"Kafka Connect {version} distributed: FileStream source and sink, restart, takeover",
-             clients=[JAVA], requires=[19, 32, 11, 14], group="ecosystem", timeout=480.0)(case)
-
-
-for _version in APP_VERSIONS:
-    _register(_version)
+register("connect.distributed-filestream", area="connect", func=connect_case, doc=__doc__,
+         requires=[19, 32, 11, 14], timeout=480.0,
+         title="Kafka Connect {version} distributed: FileStream source and sink, restart, takeover")

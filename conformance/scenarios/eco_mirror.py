@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import time
 
-from conformance.ecosystem import APP_VERSIONS, App, apps_lib, wait_for
+from conformance.ecosystem import App, apps_lib, register, wait_for
 from conformance.model import CaseFailure, Prerequisite
-from conformance.registry import JAVA, scenario
 
 MIRROR_MAKER = "org.apache.kafka.connect.mirror.MirrorMaker"
 RECORDS = 200
@@ -163,15 +162,6 @@ def mirror_case(ctx, version: str) -> None:
     ctx.observe(no_authorizer_logged_once=sum(NO_AUTHORIZER_LINE in ln for ln in mm2.log_lines()) == 1)
 
 
-def _register(version: str) -> None:
-    def case(ctx):
-        return mirror_case(ctx, version)
-
-    case.__doc__ = __doc__
-    scenario(f"mirror.checkpoints-failover.kafka-{version}", area="mirror",
-             title=f"MirrorMaker 2 {version}: replication, checkpoints, offset translation, group failover",
-             clients=[JAVA], requires=[19, 29, 9, 8], group="ecosystem", timeout=420.0)(case)
-
-
-for _version in APP_VERSIONS:
-    _register(_version)
+register("mirror.checkpoints-failover", area="mirror", func=mirror_case, doc=__doc__,
+         requires=[19, 29, 9, 8], timeout=420.0,
+         title="MirrorMaker 2 {version}: replication, checkpoints, offset translation, group failover")

@@ -33,9 +33,8 @@ import struct
 import threading
 import time
 
-from conformance.ecosystem import APP_VERSIONS, App, apps_lib, delete_group_when_empty, wait_for
+from conformance.ecosystem import App, apps_lib, delete_group_when_empty, register, wait_for
 from conformance.model import CaseFailure
-from conformance.registry import JAVA, scenario
 
 PARTITIONS = 2
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -252,15 +251,6 @@ def streams_case(ctx, version: str) -> None:
         inst.app.stop()
 
 
-def _register(version: str) -> None:
-    def case(ctx):
-        return streams_case(ctx, version)
-
-    case.__doc__ = __doc__
-    scenario(f"streams.eos-wordcount.kafka-{version}", area="streams",
-             title=f"Kafka Streams {version} word count, exactly_once_v2: kill -9, takeover, restart",
-             clients=[JAVA], requires=[21, 24, 26, 28], group="ecosystem", timeout=420.0)(case)
-
-
-for _version in APP_VERSIONS:
-    _register(_version)
+register("streams.eos-wordcount", area="streams", func=streams_case, doc=__doc__,
+         requires=[21, 24, 26, 28], timeout=420.0,
+         title="Kafka Streams {version} word count, exactly_once_v2: kill -9, takeover, restart")
