@@ -19,7 +19,7 @@ from kcompat.broker.handlers import (
     offset_commit, offset_delete, offset_fetch, produce, sync_group, txn_offset_commit,
 )
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
-from kcompat.broker.handlers import describe_log_dirs, unregister_broker
+from kcompat.broker.handlers import alter_replica_log_dirs, assign_replicas_to_dirs, describe_log_dirs, unregister_broker
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kcompat.broker.handlers import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
@@ -51,7 +51,7 @@ _MODULES = (
     initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
     read_share_group_state_summary,
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
-    describe_acls, create_acls, delete_acls, unregister_broker,
+    describe_acls, create_acls, delete_acls, unregister_broker, alter_replica_log_dirs,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}
@@ -66,7 +66,7 @@ _CONTROLLER_MODULES = (
     api_versions, raft_fetch, vote, begin_quorum_epoch, end_quorum_epoch, describe_quorum, fetch_snapshot,
     broker_registration, broker_heartbeat, allocate_producer_ids, create_topics, delete_topics, create_partitions,
     alter_configs, incremental_alter_configs, describe_cluster, alter_partition, elect_leaders,
-    describe_acls, create_acls, delete_acls, unregister_broker,
+    describe_acls, create_acls, delete_acls, unregister_broker, assign_replicas_to_dirs,
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}

@@ -38,6 +38,7 @@ from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.request_stats import RequestStats
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
+from kcompat.broker.log_dir_runtime import LogDirRuntime
 from kcompat.broker.log_maintenance import LogMaintenance, guarded, guarded_call
 from kcompat.broker.isr_updates import IsrUpdates
 from kcompat.broker.metadata_loader import MetadataLoader
@@ -133,6 +134,7 @@ class Broker:
         self.isr_updates = IsrUpdates(self)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
         self.replica_manager.isr_change_listener = self.isr_updates.submit
+        self.log_dir_runtime = LogDirRuntime(self, metadata_dir)
 
         self.controller_service = ControllerService(self)
         self.controller = Controller(
@@ -196,6 +198,7 @@ class Broker:
                                                RemoteLogMetadataManager(self))
             self.replica_manager.remote_reader = self.remote_log
         self.lifecycle = BrokerLifecycle(self)
+        self.log_dir_runtime.start()
         maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
                                      lambda: self.shutting_down)
         self._periodic_tasks = [asyncio.ensure_future(self._controller_periodic()),
@@ -522,6 +525,8 @@ class Broker:
                 conn.transport.close()
         for task in self._periodic_tasks:
             task.cancel()
+        if hasattr(self, "log_dir_runtime"):
+            self.log_dir_runtime.stop()
         if self.lifecycle is not None:
             self.lifecycle.stop()
         if hasattr(self, "share_state"):

@@ -5,7 +5,7 @@ After its metadata has caught up, a broker registers with the active controller
 ``broker.heartbeat.interval.ms`` with its metadata offset. The controller unfences it once that
 offset reaches its registration; it serves clients only from then on. Controlled shutdown:
 heartbeats with ``want_shut_down`` until the controller has moved every leadership away and
-answers ``should_shut_down``. A STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED answer (the
+answers ``should_shut_down``. Every heartbeat names the broker's failed log dirs (KIP-858). A STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED answer (the
 controller fenced and forgot this incarnation) makes the broker register again.
 """
 
@@ -76,7 +76,8 @@ class BrokerLifecycle:
         b = self.broker
         req = BrokerHeartbeatRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch,
                                      current_metadata_offset=max(b.image.offset, 0),
-                                     want_fence=False, want_shut_down=self.want_shut_down)
+                                     want_fence=False, want_shut_down=self.want_shut_down,
+                                     offline_log_dirs=b.log_dir_runtime.offline_dir_ids())
         # a heartbeat stuck on an unresponsive controller must not outlive the session
         timeout_s = max(0.5, b.config.get("broker.session.timeout.ms") / 3000.0)
         broker_heartbeat.touch_session(b, req)

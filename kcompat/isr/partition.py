@@ -26,7 +26,7 @@ from typing import Callable
 from kcompat.isr.broker_topic_stats import BrokerTopicStats
 from kcompat.isr.partition_replication import ReplicationMixin
 from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
-from kcompat.log import Log, OffsetOutOfRangeError
+from kcompat.log import Log, LogStorageError, OffsetOutOfRangeError
 from kcompat.log.validation import assign_offsets, stamp_log_append_time, validate_batch, validate_records
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -84,12 +84,51 @@ class Partition(ReplicationMixin):
         self.consumer_bytes_as_follower = 0
         # the broker's counters (BrokerTopicStats): ISR shrinks and expands are counted here
         self.stats: BrokerTopicStats | None = None
+        # (partition, error) -> None: an I/O error (not a full disk) of the log: its log dir fails
+        # (Kafka's LogDirFailureChannel); set by the ReplicaManager
+        self.storage_failure_listener: Callable[["Partition", LogStorageError], None] | None = None
+        # the log dir failed: every operation answers KAFKA_STORAGE_ERROR (Kafka HostedPartition.Offline)
+        self.offline = False
         self._load_producer_state()
         self.log.on_roll = self._on_roll
         self._init_replication(local_id, high_watermark)
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition_id})"
+
+    # -- storage failures ------------------------------------------------------------------------
+
+    def storage_error(self, e: Exception) -> KafkaError:
+        """The KafkaError for one of STORAGE_ERRORS raised by the log; an I/O error other than a
+        full disk is reported to ``storage_failure_listener`` first (the log dir goes offline)."""
+        if isinstance(e, LogStorageError) and not e.disk_full and self.storage_failure_listener is not None:
+            self.storage_failure_listener(self, e)
+        return storage_kafka_error(e)
+
+    def check_online(self) -> None:
+        """Raise KafkaError(KAFKA_STORAGE_ERROR) if the partition's log dir is offline."""
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"Partition {self.topic}-{self.partition_id} is in an offline log directory")
+
+    def go_offline(self) -> None:
+        """The log dir failed (its log is closed): from now on KAFKA_STORAGE_ERROR, also for the
+        acks=all produces waiting for replication."""
+        self.offline = True
+        self._complete_replication_waiters(ErrorCode.KAFKA_STORAGE_ERROR)
+        self._wake()
+
+    def replace_log(self, new_log: Log) -> None:
+        """Serve from ``new_log``, the same records in another log dir (AlterReplicaLogDirs swap,
+        Kafka ``Partition.maybeReplaceCurrentWithFutureReplica``); a producer snapshot is written
+        there at the log end so that a restart need not replay the log."""
+        self.log = new_log
+        new_log.on_roll = self._on_roll
+        try:
+            self.write_snapshot()
+        except OSError as e:
+            log.warning("%s: no producer snapshot in the new log dir (rebuilt from the log at restart): %s", self, e)
+        self._wake()
 
     # -- watermarks ------------------------------------------------------------------------------
 
@@ -122,6 +161,7 @@ class Partition(ReplicationMixin):
         INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER; record-level rejections are a
         :class:`~kcompat.protocol.errors.RecordValidationError` naming every bad record.
         """
+        self.check_online()
         policy = self.policy
         h = validate_batch(records, max_message_bytes=policy.max_message_bytes)
         if h.is_transactional:
@@ -158,7 +198,7 @@ class Partition(ReplicationMixin):
             self.log.append(records, last_offset=last, max_timestamp=max_ts, offset_of_max_timestamp=exact,
                             now_ms=now_ms)
         except STORAGE_ERRORS as e:   # disk full...: nothing appended, KAFKA_STORAGE_ERROR (retriable)
-            raise storage_kafka_error(e) from e
+            raise self.storage_error(e) from e
         if h.producer_id >= 0:
             self.producer_state.update(h, base, max_ts)
         if not self._solo:
@@ -208,6 +248,7 @@ class Partition(ReplicationMixin):
         Raises KafkaError(CORRUPT_MESSAGE) for a bad header or CRC (nothing appended), ValueError
         for offsets that go backwards or start below the LEO.
         """
+        self.check_online()
         mv = memoryview(records).cast("B") if records is not None else memoryview(b"")
         headers = []
         end = 0
@@ -239,8 +280,11 @@ class Partition(ReplicationMixin):
                      self, first, leo)
             self.log.truncate_fully_and_start_at(first, now_ms=now_ms)
             self.producer_state.truncate_and_reload(None)
-        self.log.append(mv[:end], last_offset=last, max_timestamp=max(h.max_timestamp for h in headers),
-                        offset_of_max_timestamp=-1, now_ms=now_ms, allow_gap=True)
+        try:
+            self.log.append(mv[:end], last_offset=last, max_timestamp=max(h.max_timestamp for h in headers),
+                            offset_of_max_timestamp=-1, now_ms=now_ms, allow_gap=True)
+        except STORAGE_ERRORS as e:
+            raise self.storage_error(e) from e
         for h in headers:
             self._replay_batch(h)
         self._wake()
@@ -250,6 +294,7 @@ class Partition(ReplicationMixin):
         """Append a batch written by a coordinator of this broker (group or transaction state,
         control markers): no client validation, offsets and leader epoch assigned here (Kafka's
         ``appendAsLeader`` with origin COORDINATOR). Returns the base offset."""
+        self.check_online()
         buf = bytearray(batch)
         h = rb.parse_header(buf, 0)
         base = self.log.log_end_offset
@@ -260,7 +305,7 @@ class Partition(ReplicationMixin):
             self.log.append(buf, last_offset=last, max_timestamp=h.max_timestamp,
                             offset_of_max_timestamp=base if h.records_count == 1 else -1, now_ms=now_ms)
         except STORAGE_ERRORS as e:
-            raise storage_kafka_error(e) from e
+            raise self.storage_error(e) from e
         if h.producer_id >= 0:
             self.producer_state.update(h, base, h.max_timestamp)
         if not self._solo:
@@ -305,6 +350,7 @@ class Partition(ReplicationMixin):
 
         Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start offset, LEO]; between the HW and
         the LEO (a new leader whose HW has not caught up yet) the read is empty, as Kafka's."""
+        self.check_online()
         hw = self.high_watermark
         limit = self.last_stable_offset if isolation_level == READ_COMMITTED else hw
         if offset > hw:
@@ -317,7 +363,7 @@ class Partition(ReplicationMixin):
         except OffsetOutOfRangeError as e:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
         except STORAGE_ERRORS as e:   # a damaged batch on disk (CORRUPT_MESSAGE) or an I/O error
-            raise storage_kafka_error(e) from e
+            raise self.storage_error(e) from e
 
     def count_consumer_bytes(self, n: int) -> None:
         """Count ``n`` bytes of records served to a consumer, as leader or as a follower."""

@@ -24,7 +24,7 @@ import logging
 from typing import Callable, Iterable
 
 from kcompat.isr.replica_state import PendingIsrChange, ReplicaState
-from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
+from kcompat.isr.storage_errors import STORAGE_ERRORS
 from kcompat.log import OffsetOutOfRangeError
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
@@ -173,6 +173,7 @@ class ReplicationMixin:
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"Broker {self.local_id} is not the leader of {self.topic}-{self.partition_id}")
+        self.check_online()
         leo = self.log.log_end_offset
         if last_fetched_epoch >= 0:
             try:
@@ -192,7 +193,7 @@ class ReplicationMixin:
         except OffsetOutOfRangeError as e:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
         except STORAGE_ERRORS as e:
-            raise storage_kafka_error(e) from e
+            raise self.storage_error(e) from e
         rs = self.replica_state
         if rs is not None:
             if rs.update_follower_fetch(replica_id, fetch_offset=fetch_offset, log_start_offset=log_start_offset,

@@ -25,6 +25,7 @@ from kcompat.isr.append_records import ProducePartitionResult
 from kcompat.isr.broker_topic_stats import BrokerTopicStats
 from kcompat.isr.fetch_messages import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from kcompat.isr.partition import AppendPolicy, Partition
+from kcompat.isr.replica_log_dirs import ReplicaLogDirs
 from kcompat.log import LogConfig
 
 log = logging.getLogger("kcompat.isr")
@@ -66,6 +67,8 @@ class ReplicaManager:
         self.stats = BrokerTopicStats()
         # reads below the local log start offset of tiered partitions (KIP-405), None: not tiered
         self.remote_reader: _fetch.RemoteReads | None = None
+        # moves between log dirs (AlterReplicaLogDirs) and failed log dirs
+        self.log_dirs = ReplicaLogDirs(self)
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -114,14 +117,19 @@ class ReplicaManager:
         p.stats = self.stats
         p.txn_verifier = self.txn_verifier
         p.isr_change_listener = self.isr_change_listener
+        p.storage_failure_listener = self.log_dirs.on_storage_failure
         self.partitions[(topic, partition)] = p
+        self.log_dirs.on_hosted(p)
         return p
 
     def apply_partition_state(self, p: Partition, *, leader: int, leader_epoch: int, partition_epoch: int,
                               replicas, isr, now_ms: int, min_insync_replicas: int, replica_lag_time_max_ms: int,
                               is_eligible=None) -> None:
         """Make ``p`` leader or follower as the metadata says (Kafka ``ReplicaManager.applyDelta``
-        -> ``makeLeader`` / ``makeFollower``), and start or stop its fetcher."""
+        -> ``makeLeader`` / ``makeFollower``), and start or stop its fetcher. A partition whose log
+        dir failed keeps no role until the broker restarts (Kafka's offline partitions)."""
+        if p.offline:
+            return
         if leader == self.node_id:
             if p.make_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas, isr=isr,
                              now_ms=now_ms, min_insync_replicas=min_insync_replicas,
@@ -140,8 +148,19 @@ class ReplicaManager:
 
     def maybe_shrink_isr(self, now_ms: int) -> int:
         """Propose ISR shrinks of every partition led here (``replica.lag.time.max.ms`` / 2
-        period, as Kafka's isr-expiration task). Returns how many were proposed."""
-        return sum(1 for p in list(self.partitions.values()) if p.replica_state is not None and p.maybe_shrink_isr(now_ms))
+        period, as Kafka's isr-expiration task). Returns how many were proposed. A partition whose
+        HW was held only by a follower outside the ISR that has since stopped counting as caught up
+        (``replica.lag.time.max.ms`` passed without a fetch: its broker stopped replicating it, e.g.
+        after a log dir failure) gets its HW advanced here, since no fetch or append may come."""
+        proposed = 0
+        for p in list(self.partitions.values()):
+            if p.replica_state is None or p.offline:
+                continue
+            if p.maybe_shrink_isr(now_ms):
+                proposed += 1
+            elif p.replica_state.maybe_increment_high_watermark(now_ms):
+                p._on_high_watermark_advanced()
+        return proposed
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every hosted partition's HW to ``replication-offset-checkpoint``."""
@@ -159,7 +178,9 @@ class ReplicaManager:
                 self.follower_listener(p, -1, -1)
             p.make_follower(leader_id=-1, leader_epoch=p.leader_epoch, replicas=p.replicas)
             p._wake()  # waiting fetches re-check and see the topic is gone
-            self.log_manager.delete(topic, key[1])
+            self.log_dirs.cancel(topic, key[1])
+            if not p.offline:
+                self.log_manager.delete(topic, key[1])
         return len(keys)
 
     def update_topic_config(self, topic: str) -> None:
@@ -190,6 +211,8 @@ class ReplicaManager:
         failed: list[str] = []
         error = None
         for p in self.partitions.values():
+            if p.offline:
+                continue
             try:
                 p.write_snapshot()
             except OSError as e:   # disk full: the next start rebuilds producer state from the log

@@ -14,7 +14,10 @@ As Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` + the broker-s
   leaderless partitions whose ISR it is in (of any it replicates, for topics with
   ``unclean.leader.election.enable``). ``want_shut_down`` starts controlled shutdown
   (BrokerRegistrationChangeRecord): leadership moves to other ISR members, and once the broker
-  leads nothing it is told to shut down and is fenced.
+  leads nothing it is told to shut down and is fenced. ``offline_log_dirs`` (KIP-858): the
+  partitions whose replica on this broker is assigned to one of those directories
+  (AssignReplicasToDirs, :mod:`kcompat.kraft.directories`) lose it as leader and ISR member, as if
+  the broker were fenced for them alone (Kafka ``ReplicationControlManager.handleDirectoriesOffline``).
 - A broker without a heartbeat for ``broker.session.timeout.ms`` is fenced (FenceBrokerRecord):
   it leaves the ISR of every partition where others remain and loses leadership to the next ISR
   member, or the partition goes leaderless (leader -1) when it was the last one - unless the
@@ -143,8 +146,9 @@ class ClusterControl:
             self.heard_from.add(broker_id)
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  want_shut_down: bool, now_ms: int) -> HeartbeatResult:
-        """BrokerHeartbeat. Raises KafkaError (BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH)."""
+                  want_shut_down: bool, now_ms: int, offline_dirs=()) -> HeartbeatResult:
+        """BrokerHeartbeat; ``offline_dirs``: directory ids of the broker's failed log dirs.
+        Raises KafkaError (BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH)."""
         b = self.image.brokers.get(broker_id)
         if b is None:
             raise KafkaError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker {broker_id} is not registered.")
@@ -157,6 +161,10 @@ class ClusterControl:
         records: list = []
         fenced = b.fenced
         should_shut_down = False
+        if offline_dirs and not b.fenced:
+            offline = set(offline_dirs)
+            records += self._leave_partitions(broker_id, fenced_or_down={broker_id},
+                                              where=lambda p: p.directories.get(broker_id) in offline)
         if want_shut_down:
             if not b.in_controlled_shutdown and not b.fenced:
                 records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
@@ -217,12 +225,14 @@ class ClusterControl:
 
     # -- leadership ------------------------------------------------------------------------------
 
-    def _leave_partitions(self, broker_id: int, *, fenced_or_down: set[int], pending: list | None = None) -> list:
+    def _leave_partitions(self, broker_id: int, *, fenced_or_down: set[int], pending: list | None = None,
+                          where: Callable | None = None) -> list:
         """PartitionChangeRecords taking ``broker_id`` out of leadership and (where others remain)
         out of the ISR (Kafka ``ReplicationControlManager.handleBrokerFenced``): the next leader is
         elected from the ISR, or, for a topic with ``unclean.leader.election.enable``, from any
         live replica when no ISR member is live (:mod:`kcompat.kraft.leader_election`).
-        ``pending``: records already queued in this operation, whose changes are taken into account."""
+        ``pending``: records already queued in this operation, whose changes are taken into account;
+        ``where(partition image)``: only the partitions for which it is true."""
         acceptable = leader_election.acceptable_leaders(self.image, exclude=fenced_or_down)
         changed = _pending_changes(self.image, pending or [])
         out = []
@@ -230,7 +240,7 @@ class ClusterControl:
             unclean = None
             for p in t.partitions.values():
                 leader, isr = changed.get((t.topic_id, p.partition_id), (p.leader, p.isr))
-                if leader != broker_id and broker_id not in isr:
+                if leader != broker_id and broker_id not in isr or where is not None and not where(p):
                     continue
                 if unclean is None:
                     unclean = self.unclean_enabled(t.name)

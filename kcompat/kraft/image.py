@@ -56,6 +56,9 @@ class PartitionImage:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # replica -> the directory.id of the log dir holding it (KIP-858 ``Directories``); replicas
+    # without an entry are unassigned (Kafka DirectoryId.UNASSIGNED, the zero uuid)
+    directories: dict[int, uuid.UUID] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,13 +129,16 @@ class MetadataImage:
             t = self.topics_by_id[record.topic_id]
             t.partitions[record.partition_id] = PartitionImage(
                 record.partition_id, list(record.replicas), list(record.isr), record.leader,
-                record.leader_epoch, record.partition_epoch)
+                record.leader_epoch, record.partition_epoch, _directories(record.replicas, record.directories))
         elif kind == PARTITION_CHANGE_RECORD:
             p = self.topics_by_id[record.topic_id].partitions[record.partition_id]
             if record.isr is not None:
                 p.isr = list(record.isr)
             if record.replicas is not None:
                 p.replicas = list(record.replicas)
+                p.directories = {r: d for r, d in p.directories.items() if r in p.replicas}
+            if record.directories is not None:
+                p.directories = _directories(p.replicas, record.directories)
             if record.leader != NO_CHANGE_LEADER:
                 p.leader = record.leader
                 p.leader_epoch += 1
@@ -240,7 +246,8 @@ class MetadataImage:
             for p in t.partitions.values():
                 out.append(PartitionRecord(partition_id=p.partition_id, topic_id=t.topic_id, replicas=list(p.replicas),
                                            isr=list(p.isr), leader=p.leader, leader_epoch=p.leader_epoch,
-                                           partition_epoch=p.partition_epoch))
+                                           partition_epoch=p.partition_epoch,
+                                           directories=directory_list(p) if p.directories else []))
         for (rtype, rname), values in sorted(self.configs.items()):
             out += [ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
                     for k, v in sorted(values.items())]
@@ -253,6 +260,19 @@ class MetadataImage:
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id))
         return out
+
+
+def _directories(replicas, directories) -> dict[int, uuid.UUID]:
+    """Replica -> assigned directory from a record's ``Directories`` (aligned with its replicas;
+    the zero uuid, UNASSIGNED, and a list of another length give no entry)."""
+    if not directories or len(directories) != len(replicas):
+        return {}
+    return {r: d for r, d in zip(replicas, directories) if d.int != 0}
+
+
+def directory_list(p: PartitionImage) -> list[uuid.UUID]:
+    """``p.directories`` as a record's ``Directories``: one per replica, UNASSIGNED (zero) if none."""
+    return [p.directories.get(r, uuid.UUID(int=0)) for r in p.replicas]
 
 
 def record_class(record_type: int):

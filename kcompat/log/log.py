@@ -69,6 +69,8 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
         self._deferred_deletion = False
         self._truncated_to: int | None = None
         self._fault_hook: Callable[[str], None] | None = None   # tests: simulate a crash at a step
+        # an OSError every later operation fails with (:meth:`inject_io_fault`, fault-injection tests)
+        self._io_fault: OSError | None = None
         self._epochs = LeaderEpochFileCache(None)   # replaced by the file-backed one in open()
         self._highest_remote_offset = -1   # tiered logs: last offset copied to remote storage
 
@@ -538,6 +540,14 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
         except OSError:
             pass
 
+    def inject_io_fault(self, error: OSError) -> None:
+        """Make every later append, read, flush or truncation fail with LogStorageError caused
+        by ``error`` (e.g. EIO), as a failing disk would: the fault-injection hook of the log-dir
+        failure tests (:meth:`kcompat.log.LogManager.poll_injected_faults`), never set otherwise."""
+        self._io_fault = error
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self._directory} is closed")
+        if self._io_fault is not None:
+            raise LogStorageError(f"I/O on {self._directory}", self._io_fault)

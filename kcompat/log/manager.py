@@ -23,6 +23,7 @@ from kcompat.log.errors import CheckpointError, LogDirError, LogStorageError
 from kcompat.log.fileio import atomic_write, fsync_dir, logger, unlink_quiet
 from kcompat.log.leader_epoch import check_leader_epoch_checkpoint
 from kcompat.log.log import Log
+from kcompat.log.log_dirs import FUTURE_DIR, LogDirsMixin
 
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
 # what start-up does when a checkpoint file is missing (the hint of a malformed-checkpoint error)
@@ -63,10 +64,12 @@ class LogDirDescription:
     usable_bytes: int = -1
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
     error: OSError | None = None
+    future_logs: dict[TopicPartition, Log] = field(default_factory=dict)   # moving here (is_future_key)
 
 
-class LogManager:
-    """Owns every :class:`Log` under ``log_dirs`` (``<dir>/<topic>-<partition>``).
+class LogManager(LogDirsMixin):
+    """Owns every :class:`Log` under ``log_dirs`` (``<dir>/<topic>-<partition>``), and the future
+    logs of replicas moving between dirs (:mod:`kcompat.log.log_dirs`).
 
     ``config_for(topic)`` gives a topic's LogConfig at start-up. ``high_watermark_of`` may be set
     to ``(topic, partition) -> HW | None`` so retention never deletes at or above the HW.
@@ -93,6 +96,10 @@ class LogManager:
         self._last_retention = self._last_flush = self._last_checkpoint = 0
         self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
         self._write_errors: dict[Path, str] = {}
+        self.future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
 
     # -- start-up -----------------------------------------------------------------------------------
     def startup(self, now_ms: int, cluster_id: str, node_id: int) -> None:
@@ -119,13 +126,18 @@ class LogManager:
             lsos = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             hws = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
             self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)   # read by the cleaner later
-            parts, deleted = [], []
+            parts, deleted, futures = [], [], []
             for entry in sorted(os.scandir(d), key=lambda e: e.name):
                 if not entry.is_dir(follow_symlinks=False):
                     continue
                 path = Path(entry.path)
                 if _DELETE_DIR.match(entry.name):
                     deleted.append(path)
+                    continue
+                future = FUTURE_DIR.match(entry.name)
+                if future is not None:
+                    check_leader_epoch_checkpoint(path)
+                    futures.append(((future.group(1), int(future.group(2))), path))
                     continue
                 tp = parse_topic_partition(entry.name)
                 if tp is None:
@@ -138,8 +150,8 @@ class LogManager:
                 seen[tp] = d
                 check_leader_epoch_checkpoint(path)
                 parts.append((tp, path, self._read_topic_id(path / PARTITION_METADATA)))
-            plans.append((d, rps, lsos, hws, parts, deleted))
-        for d, rps, lsos, hws, parts, deleted in plans:
+            plans.append((d, rps, lsos, hws, parts, deleted, futures))
+        for d, rps, lsos, hws, parts, deleted, futures in plans:
             marker = d / CLEAN_SHUTDOWN
             clean = marker.exists()
             self.had_clean_shutdown[d] = clean
@@ -154,6 +166,8 @@ class LogManager:
                 self._register(tp, log, d)
                 if topic_id is not None:
                     self._topic_ids[tp] = topic_id
+            for tp, path in futures:
+                self._load_future(tp, path, d, self.config_for(tp[0]), now_ms, clean)
             if clean:
                 unlink_quiet(marker)
                 fsync_dir(d)
@@ -245,6 +259,10 @@ class LogManager:
         out = []
         for d in self.log_dirs:
             desc = LogDirDescription(os.path.abspath(d))
+            if d in self.offline_dirs:
+                desc.error = OSError(5, f"log dir {d} is offline")
+                out.append(desc)
+                continue
             try:
                 usage = shutil.disk_usage(d)
             except OSError as e:
@@ -254,6 +272,8 @@ class LogManager:
             desc.total_bytes, desc.usable_bytes = usage.total, usage.free
             desc.logs = {tp: log for tp, log in sorted(self.logs.items())
                          if self._dir_of.get(tp) == d and (partitions is None or tp in partitions)}
+            desc.future_logs = {tp: log for tp, log in sorted(self.future_logs.items())
+                                if self._future_dir_of.get(tp) == d and (partitions is None or tp in partitions)}
             out.append(desc)
         return out
 
@@ -275,10 +295,7 @@ class LogManager:
                 write_partition_metadata(existing.directory / PARTITION_METADATA, topic_id)
                 self._topic_ids[tp] = topic_id
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        d = min(self.log_dirs, key=lambda x: counts[x])
+        d = self.placement_dir(tp)
         path = d / f"{topic}-{partition}"
         created = not path.exists()
         try:
@@ -418,12 +435,15 @@ class LogManager:
         logged and tried again at the next call; the previous file stays whole (Kafka marks the
         log dir offline instead). True if every file is up to date."""
         ok = True
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             ok = self._checkpoint_dir(d, force=force) and ok
         return ok
 
     def _checkpoint_dir(self, d: Path, *, force: bool) -> bool:
+        if d in self.offline_dirs:
+            return False
         logs = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == d}
+        logs.update((tp, log) for tp, log in self.future_logs.items() if self._future_dir_of[tp] == d)
         ok = True
         for name, values in (
             (RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}),
@@ -452,7 +472,7 @@ class LogManager:
     def write_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
         """Write ``replication-offset-checkpoint`` in each log dir for the partitions it holds
         (Kafka's ReplicaManager owns this file; the values come from the replication layer)."""
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             values = {tp: hw for tp, hw in high_watermarks.items() if self._dir_of.get(tp) == d}
             try:
                 write_offset_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT, values)
@@ -466,15 +486,16 @@ class LogManager:
         every log dir (Kafka 3.7+ content ``{"version":0,"brokerEpoch":N}``). A log dir where
         something could not be made durable (an fsync or a checkpoint failed, e.g. on a full
         disk) gets no marker, so that the next start-up recovers it from its recovery point."""
-        unclean: set[Path] = set()
-        for tp, log in self.logs.items():
+        unclean: set[Path] = set(self.offline_dirs)
+        for tp, log, d in [(tp, log, self._dir_of[tp]) for tp, log in self.logs.items()] + \
+                [(tp, log, self._future_dir_of[tp]) for tp, log in self.future_logs.items()]:
             try:
                 if not log.close():
-                    unclean.add(self._dir_of[tp])
+                    unclean.add(d)
             except OSError as e:
                 logger.error("%s: closing failed: %s", log.directory, e)
-                unclean.add(self._dir_of[tp])
-        for d in self.log_dirs:
+                unclean.add(d)
+        for d in self.online_dirs:
             if not self._checkpoint_dir(d, force=True):
                 unclean.add(d)
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
@@ -491,6 +512,8 @@ class LogManager:
                 unclean.add(d)
         self.logs.clear()
         self._dir_of.clear()
+        self.future_logs.clear()
+        self._future_dir_of.clear()
         logger.info("log manager shut down %s", "cleanly" if not unclean else
                     "(unclean: " + ", ".join(str(d) for d in sorted(unclean)) + ")")
 

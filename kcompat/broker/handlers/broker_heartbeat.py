@@ -1,5 +1,6 @@
 """BrokerHeartbeat (key 63), versions 0-1: a registered broker keeps its session, reports its
-metadata offset, and asks to be unfenced, fenced or shut down (KIP-631). Answered by the active
+metadata offset and its failed log dirs (v1, KIP-858), and asks to be unfenced, fenced or shut
+down (KIP-631). Answered by the active
 controller; see :meth:`kcompat.kraft.cluster_control.ClusterControl.heartbeat`.
 """
 
@@ -17,7 +18,8 @@ def local(broker, req) -> R:
     """Handle on this node, the active controller (inside ControllerService.run)."""
     try:
         res = broker.cluster_control.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
-                                               req.want_fence, req.want_shut_down, broker.now_ms())
+                                               req.want_fence, req.want_shut_down, broker.now_ms(),
+                                               offline_dirs=req.offline_log_dirs or ())
     except KafkaError as e:
         return error_response(req, 0, e.code)
     return R(error_code=0, is_caught_up=res.is_caught_up, is_fenced=res.is_fenced,

@@ -8,9 +8,10 @@ CLUSTER_AUTHORIZATION_FAILED (the top-level error code exists from v3). Null top
 partition this broker has a log for; otherwise the named partitions, topics without one of them left
 out. Per dir: its absolute path, the topics, per partition ``partition_size`` (the bytes of its
 segments' ``.log`` files, as ``UnifiedLog.size``), ``offset_lag`` (the high watermark minus the log
-end offset, never below 0; -1 when the replica has no partition state; Kafka's lag of a future
-log does not arise: kcompat has no AlterReplicaLogDirs yet) and ``is_future_key`` false; v4 adds the
-total and usable bytes of the dir's filesystem. A dir whose filesystem cannot be read answers
+end offset, never below 0; -1 when the replica has no partition state) and ``is_future_key``
+false; a replica moving to this dir (AlterReplicaLogDirs) is listed there too with its future log:
+``is_future_key`` true, the lag behind the current log's end offset. v4 adds the total and usable
+bytes of the dir's filesystem. An offline dir, or one whose filesystem cannot be read, answers
 KAFKA_STORAGE_ERROR with no topics.
 
 Version 0 was removed in Kafka 4.0 (KIP-896) and is not advertised.
@@ -45,6 +46,10 @@ def handle(ctx, req):
             topics.setdefault(topic, []).append(R.DescribeLogDirsPartition(
                 partition_index=index, partition_size=log.size_in_bytes,
                 offset_lag=_offset_lag(broker, topic, index, log.log_end_offset), is_future_key=False))
+        for (topic, index), log in d.future_logs.items():
+            topics.setdefault(topic, []).append(R.DescribeLogDirsPartition(
+                partition_index=index, partition_size=log.size_in_bytes,
+                offset_lag=broker.replica_manager.log_dirs.future_lag(topic, index), is_future_key=True))
         results.append(R.DescribeLogDirsResult(
             error_code=ErrorCode.NONE, log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes,
             topics=[R.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in topics.items()]))

@@ -1,0 +1,133 @@
+"""The broker side of several log dirs (JBOD): replica moves, failed dirs, directory assignment.
+
+- Moves (AlterReplicaLogDirs): one task copies, chunk by chunk between requests, into every
+  future log and swaps it in once caught up (Kafka's ReplicaAlterLogDirsThread;
+  :meth:`kcompat.isr.replica_log_dirs.ReplicaLogDirs.step`).
+- A failed log dir: the controller is told at once by a heartbeat carrying ``offline_log_dirs``
+  (Kafka's ``BrokerLifecycleManager.propagateDirectoryFailure``), and by every later heartbeat;
+  when the dir holds the metadata log, or no log dir is left, the broker halts as Kafka does.
+- Directory assignment (KIP-858): with more than one log dir, every hosted replica whose dir
+  differs from the one in the metadata image is sent to the controller in an AssignReplicasToDirs
+  (again after ``ASSIGNMENT_RETRY_MS`` while the image has not caught up), as Kafka's
+  ``AssignmentsManager``.
+- Fault injection for tests: every second :meth:`kcompat.log.LogManager.poll_injected_faults`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from kcompat.broker.handlers import assign_replicas_to_dirs
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.assign_replicas_to_dirs import AssignReplicasToDirsRequest as Req
+
+log = logging.getLogger("kcompat.broker.log_dirs")
+
+POLL_S = 1.0
+ASSIGNMENT_RETRY_MS = 5000
+
+
+class LogDirRuntime:
+    """JBOD duties of ``broker`` (a :class:`kcompat.broker.broker.Broker`)."""
+
+    def __init__(self, broker, metadata_dir: Path) -> None:
+        self.broker = broker
+        self.metadata_dir = metadata_dir
+        jbod = broker.replica_manager.log_dirs
+        jbod.move_listener = self._wake
+        jbod.moved_listener = lambda _p: self._wake()
+        jbod.dir_failure_listener = self._on_dir_failure
+        self._event = asyncio.Event()
+        self._sent: dict[tuple, int] = {}   # assignment -> when it was last sent (ms)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def _wake(self) -> None:
+        self._event.set()
+
+    def offline_dir_ids(self) -> list:
+        """Directory ids of the offline log dirs (BrokerHeartbeat ``offline_log_dirs``)."""
+        lm = self.broker.log_manager
+        return [lm.directory_id_of(d) for d in sorted(lm.offline_dirs) if lm.directory_id_of(d) is not None]
+
+    async def _run(self) -> None:
+        b = self.broker
+        jbod = b.replica_manager.log_dirs
+        while True:
+            try:
+                await asyncio.wait_for(self._event.wait(), POLL_S)
+            except asyncio.TimeoutError:
+                pass
+            self._event.clear()
+            try:
+                b.log_manager.poll_injected_faults()
+                while jbod.step(b.now_ms()):
+                    await asyncio.sleep(0)   # one chunk per partition, then serve requests again
+                await self._send_assignments()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("log dir task failed; retrying")
+
+    # -- failed dirs ------------------------------------------------------------------------------
+    def _on_dir_failure(self, d: Path) -> None:
+        lm = self.broker.log_manager
+        if os.path.abspath(d) == os.path.abspath(self.metadata_dir) or not lm.online_dirs:
+            why = "it holds the metadata log" if lm.online_dirs else "every log dir has failed"
+            log.critical("log dir %s failed and %s: halting the broker (as Kafka does)", d, why)
+            logging.shutdown()
+            os._exit(1)
+        lifecycle = self.broker.lifecycle
+        if lifecycle is not None and lifecycle.broker_epoch >= 0:
+            asyncio.ensure_future(lifecycle.heartbeat())   # tell the controller now
+
+    # -- directory assignment ---------------------------------------------------------------------
+    def _pending_assignments(self, now: int) -> list[tuple]:
+        b = self.broker
+        lm = b.log_manager
+        if len(lm.log_dirs) < 2:
+            return []
+        out = []
+        for (topic, index), p in list(b.replica_manager.partitions.items()):
+            d = lm.log_dir_of(topic, index)
+            dir_id = lm.directory_id_of(d) if d is not None else None
+            t = b.image.topics.get(topic)
+            image_p = t.partitions.get(index) if t is not None else None
+            if p.offline or dir_id is None or image_p is None or b.node_id not in image_p.replicas:
+                continue
+            key = (dir_id, t.topic_id, index)
+            if image_p.directories.get(b.node_id) != dir_id and now - self._sent.get(key, -ASSIGNMENT_RETRY_MS) >= \
+                    ASSIGNMENT_RETRY_MS:
+                out.append(key)
+        return out
+
+    async def _send_assignments(self) -> None:
+        b = self.broker
+        lifecycle = b.lifecycle
+        if lifecycle is None or lifecycle.broker_epoch < 0:
+            return
+        now = b.now_ms()
+        pending = self._pending_assignments(now)
+        if not pending:
+            return
+        dirs: dict = {}
+        for dir_id, topic_id, index in pending:
+            dirs.setdefault(dir_id, {}).setdefault(topic_id, []).append(Req.PartitionData(partition_index=index))
+            self._sent[(dir_id, topic_id, index)] = now
+        req = Req(broker_id=b.node_id, broker_epoch=lifecycle.broker_epoch, directories=[
+            Req.DirectoryData(id=dir_id, topics=[Req.TopicData(topic_id=tid, partitions=parts)
+                                                 for tid, parts in topics.items()])
+            for dir_id, topics in dirs.items()])
+        resp = await b.controller_service.call(req, 0, lambda: assign_replicas_to_dirs.local(b, req),
+                                               assign_replicas_to_dirs.error_response)
+        if resp.error_code != ErrorCode.NONE:
+            log.info("AssignReplicasToDirs: %s (sent again later)", ErrorCode(resp.error_code).name)
