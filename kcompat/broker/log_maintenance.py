@@ -87,7 +87,7 @@ class LogMaintenance:
 
     def delete_snapshots_below_log_start(self) -> None:
         for p in self.replica_manager.partitions.values():
-            if p.log.log_start_offset > 0:
+            if not p.offline and p.log.log_start_offset > 0:   # an offline dir is never written again
                 p.log.delete_snapshots_before(p.log.log_start_offset)
 
     def expire_producers(self, now: int) -> None:
