@@ -87,7 +87,8 @@ def _from_descriptor_message(msg, prefix: str, model: ProtoModel) -> None:
         if entry is not None:
             k, v = entry.field[0], entry.field[1]
             vt = _DESCRIPTOR_TYPES.get(v.type) or v.type_name.rsplit(".", 1)[-1]
-            fields[f.number] = ProtoField(f.name, "map", f"map<{_DESCRIPTOR_TYPES.get(k.type)},{vt}>", "repeated", oneof)
+            kt = _DESCRIPTOR_TYPES.get(k.type)
+            fields[f.number] = ProtoField(f.name, "map", f"map<{kt},{vt}>", "repeated", oneof)
         elif f.type in _DESCRIPTOR_TYPES:
             fields[f.number] = ProtoField(f.name, "scalar", _DESCRIPTOR_TYPES[f.type], label, oneof)
         else:

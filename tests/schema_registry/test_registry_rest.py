@@ -296,7 +296,8 @@ def test_config_and_compatibility_endpoints(sr):
     register(sr, s, USER_V1)
     assert sr.error("GET", f"/config/{s}") == (404, 40408)
     assert sr.ok("GET", f"/config/{s}?defaultToGlobal=true") == {"compatibilityLevel": "BACKWARD"}
-    for level in ("BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE", "backward"):
+    for level in ("BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE",
+                  "backward"):
         assert sr.ok("PUT", f"/config/{s}", {"compatibility": level}) == {"compatibility": level.upper()}
         assert sr.ok("GET", f"/config/{s}") == {"compatibilityLevel": level.upper()}
     assert sr.error("PUT", f"/config/{s}", {"compatibility": "SIDEWAYS"}) == (422, 42203)
@@ -310,7 +311,8 @@ def test_config_and_compatibility_endpoints(sr):
     assert sr.ok("POST", f"/compatibility/subjects/{s}/versions", {"schema": json.dumps(USER_V2)}) == \
         {"is_compatible": True}
     assert sr.error("POST", f"/compatibility/subjects/{s}/versions/7", {"schema": json.dumps(USER_V2)}) == (404, 40402)
-    assert sr.error("POST", f"/compatibility/subjects/{subject()}/versions/1", {"schema": json.dumps(USER_V1)}) == (404, 40401)
+    missing = f"/compatibility/subjects/{subject()}/versions/1"
+    assert sr.error("POST", missing, {"schema": json.dumps(USER_V1)}) == (404, 40401)
     # global level FULL refuses what BACKWARD accepts (a field removed without default in the old)
     sr.ok("PUT", "/config", {"compatibility": "FORWARD"})
     try:
@@ -367,6 +369,7 @@ def test_errors_and_bad_bodies_change_nothing(sr):
     big = {"schema": json.dumps({"type": "enum", "name": "Big", "symbols": [f"S{i}" for i in range(200000)]})}
     assert sr.error("POST", f"/subjects/{subject()}/versions", big) == (413, 413)
     assert sr.error("GET", "/subjects", accept="text/html") == (406, 406)
+    assert sr.error("GET", f"/subjects/{s}/versions/1/nothing") == (404, 404)
     assert sr.call("GET", "/subjects", accept="application/json")[2]["Content-Type"].startswith("application/json")
     assert sr.ok("GET", "/subjects?deleted=true") == before
     assert sr.ok("GET", f"/subjects/{s}/versions") == [1]

@@ -86,8 +86,8 @@ def obj(props: dict, required=(), additional=None, **extra) -> str:
     (obj({"a": {"type": "string", "maxLength": 5}}), obj({"a": {"type": "string", "maxLength": 3}}),
      ["MAX_LENGTH_DECREASED"]),
     (obj({}), obj({}, additional=False), ["ADDITIONAL_PROPERTIES_REMOVED"]),
-    (json.dumps({"type": "array", "items": {"type": "string"}}), json.dumps({"type": "array", "items": {"type": "integer"}}),
-     ["TYPE_CHANGED"]),
+    (json.dumps({"type": "array", "items": {"type": "string"}}),
+     json.dumps({"type": "array", "items": {"type": "integer"}}), ["TYPE_CHANGED"]),
 ])
 def test_json_schema_backward_rules(old, new, expected):
     st = RegistryState()

@@ -187,10 +187,12 @@ async def _forward(request: web.Request, store: SchemaStore, body: bytes) -> web
 # -- /schemas ----------------------------------------------------------------------------------------
 
 async def schema_types(request, store):
+    """GET /schemas/types: the schema types served."""
     return _json(request, ["JSON", "PROTOBUF", "AVRO"])
 
 
 async def schemas_list(request, store):
+    """GET /schemas[?subjectPrefix=P][&deleted=true][&latestOnly=true]: versions of the subjects."""
     prefix, deleted, latest_only = request.query.get("subjectPrefix", ""), _flag(request, "deleted"), \
         _flag(request, "latestOnly")
     out = []
@@ -202,20 +204,24 @@ async def schemas_list(request, store):
 
 
 async def schema_by_id(request, store):
+    """GET /schemas/ids/{id}[?format=serialized]: ``{schemaType, references, schema}``; 40403."""
     return _json(request, _answer(request, store, store.state.schema_by_id(_schema_id(request)), identity=False))
 
 
 async def schema_text_by_id(request, store):
+    """GET /schemas/ids/{id}/schema: the schema text itself; 40403."""
     sv = store.state.schema_by_id(_schema_id(request))
     return web.Response(body=sv.schema.encode(), content_type=_media_type(request))
 
 
 async def subjects_of_id(request, store):
+    """GET /schemas/ids/{id}/subjects[?deleted=true]: subjects using the id; 40403."""
     pairs = store.state.subject_versions_of_id(_schema_id(request), _flag(request, "deleted"))
     return _json(request, sorted({s for s, _ in pairs}))
 
 
 async def versions_of_id(request, store):
+    """GET /schemas/ids/{id}/versions[?deleted=true]: ``[{subject, version}]``; 40403."""
     pairs = store.state.subject_versions_of_id(_schema_id(request), _flag(request, "deleted"))
     return _json(request, [{"subject": s, "version": v} for s, v in pairs])
 
@@ -223,14 +229,17 @@ async def versions_of_id(request, store):
 # -- /subjects -------------------------------------------------------------------------------------------
 
 async def subjects(request, store):
+    """GET /subjects[?deleted=true][&subjectPrefix=P]: subject names."""
     return _json(request, store.state.subjects(_flag(request, "deleted"), request.query.get("subjectPrefix", "")))
 
 
 async def subject_versions(request, store):
+    """GET /subjects/{subject}/versions[?deleted=true]: version numbers; 40401."""
     return _json(request, store.state.version_list(request.match_info["subject"], _flag(request, "deleted")))
 
 
 async def register(request, store):
+    """POST /subjects/{subject}/versions[?normalize=true]: ``{id}``; 409, 42201, 42205."""
     subject = request.match_info["subject"]
     body = await _body(request)
     normalize = _flag(request, "normalize")
@@ -245,29 +254,34 @@ async def register(request, store):
 
 
 async def get_version(request, store):
+    """GET /subjects/{subject}/versions/{version}[?deleted=true][&format=serialized]; 40401, 40402, 42202."""
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"],
                                  _flag(request, "deleted"))
     return _json(request, _answer(request, store, sv))
 
 
 async def get_version_schema(request, store):
+    """GET /subjects/{subject}/versions/{version}/schema: the schema text itself."""
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"],
                                  _flag(request, "deleted"))
     return web.Response(body=sv.schema.encode(), content_type=_media_type(request))
 
 
 async def referenced_by(request, store):
+    """GET /subjects/{subject}/versions/{version}/referencedby: ids of the schemas referencing it."""
     sv = store.state.get_version(request.match_info["subject"], request.match_info["version"])
     return _json(request, store.state.referenced_by(sv.subject, sv.version))
 
 
 async def delete_version(request, store):
+    """DELETE /subjects/{subject}/versions/{version}[?permanent=true]: the version deleted."""
     subject, spec, permanent = request.match_info["subject"], request.match_info["version"], \
         _flag(request, "permanent")
     return await _write(request, store, lambda st: st.plan_delete_version(subject, spec, permanent))
 
 
 async def lookup(request, store):
+    """POST /subjects/{subject}[?normalize=true][&deleted=true]: the version holding the schema; 40401, 40403."""
     subject = request.match_info["subject"]
     body = await _body(request)
     parsed = _schema_request(store, body, _flag(request, "normalize"))
@@ -275,6 +289,7 @@ async def lookup(request, store):
 
 
 async def delete_subject(request, store):
+    """DELETE /subjects/{subject}[?permanent=true]: the versions deleted."""
     subject, permanent = request.match_info["subject"], _flag(request, "permanent")
     return await _write(request, store, lambda st: st.plan_delete_subject(subject, permanent))
 
@@ -286,6 +301,7 @@ def _subject(request) -> str | None:
 
 
 async def get_config(request, store):
+    """GET /config[/{subject}][?defaultToGlobal=true]: ``{compatibilityLevel}``; 40408."""
     subject = _subject(request)
     level = store.state.compatibility(subject, _flag(request, "defaultToGlobal"))
     if level is None:
@@ -296,6 +312,7 @@ async def get_config(request, store):
 
 
 async def put_config(request, store):
+    """PUT /config[/{subject}] ``{compatibility}``: ``{compatibility}``; 42203."""
     body = await _body(request)
     subject = _subject(request)
     level = body.get("compatibility")
@@ -303,11 +320,13 @@ async def put_config(request, store):
 
 
 async def delete_config(request, store):
+    """DELETE /config[/{subject}]: the level removed; 40408."""
     subject = _subject(request)
     return await _write(request, store, lambda st: st.plan_delete_config(subject))
 
 
 async def get_mode(request, store):
+    """GET /mode[/{subject}][?defaultToGlobal=true]: ``{mode}``; 40409."""
     subject = _subject(request)
     mode = store.state.mode(subject, _flag(request, "defaultToGlobal"))
     if mode is None:
@@ -316,17 +335,20 @@ async def get_mode(request, store):
 
 
 async def put_mode(request, store):
+    """PUT /mode[/{subject}][?force=true] ``{mode}``: ``{mode}``; 42204, 42205."""
     body = await _body(request)
     subject, force, mode = _subject(request), _flag(request, "force"), body.get("mode")
     return await _write(request, store, lambda st: st.plan_set_mode(subject, mode, force))
 
 
 async def delete_mode(request, store):
+    """DELETE /mode/{subject}: the mode removed; 40409."""
     subject = _subject(request)
     return await _write(request, store, lambda st: st.plan_delete_mode(subject))
 
 
 async def compatibility(request, store):
+    """POST /compatibility/subjects/{subject}/versions[/{version}][?verbose=true]: ``{is_compatible[, messages]}``."""
     subject, spec = request.match_info["subject"], request.match_info.get("version")
     body = await _body(request)
     parsed = _schema_request(store, body, _flag(request, "normalize"))
@@ -340,6 +362,7 @@ async def compatibility(request, store):
 
 
 async def contexts(request, store):
+    """GET /contexts: the default context only."""
     return _json(request, ["."])
 
 
@@ -382,3 +405,10 @@ def routes(app: web.Application, broker) -> None:
     ]
     for method, path, handler in table:
         app.router.add_route(method, path, guarded(handler))
+    for prefix in ("/subjects", "/schemas", "/config", "/mode", "/compatibility"):   # Confluent's 404 body
+        app.router.add_route("*", prefix + "/{tail:.*}", guarded(not_found))
+
+
+async def not_found(request, store):
+    """Any other path under the registry's prefixes: Confluent's 404 body."""
+    raise errors.RegistryError(404, 404, "HTTP 404 Not Found")
