@@ -29,7 +29,7 @@ from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
 log = logging.getLogger("kcompat.isr.fetcher")
 
 FETCH_VERSION = 16
-LIST_OFFSETS_VERSION = 7
+LIST_OFFSETS_VERSION = 8   # EARLIEST_LOCAL (-4) needs v8
 # The leader answered as if it had not yet seen the metadata that made it leader at our epoch
 # (it is a follower or has an older leader epoch): right after an election every replica learns
 # the change within a metadata round trip, so such a partition is retried after this many ms
@@ -37,7 +37,7 @@ LIST_OFFSETS_VERSION = 7
 # holds acks=all produces on the new leader for up to a second).
 METADATA_LAG_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH)
 METADATA_LAG_BACKOFF_MS = 50
-EARLIEST, LATEST = -2, -1
+EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
 
 
 class ReplicaFetcherManager:
@@ -214,14 +214,14 @@ class ReplicaFetcher:
             if isinstance(action, ListLeaderOffsets):
                 partition, ff, _ = entry
                 try:
-                    earliest, latest = await self._leader_offsets(partition)
+                    earliest, latest, local = await self._leader_offsets(partition, action.tiered)
                 except (KafkaError, NodeConnectionError, ConnectionError, OSError, asyncio.TimeoutError) as e:
                     log.info("%s: could not list the leader's offsets: %s", partition, e)
                     ff.state = "fetching"
                     entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
                     return
                 more = ff.on_leader_offsets(partition.log, leader_log_start_offset=earliest,
-                                            leader_log_end_offset=latest)
+                                            leader_log_end_offset=latest, leader_local_log_start_offset=local)
                 self._apply(entry, more, now)
             elif not self._apply(entry, [action], now):
                 return
@@ -238,7 +238,7 @@ class ReplicaFetcher:
                 elif isinstance(action, Truncate):
                     partition.truncate_to(action.offset, now)
                 elif isinstance(action, TruncateFullyAndStartAt):
-                    partition.truncate_fully_and_start_at(action.offset, now)
+                    partition.truncate_fully_and_start_at(action.offset, now, log_start_offset=action.log_start_offset)
                 elif isinstance(action, IncrementLogStartOffset):
                     if action.offset > partition.log.log_start_offset:
                         partition.log.delete_records_before(action.offset)
@@ -259,10 +259,11 @@ class ReplicaFetcher:
                 return False
         return True
 
-    async def _leader_offsets(self, partition) -> tuple[int, int]:
-        """The leader's (log start offset, log end offset) through ListOffsets as a replica."""
+    async def _leader_offsets(self, partition, tiered: bool = False) -> tuple[int, int, int | None]:
+        """The leader's (log start offset, log end offset, local log start offset if ``tiered``
+        else None) through ListOffsets as a replica."""
         out = []
-        for ts in (EARLIEST, LATEST):
+        for ts in (EARLIEST, LATEST, EARLIEST_LOCAL) if tiered else (EARLIEST, LATEST):
             req = ListOffsetsRequest(replica_id=self.broker.node_id, isolation_level=0, topics=[
                 ListOffsetsRequest.ListOffsetsTopic(name=partition.topic, partitions=[
                     ListOffsetsRequest.ListOffsetsPartition(partition_index=partition.partition_id,
@@ -273,4 +274,4 @@ class ReplicaFetcher:
             if p.error_code != ErrorCode.NONE:
                 raise KafkaError(ErrorCode(p.error_code), "ListOffsets from the leader failed")
             out.append(p.offset)
-        return out[0], out[1]
+        return out[0], out[1], out[2] if tiered else None

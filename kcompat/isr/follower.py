@@ -59,9 +59,12 @@ class Truncate:
 
 @dataclass(frozen=True)
 class TruncateFullyAndStartAt:
-    """Drop the whole local log and restart it empty at ``offset`` (the leader's log start)."""
+    """Drop the whole local log and restart it empty at ``offset`` (the leader's log start, or
+    its local log start when older offsets are in remote storage: then ``log_start_offset`` is the
+    leader's log start, below ``offset``; KIP-405)."""
 
     offset: int
+    log_start_offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,10 @@ class IncrementLogStartOffset:
 @dataclass(frozen=True)
 class ListLeaderOffsets:
     """OFFSET_OUT_OF_RANGE: fetch the leader's earliest and latest offsets (ListOffsets with
-    ``replica_id`` = this broker, timestamps -2 and -1) for :meth:`FollowerFetch.on_leader_offsets`."""
+    ``replica_id`` = this broker, timestamps -2 and -1) for :meth:`FollowerFetch.on_leader_offsets`;
+    ``tiered`` (OFFSET_MOVED_TO_TIERED_STORAGE, KIP-405): its earliest local offset (-4) too."""
+
+    tiered: bool = False
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,11 @@ class FollowerFetch:
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             self.state = "awaiting_offsets"
             return [ListLeaderOffsets()]
+        if code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            # the leader has our next offset only in remote storage (KIP-405): restart at its
+            # local log start (Kafka ``handleOffsetMovedToTieredStorage``)
+            self.state = "awaiting_offsets"
+            return [ListLeaderOffsets(tiered=True)]
         if code == ErrorCode.FENCED_LEADER_EPOCH:
             self.state = "fenced"
             return [Fenced(code)]
@@ -251,17 +262,22 @@ class FollowerFetch:
         return min(local_end, leader_end_offset, fetch_offset)
 
     def on_leader_offsets(self, log: LocalLog, *, leader_log_start_offset: int,
-                          leader_log_end_offset: int) -> list[Action]:
+                          leader_log_end_offset: int, leader_local_log_start_offset: int | None = None) -> list[Action]:
         """The leader's offsets after OFFSET_OUT_OF_RANGE (Kafka ``fetchOffsetAndTruncate``):
         a leader behind us (unclean election) - truncate to its LEO; a leader whose log starts
         beyond our LEO (we were away while it deleted old segments) - restart our log empty at its
-        log start; otherwise fetch again from our LEO."""
+        log start; otherwise fetch again from our LEO. After OFFSET_MOVED_TO_TIERED_STORAGE
+        (``leader_local_log_start_offset`` given): restart empty at the leader's local log start,
+        keeping its log start offset as ours (the offsets between are in remote storage)."""
         if self.state != "awaiting_offsets":
             return []
         self.state = "fetching"
         leo = log.log_end_offset
         if leader_log_end_offset < leo:
             return [Truncate(leader_log_end_offset)]
+        if leader_local_log_start_offset is not None and leader_local_log_start_offset > leo:
+            return [TruncateFullyAndStartAt(leader_local_log_start_offset,
+                                            min(leader_log_start_offset, leader_local_log_start_offset))]
         if leader_log_start_offset > leo:
             return [TruncateFullyAndStartAt(leader_log_start_offset)]
         return []

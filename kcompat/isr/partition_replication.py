@@ -183,6 +183,11 @@ class ReplicationMixin:
                 raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
             if diverging is not None:
                 return b"", diverging
+        if self.log.config.remote_storage_enable and \
+                self.log.log_start_offset <= fetch_offset < self.log.local_log_start_offset:
+            raise KafkaError(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE,
+                             f"Fetch offset {fetch_offset} of {self.topic}-{self.partition_id} is only in remote "
+                             f"storage; the local log starts at {self.log.local_log_start_offset}")
         if fetch_offset > leo or fetch_offset < self.log.log_start_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"Fetch offset {fetch_offset} is out of range [{self.log.log_start_offset}, {leo}] "
@@ -361,10 +366,12 @@ class ReplicationMixin:
             self._follower_hw = min(self._follower_hw, self.log.log_end_offset)
             self._wake()
 
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
-        """Follower whose log is entirely below the leader's log start: restart empty at ``offset``."""
-        log.info("%s: restarting the log empty at the leader's log start offset %d", self, offset)
-        self.log.truncate_fully_and_start_at(offset, now_ms=now_ms)
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int, *, log_start_offset: int | None = None) -> None:
+        """Follower whose log is entirely below the leader's log start (or, tiered, its local log
+        start; then ``log_start_offset`` is the leader's log start): restart empty at ``offset``."""
+        log.info("%s: restarting the log empty at the leader's %slog start offset %d", self,
+                 "local " if log_start_offset is not None else "", offset)
+        self.log.truncate_fully_and_start_at(offset, now_ms=now_ms, log_start_offset=log_start_offset)
         self.producer_state.truncate_and_reload(None)
         self._follower_hw = offset
         self._wake()

@@ -423,9 +423,12 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
         i = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
         return sum(seg.txn_index.truncate_to(from_offset) for seg in self._segments[i:])
 
-    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None,
+                                    log_start_offset: int | None = None) -> None:
         """Delete all data and snapshots and restart the log empty at ``offset`` (log start =
-        LEO = recovery point = ``offset``). Kafka ``UnifiedLog.truncateFullyAndStartAt``."""
+        LEO = recovery point = ``offset``). Kafka ``UnifiedLog.truncateFullyAndStartAt``. On a
+        tiered log ``log_start_offset`` (<= ``offset``) may keep an earlier log start: the
+        offsets below ``offset`` are in remote storage (KIP-405)."""
         self._check_open()
         if self._cleaning is not None:
             self._cleaning.abort(f"truncated fully to {offset}")
@@ -439,6 +442,8 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
         self._open_inactive.clear()
         self._size = 0
         self._leo = self._log_start_offset = self._recovery_point = offset
+        if log_start_offset is not None and self._config.remote_storage_enable:
+            self._log_start_offset = min(log_start_offset, offset)
         self._pending_roll_flush = False
         self._snapshots.delete_after(-1)
         self._epochs.clear()

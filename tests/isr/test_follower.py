@@ -166,6 +166,17 @@ def test_offset_out_of_range_behind_the_leaders_start_restarts_the_log_there():
     assert f.on_leader_offsets(log, leader_log_start_offset=5, leader_log_end_offset=80) == []   # fetch again
 
 
+def test_offset_moved_to_tiered_storage_restarts_at_the_leaders_local_log_start():
+    """KIP-405: the leader has our next offset only in remote storage; we restart empty at its
+    local log start (ListOffsets -4), keeping its log start offset as ours."""
+    log = FakeLog(10, [(1, 0)])
+    f = started(log)
+    assert respond(f, log, error=ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE) == [ListLeaderOffsets(tiered=True)]
+    assert f.fetch_position(log) is None
+    assert f.on_leader_offsets(log, leader_log_start_offset=0, leader_log_end_offset=900,
+                               leader_local_log_start_offset=700) == [TruncateFullyAndStartAt(700, 0)]
+
+
 # -- divergence (KIP-320) ------------------------------------------------------------------------------
 def test_diverging_epoch_truncates_and_nothing_else():
     log = FakeLog(10, [(1, 0), (3, 6)])
@@ -210,6 +221,7 @@ EVENTS = {
     "same_leader": lambda f, log: f.on_leader_change(2, f.leader_epoch, log, 0),
     "ok": lambda f, log: respond(f, log, hw=1),
     "out_of_range": lambda f, log: respond(f, log, error=ErrorCode.OFFSET_OUT_OF_RANGE),
+    "moved_to_tiered": lambda f, log: respond(f, log, error=ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE),
     "fenced": lambda f, log: respond(f, log, error=ErrorCode.FENCED_LEADER_EPOCH),
     "not_leader": lambda f, log: respond(f, log, error=ErrorCode.NOT_LEADER_OR_FOLLOWER),
     "leader_offsets": lambda f, log: f.on_leader_offsets(log, leader_log_start_offset=0, leader_log_end_offset=5),
@@ -217,7 +229,7 @@ EVENTS = {
 TABLE = {  # state -> {event: next state}; events not listed leave the state unchanged
     "new": {"start": "fetching", "newer_leader": "fetching", "same_leader": "fetching"},
     "fetching": {"start": "fetching", "newer_leader": "fetching", "out_of_range": "awaiting_offsets",
-                 "fenced": "fenced"},
+                 "moved_to_tiered": "awaiting_offsets", "fenced": "fenced"},
     "awaiting_offsets": {"start": "fetching", "newer_leader": "fetching", "leader_offsets": "fetching"},
     "fenced": {"start": "fetching", "newer_leader": "fetching"},
 }
