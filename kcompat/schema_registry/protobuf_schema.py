@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from antlr4.error.ErrorListener import ErrorListener
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
+from proto_schema_parser import ast
+from proto_schema_parser.generator import Generator
 from proto_schema_parser.parser import Parser
 
 from kcompat.schema_registry.protobuf_descriptor import build
@@ -132,8 +134,21 @@ def parse(text: str, references: list[tuple[str, str]]) -> ProtoModel:
 
 
 def canonical(text: str, parsed: ProtoModel, normalize: bool, has_references: bool) -> str:
-    """The text as given (trimmed); serialized descriptors stay base64 (not converted to .proto)."""
+    """The text as given (trimmed), or with ``normalize`` .proto text written back by
+    proto-schema-parser's generator without comments (one layout whatever the spacing); serialized
+    descriptors stay base64 (not converted to .proto)."""
+    if normalize and not (_BASE64.match(text) and " " not in text.strip()):
+        tree = Parser(setup_lexer=_quiet, setup_parser=_quiet).parse(text)
+        return Generator().generate(_without_comments(tree)).strip()
     return text.strip()
+
+
+def _without_comments(node):
+    for attr in ("file_elements", "elements"):
+        items = getattr(node, attr, None)
+        if isinstance(items, list):
+            setattr(node, attr, [_without_comments(e) for e in items if not isinstance(e, ast.Comment)])
+    return node
 
 
 def serialized(parsed: ProtoModel) -> str:

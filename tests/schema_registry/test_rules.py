@@ -126,6 +126,14 @@ def test_protobuf_serialized_descriptor_compares_with_text():
         == ["FIELD_SCALAR_KIND_CHANGED"]
 
 
+def test_protobuf_normalize_gives_one_layout():
+    st = RegistryState()
+    spaced = 'syntax = "proto3";   package demo;\n// a comment\nmessage Order {int32 id = 1;   string note = 2;}'
+    a, b = parse(st, "PROTOBUF", spaced, normalize=True), parse(st, "PROTOBUF", PROTO_V1, normalize=True)
+    assert a.text == b.text and "comment" not in a.text
+    assert parse(st, "PROTOBUF", spaced).text != b.text
+
+
 @pytest.mark.parametrize("schema_type,text", [
     ("AVRO", "{not json"), ("AVRO", json.dumps({"type": "record", "name": "R"})),
     ("AVRO", json.dumps({"type": "nosuchtype"})), ("JSON", json.dumps({"type": 12})), ("JSON", "[1]"),
