@@ -46,6 +46,8 @@ from kcompat.broker.metadata_publisher import MetadataPublisher
 from kcompat.broker.quorum import QuorumRuntime
 from kcompat.broker.remote_log import RemoteLogManager
 from kcompat.broker.remote_log_metadata import RemoteLogMetadataManager
+from kcompat.broker.quota.client_quota import QuotaManagers
+from kcompat.broker.quota.connections import ConnectionQuotas
 from kcompat.broker.replica_fetcher import ReplicaFetcherManager
 from kcompat.broker.group_runtime import GroupRuntime
 from kcompat.broker.txn_runtime import TxnRuntime
@@ -90,6 +92,11 @@ class Broker:
         self.lifecycle = None
         self.node_id: int = config.node_id
         self.connections: set[KafkaConnection] = set()
+        # client quotas (KIP-13/55/124/599, following the image) and connection limits
+        self.quotas = QuotaManagers(config.get)
+        self.connection_quotas = ConnectionQuotas(config.get, config.controller_listener_names,
+                                                  config.inter_broker_listener_name if "broker" in config.process_roles
+                                                  else None)
         self.request_stats = RequestStats()   # per-API request metrics (kcompat.broker.http.metrics)
         self.http = HttpListener(self)        # http.listeners: /metrics, console, REST proxy
         # authorizer.class.name: a StandardAuthorizer over the metadata image's ACLs, or None
@@ -203,6 +210,7 @@ class Broker:
                                      lambda: self.shutting_down)
         self._periodic_tasks = [asyncio.ensure_future(self._controller_periodic()),
                                 asyncio.ensure_future(maintenance.run(PERIODIC_INTERVAL_S))]
+        self.connection_quotas.start_idle_expiry(self.connections)
         # the HTTP listener is up before the Kafka listeners serve: whoever sees the broker can scrape it
         await self.http.start(parse_http_listeners(cfg.get("http.listeners")))
         if self.is_broker:
@@ -527,6 +535,7 @@ class Broker:
             task.cancel()
         if hasattr(self, "log_dir_runtime"):
             self.log_dir_runtime.stop()
+        self.connection_quotas.stop()
         if self.lifecycle is not None:
             self.lifecycle.stop()
         if hasattr(self, "share_state"):

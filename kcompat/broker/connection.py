@@ -8,7 +8,11 @@ Many requests may be in flight on one connection; their responses are written st
 order (a long-polling fetch holds back later responses on the same connection, as in Kafka). At
 most ``queued.max.requests`` requests are in flight per connection; beyond that, reading pauses
 until responses drain. Reading also pauses while the transport's write buffer is above its high
-water mark (``pause_writing``/``resume_writing``).
+water mark (``pause_writing``/``resume_writing``), while the channel is muted after a throttled
+response (client quotas, KIP-219: :mod:`kcompat.broker.quota.throttle`), and while the broker's
+connection limits hold it (:mod:`kcompat.broker.quota.connections`: ``max.connections``,
+``queued.max.request.bytes``; ``max.connections.per.ip`` closes, ``connections.max.idle.ms``
+expires idle connections).
 
 Headers (DESIGN.md section 3): request header v2 for flexible request versions, v1 otherwise;
 response header v1 for flexible versions except ApiVersions, which always uses response header v0.
@@ -22,10 +26,11 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from time import perf_counter
+from time import monotonic, perf_counter
 
 from kcompat.broker import apis
 from kcompat.broker.context import NO_RESPONSE, RequestContext
+from kcompat.broker.quota.throttle import request_quota_exempt, request_throttle_ms
 from kcompat.broker.request_stats import RequestStats
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages import api_classes
@@ -47,11 +52,16 @@ LARGE_FRAME = 64 * 1024   # larger frames are assembled once complete (KafkaConn
 MALFORMED = DecodeError
 
 
+_EXEMPT = object()
+THROTTLE_HOLD = "throttle"
+
+
 class _Slot:
     """A request awaiting its response; responses leave in slot order."""
 
     __slots__ = ("correlation_id", "api_key", "version", "flexible_header", "buffers", "done", "task",
-                 "received", "handled", "completed", "request_bytes", "response_bytes", "response")
+                 "received", "handled", "completed", "request_bytes", "response_bytes", "response",
+                 "reserved", "quota_client")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, flexible_header: bool) -> None:
         self.correlation_id = correlation_id
@@ -65,6 +75,8 @@ class _Slot:
         self.received = self.handled = self.completed = 0.0
         self.request_bytes = self.response_bytes = 0
         self.response = None
+        self.reserved = 0           # bytes counted against queued.max.request.bytes until answered
+        self.quota_client = _EXEMPT  # client id the request_percentage quota records, if any
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -87,6 +99,12 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._closing = False
         self._stats: RequestStats = broker.request_stats
+        # reasons reading is held besides the two above: a quota mute, a connection limit
+        self._holds: set[str] = set()
+        self._unmute = None
+        self._limits = broker.connection_quotas
+        self.quota_ip = None
+        self.last_active = monotonic()
         # SASL listeners: the authentication state machine (kcompat.security.sasl_server); frames
         # are limited to sasl.server.max.receive.size until the client has authenticated
         self.sasl = sasl_server.session_for(broker, listener_name)
@@ -103,6 +121,9 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.broker.connections.add(self)
         self._stats.connections_created += 1
+        refused = self._limits.on_open(self, peer[0] if peer else "?")
+        if refused is not None:
+            self.close(refused)
 
     def connection_lost(self, exc) -> None:
         self._closing = True
@@ -111,12 +132,14 @@ class KafkaConnection(asyncio.Protocol):
         if share is not None:   # its share sessions go with it (KIP-932)
             share.connection_closed(self)
         self._stats.connections_closed += 1
-        for slot in self._pending:
-            if slot.task is not None and not slot.task.done():
-                slot.task.cancel()
-        self._pending.clear()
+        self._drop_pending()
+        self._limits.on_close(self)
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
 
     def data_received(self, data) -> None:
+        self.last_active = monotonic()
         if self._need:
             self._collect(data)
         else:
@@ -172,7 +195,8 @@ class KafkaConnection(asyncio.Protocol):
         buf = self._buf
         pos = 0
         n = len(buf)
-        while not self._closing and n - pos >= 4 and len(self._pending) < self._max_in_flight:
+        while not self._closing and n - pos >= 4 and len(self._pending) < self._max_in_flight \
+                and not self._holds and self._limits.may_read(self):
             size = _I32.unpack_from(buf, pos)[0]
             if size < 0 or size > self._max_request_bytes:
                 self.close(f"request frame of {size} bytes exceeds {self._frame_limit_name} "
@@ -193,7 +217,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self._closing or self.transport is None:
             return
-        should_pause = self._write_paused or len(self._pending) >= self._max_in_flight
+        should_pause = self._write_paused or len(self._pending) >= self._max_in_flight or bool(self._holds)
         if should_pause and not self._reading_paused:
             self.transport.pause_reading()
             self._reading_paused = True
@@ -249,6 +273,9 @@ class KafkaConnection(asyncio.Protocol):
         slot = _Slot(correlation_id, api_key, version, flexible and api_key != API_VERSIONS_KEY)
         slot.received = perf_counter()
         slot.request_bytes = len(frame) + 4
+        slot.reserved = self._limits.reserve(self, slot.request_bytes)
+        if not self.is_controller_listener and not request_quota_exempt(api_key, request):
+            slot.quota_client = header.client_id
         self._pending.append(slot)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             self._respond_error(slot, api, request, ErrorCode.UNSUPPORTED_VERSION)
@@ -259,7 +286,7 @@ class KafkaConnection(asyncio.Protocol):
             self._respond_error(slot, api, request, ErrorCode.ILLEGAL_SASL_STATE)
             asyncio.get_running_loop().call_soon(self.close, self.sasl.reject_reason)
             return
-        ctx = RequestContext(self.broker, self, header, version, self.listener_name)
+        ctx = RequestContext(self.broker, self, header, version, self.listener_name, slot.request_bytes)
         try:
             result = api.handle(ctx, request)
             slot.handled = perf_counter()
@@ -303,6 +330,7 @@ class KafkaConnection(asyncio.Protocol):
     def _complete(self, slot: _Slot, response) -> None:
         if self._closing:
             return
+        self._throttle(slot, response)
         out = Out()
         out += b"\0\0\0\0"
         out += _I32.pack(slot.correlation_id)
@@ -327,8 +355,11 @@ class KafkaConnection(asyncio.Protocol):
         transport = self.transport
         while pending and pending[0].done:
             slot = pending.popleft()
+            self._limits.release(slot.reserved)
+            slot.reserved = 0
             if slot.buffers is not None and not self._closing:
                 transport.writelines(slot.buffers)
+                self.last_active = monotonic()
                 self._record(slot)
         self._update_reading()
         if self._buf and not self._reading_paused:
@@ -385,12 +416,70 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = True
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
+        self._drop_pending()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _drop_pending(self) -> None:
         for slot in self._pending:
+            self._limits.release(slot.reserved)
+            slot.reserved = 0
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
         self._pending.clear()
-        if self.transport is not None:
-            self.transport.close()
+
+    # -- quotas and connection limits (kcompat.broker.quota) --------------------------------------
+
+    def _throttle(self, slot: _Slot, response) -> None:
+        """The response's throttle time: what the handler set (byte-rate and mutation quotas)
+        and the request_percentage quota for this request's handler time; the channel is muted
+        for it (KIP-219)."""
+        throttle = getattr(response, "throttle_time_ms", 0) or 0
+        if slot.quota_client is not _EXEMPT and slot.received:
+            handled = slot.handled or perf_counter()
+            request_ms = request_throttle_ms(self.broker, self, slot.quota_client, handled - slot.received)
+            if request_ms > throttle:
+                throttle = request_ms
+                if hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = throttle
+        if throttle > 0:
+            self.mute_for(throttle)
+
+    def mute_for(self, throttle_ms: int) -> None:
+        """Read no more requests for ``throttle_ms`` (a client over its quota, Kafka's
+        ``ThrottledChannel``); responses already due are still sent."""
+        if throttle_ms <= 0 or self._closing or self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + throttle_ms / 1000.0
+        if self._unmute is not None:
+            if self._unmute.when() >= end:
+                return
+            self._unmute.cancel()
+        self._unmute = loop.call_at(end, self._end_mute)
+        self.hold(THROTTLE_HOLD)
+
+    def _end_mute(self) -> None:
+        self._unmute = None
+        self.unhold(THROTTLE_HOLD)
+
+    def hold(self, reason: str) -> None:
+        """Stop reading requests until :meth:`unhold` of ``reason``."""
+        self._holds.add(reason)
+        self._update_reading()
+
+    def unhold(self, reason: str) -> None:
+        """``reason`` no longer holds reading; frames already buffered are processed."""
+        if reason not in self._holds:
+            return
+        self._holds.discard(reason)
+        self._update_reading()
+        if not self._holds and self._buf and not self._closing:
+            asyncio.get_running_loop().call_soon(self._process_buffer)
+
+    def idle_since(self, deadline: float) -> bool:
+        """Nothing in flight, not held, no bytes read or written since ``deadline`` (monotonic s)."""
+        return not self._pending and not self._holds and self.last_active < deadline
 
     def in_flight(self) -> int:
         """Number of requests received whose responses have not been written yet."""

@@ -28,17 +28,21 @@ class RequestContext:
 
     ``broker`` is the :class:`kcompat.broker.broker.Broker`; ``api_version`` the request version;
     ``header`` the decoded RequestHeader (correlation id, client id); ``listener_name`` the
-    listener the connection arrived on (its advertised address goes into Metadata responses).
+    listener the connection arrived on (its advertised address goes into Metadata responses);
+    ``request_bytes`` the request's size on the wire (size prefix included), what Produce counts
+    against ``producer_byte_rate``.
     """
 
-    __slots__ = ("broker", "connection", "header", "api_version", "listener_name")
+    __slots__ = ("broker", "connection", "header", "api_version", "listener_name", "request_bytes")
 
-    def __init__(self, broker, connection, header, api_version: int, listener_name: str) -> None:
+    def __init__(self, broker, connection, header, api_version: int, listener_name: str,
+                 request_bytes: int = 0) -> None:
         self.broker = broker
         self.connection = connection
         self.header = header
         self.api_version = api_version
         self.listener_name = listener_name
+        self.request_bytes = request_bytes
 
     @property
     def client_id(self) -> str | None:

@@ -17,7 +17,7 @@ from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC
 from kcompat.share.state_coordinator import SHARE_GROUP_STATE_TOPIC
 from kcompat.kraft.image import (
-    CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
+    CLIENT_QUOTA_RECORD, CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
     RESOURCE_TOPIC, record_type_of,
 )
 
@@ -113,6 +113,7 @@ class MetadataPublisher:
                 if b.node_id in p.replicas:
                     self.host_partition(t, pid, p)
         b._apply_dynamic_broker_configs()
+        b.quotas.update(b.image.client_quotas)
         if hasattr(b, "groups"):
             self.host_coordinators()
 
@@ -120,6 +121,8 @@ class MetadataPublisher:
         """React to committed metadata records already applied to the image."""
         b = self.broker
         refresh_all = False
+        if any(record_type_of(r) == CLIENT_QUOTA_RECORD for r in records):
+            b.quotas.update(b.image.client_quotas)   # the quota managers follow the image
         for r in records:
             kind = record_type_of(r)
             if kind == PARTITION_RECORD:

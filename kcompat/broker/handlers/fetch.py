@@ -17,6 +17,7 @@ import asyncio
 
 from kcompat.broker.authz import TOPIC, Op
 from kcompat.broker.leader_hints import FETCH_HINT_ERRORS, add_leader_hints
+from kcompat.broker.quota.throttle import fetch_quota
 from kcompat.isr.fetch_messages import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchResponse as R
@@ -28,7 +29,7 @@ MAX_VERSION = 16
 FOLLOWER_READS_MIN_VERSION = 11   # Fetch v11 carries rack_id: Kafka's ClientMetadata (KIP-392)
 
 
-def handle(ctx, req):
+def _fetch(ctx, req):
     broker = ctx.broker
     version = ctx.api_version
     if version >= 7 and req.session_id != 0:
@@ -39,6 +40,15 @@ def handle(ctx, req):
     if asyncio.iscoroutine(results):
         return _respond_later(ctx, keys, requests, results)
     return _response(ctx, keys, requests, results)
+
+
+def _throttled(throttle_ms: int):
+    """A consumer over its ``consumer_byte_rate``: no data, the throttle time (Kafka's
+    ``SessionlessFetchContext.getThrottledResponse``)."""
+    return R(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=0, responses=[])
+
+
+handle = fetch_quota(_fetch, _throttled)   # consumer_byte_rate (KIP-13, KIP-219)
 
 
 async def _respond_later(ctx, keys: list, requests: list[FetchPartitionRequest], results):

@@ -31,6 +31,7 @@ import asyncio
 
 from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic
 from kcompat.broker.context import NO_RESPONSE
+from kcompat.broker.quota.throttle import produce_quota
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
 from kcompat.isr.append_records import ProducePartitionResult
 from kcompat.kraft.controller import validate_topic_name
@@ -50,6 +51,7 @@ ADVERTISED_MIN_VERSION = 0
 
 
 
+@produce_quota   # producer_byte_rate (KIP-13, KIP-219)
 def handle(ctx, req):
     """Append at once, or first auto-create the topics that do not exist yet (kcompat, as the
     single-node issue asks; Kafka creates topics only from Metadata)."""

@@ -1,0 +1,152 @@
+"""Where the client quotas meet requests (Kafka's ``KafkaApis`` quota calls, KIP-219).
+
+- :func:`produce_quota` wraps the Produce handler: the request's size in bytes is recorded
+  against ``producer_byte_rate`` as it is taken, and the response carries the throttle time
+  (acks=0: no response, the channel is muted all the same).
+- :func:`fetch_quota` wraps the Fetch handler: a consumer's response bytes are recorded against
+  ``consumer_byte_rate``; over the quota, the bytes are taken back and the answer is an empty
+  response with the throttle time (Kafka's ``getThrottledResponse``). Followers are exempt.
+- :func:`request_throttle_ms` is what the connection records against ``request_percentage`` for
+  every request on a broker listener (handler time as percent-seconds), combined with what the
+  handler set.
+- :func:`mutation_quota` gives CreateTopics / CreatePartitions / DeleteTopics their
+  ``controller_mutation_rate`` check (KIP-599).
+
+The connection then mutes the channel for the throttle time after answering
+(:meth:`kcompat.broker.connection.KafkaConnection.mute_for`): Kafka 2+ clients wait on their
+side too, older ones are held back by the mute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+from kcompat.broker.context import NO_RESPONSE
+from kcompat.security.principal import ANONYMOUS
+
+
+def _user(ctx) -> str:
+    return ctx.principal.name
+
+
+def _set_throttle(response, throttle_ms: int) -> None:
+    if throttle_ms > 0 and getattr(response, "throttle_time_ms", None) is not None:
+        response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
+
+
+def produce_quota(handle):
+    """Wrap a Produce ``handle(ctx, req)`` with ``producer_byte_rate`` enforcement. The request's
+    bytes are recorded when it is taken and the channel muted at once: kcompat reads pipelined
+    requests, where Kafka reads one at a time per connection, so a throttle decided only after an
+    acks=all wait would let every request already received through unthrottled. The response
+    carries the throttle time (acks=0: no response, the mute all the same)."""
+    @functools.wraps(handle)
+    def wrapper(ctx, req):
+        manager = ctx.broker.quotas.produce
+        if not manager.enabled:
+            return handle(ctx, req)
+        throttle = manager.record(_user(ctx), ctx.client_id, ctx.request_bytes, ctx.broker.now_ms())
+        ctx.connection.mute_for(throttle)
+        result = handle(ctx, req)
+        if throttle <= 0 or result is NO_RESPONSE:
+            return result
+        if asyncio.iscoroutine(result) or asyncio.isfuture(result):
+            async def later():
+                response = await result
+                _set_throttle(response, throttle)
+                return response
+            return later()
+        _set_throttle(result, throttle)
+        return result
+    return wrapper
+
+
+def fetch_quota(handle, empty_response):
+    """Wrap a Fetch ``handle(ctx, req)`` with ``consumer_byte_rate`` enforcement.
+    ``empty_response(throttle_ms)``: the throttled answer."""
+    @functools.wraps(handle)
+    def wrapper(ctx, req):
+        result = handle(ctx, req)
+        manager = ctx.broker.quotas.fetch
+        if not manager.enabled or is_follower_fetch(req):
+            return result
+
+        def account(response):
+            size = sum(len(p.records) for t in response.responses or () for p in t.partitions
+                       if p.records is not None)
+            now = ctx.broker.now_ms()
+            user = _user(ctx)
+            throttle = manager.record(user, ctx.client_id, size, now)
+            if throttle <= 0:
+                return response
+            manager.unrecord(user, ctx.client_id, size, now)
+            return empty_response(throttle)
+
+        if asyncio.iscoroutine(result) or asyncio.isfuture(result):
+            async def later():
+                return account(await result)
+            return later()
+        return account(result)
+    return wrapper
+
+
+def is_follower_fetch(request) -> bool:
+    """A Fetch from a follower replica (``replica_id`` before v15, ``replica_state`` from v15)."""
+    state = getattr(request, "replica_state", None)
+    return getattr(request, "replica_id", -1) >= 0 or (state is not None and state.replica_id >= 0)
+
+
+def request_quota_exempt(api_key: int, request) -> bool:
+    """A follower's Fetch is exempt from ``request_percentage`` (Kafka records it as exempt)."""
+    return api_key == 1 and is_follower_fetch(request)
+
+
+def request_throttle_ms(broker, connection, client_id: str | None, handler_seconds: float) -> int:
+    """Record ``handler_seconds`` of request handling for the connection's client against
+    ``request_percentage`` (as percent-seconds, Kafka's ``nanosToPercentage``); the throttle
+    time, ms, at most one quota window (0 without a request quota)."""
+    manager = broker.quotas.request
+    if not manager.enabled:
+        return 0
+    user = getattr(connection, "principal", ANONYMOUS).name
+    return manager.record(user, client_id, handler_seconds * 100.0, broker.now_ms())
+
+
+class MutationQuota:
+    """One request's ``controller_mutation_rate`` quota (Kafka's ``ControllerMutationQuota``):
+    strict (refuse a mutation once the client's bucket is empty: THROTTLING_QUOTA_EXCEEDED) from
+    CreateTopics v6, CreatePartitions v3 and DeleteTopics v5, permissive before (record, throttle)."""
+
+    __slots__ = ("_manager", "_user", "_client_id", "_now", "strict", "throttle_ms")
+
+    def __init__(self, ctx, strict: bool) -> None:
+        self._manager = ctx.broker.quotas.controller_mutation
+        self._user = _user(ctx)
+        self._client_id = ctx.client_id
+        self._now = ctx.broker.now_ms
+        self.strict = strict
+        self.throttle_ms = 0
+
+    def try_record(self, partitions: int) -> bool:
+        """Take ``partitions`` permits; False (nothing taken) when strict and the bucket is
+        already empty, with :attr:`throttle_ms` set to the wait."""
+        now = self._now()
+        if self.strict:
+            wait = self._manager.check(self._user, self._client_id, now)
+            if wait > 0:
+                self.throttle_ms = max(self.throttle_ms, wait)
+                return False
+        after = self._manager.record(self._user, self._client_id, partitions, now)
+        if not self.strict:
+            self.throttle_ms = max(self.throttle_ms, after)
+        return True
+
+
+def mutation_quota(ctx, strict_since: int) -> MutationQuota | None:
+    """The request's mutation quota, None when no ``controller_mutation_rate`` is set or the
+    request came over a controller listener (brokers check it before forwarding)."""
+    manager = ctx.broker.quotas.controller_mutation
+    if not manager.enabled or ctx.listener_name in ctx.broker.config.controller_listener_names:
+        return None
+    return MutationQuota(ctx, ctx.api_version >= strict_since)
