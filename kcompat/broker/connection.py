@@ -417,6 +417,7 @@ class KafkaConnection(asyncio.Protocol):
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
         self._drop_pending()
+        self._limits.on_close(self)   # its slot is free before the peer sees the close
         if self.transport is not None:
             self.transport.close()
 
