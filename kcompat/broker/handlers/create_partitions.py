@@ -10,22 +10,31 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kcompat.broker.authz import TOPIC, Op, answer_denied
+from kcompat.broker.authz import TOPIC, Op, answer_denied, then
+from kcompat.broker.quota.throttle import mutation_denied
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.create_partitions import CreatePartitionsResponse as R
 
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
+STRICT_QUOTA_SINCE = 3   # controller_mutation_rate refuses topics from v3 (KIP-599), throttles before
 
 
 def handle(ctx, req):
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
               if not ctx.authorize(Op.ALTER, TOPIC, t.name)]
-    return answer_denied(ctx, req, "topics", denied, error_response, "results",
-                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
-                                                                      error_response),
-                         message=None)   # Kafka's refusal here carries no message
+    denied = [(t, code, None) for t, code in denied]   # Kafka's refusal here carries no message
+    throttled, finish = mutation_denied(ctx, req.topics, lambda t: _added(ctx, t), STRICT_QUOTA_SINCE, denied)
+    return then(answer_denied(ctx, req, "topics", denied + throttled, error_response, "results",
+                              lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                           error_response)), finish)
+
+
+def _added(ctx, t) -> int:
+    """Partitions the request adds to the topic (what controller_mutation_rate counts)."""
+    topic = ctx.broker.image.topics.get(t.name)
+    return max(0, t.count - len(topic.partitions)) if topic is not None else 0
 
 
 def _local(ctx, req):

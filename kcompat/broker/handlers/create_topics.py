@@ -12,6 +12,7 @@ configs come back only with DESCRIBE_CONFIGS on it (else ``topic_config_error_co
 from __future__ import annotations
 
 from kcompat.broker.authz import TOPIC, Op, answer_denied, then
+from kcompat.broker.quota.throttle import mutation_denied
 from kcompat.kraft.controller import NewTopic
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_topics import CreateTopicsResponse as R
@@ -20,17 +21,25 @@ from kcompat.protocol.primitives import ZERO_UUID
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
+STRICT_QUOTA_SINCE = 6   # controller_mutation_rate refuses topics from v6 (KIP-599), throttles before
 
 
 def handle(ctx, req):
     cluster_create = ctx.authorize_cluster(Op.CREATE)
-    denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
-              if not cluster_create and not ctx.authorize(Op.CREATE, TOPIC, t.name)]
-    return then(answer_denied(ctx, req, "topics", denied, error_response, "topics",
+    denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")   # ControllerApis' text
+              for t in req.topics if not cluster_create and not ctx.authorize(Op.CREATE, TOPIC, t.name)]
+    throttled, finish = mutation_denied(ctx, req.topics, lambda t: _partitions(ctx, t), STRICT_QUOTA_SINCE, denied)
+    return then(answer_denied(ctx, req, "topics", denied + throttled, error_response, "topics",
                               lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
-                                                                           error_response),
-                              message="Authorization failed."),   # ControllerApis.createTopics' text
-                lambda resp: _configs_described(ctx, resp))
+                                                                           error_response)),
+                lambda resp: finish(_configs_described(ctx, resp)))
+
+
+def _partitions(ctx, t) -> int:
+    """Partitions a new topic will have (what controller_mutation_rate counts)."""
+    if t.assignments:
+        return len(t.assignments)
+    return ctx.broker.config.get("num.partitions") if t.num_partitions == -1 else max(t.num_partitions, 0)
 
 
 def _configs_described(ctx, resp):

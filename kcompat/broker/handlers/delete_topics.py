@@ -9,7 +9,8 @@ Kafka's ``ControllerApis.deleteTopics`` decides.
 
 from __future__ import annotations
 
-from kcompat.broker.authz import TOPIC, Op, answer_denied
+from kcompat.broker.authz import DEFAULT_MESSAGE, TOPIC, Op, answer_denied, then
+from kcompat.broker.quota.throttle import mutation_denied
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.delete_topics import DeleteTopicsResponse as R
 from kcompat.protocol.primitives import ZERO_UUID
@@ -17,6 +18,7 @@ from kcompat.protocol.primitives import ZERO_UUID
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
+STRICT_QUOTA_SINCE = 5   # controller_mutation_rate refuses topics from v5 (KIP-599), throttles before
 
 
 def handle(ctx, req):
@@ -34,9 +36,15 @@ def handle(ctx, req):
     cluster_delete = ctx.authorize_cluster(Op.DELETE)   # Kafka's ControllerApis: DELETE on the cluster is enough
     denied = [] if cluster_delete else [(item, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for item in getattr(req, attr)
               if name_of(item) is not None and not ctx.authorize(Op.DELETE, TOPIC, name_of(item))]
-    return answer_denied(ctx, req, attr, denied, error_response, "responses",
-                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
-                                                                      error_response))
+    denied = [(item, code, DEFAULT_MESSAGE) for item, code in denied]
+
+    def partitions(item) -> int:   # what controller_mutation_rate counts
+        t = image.topics.get(name_of(item))
+        return len(t.partitions) if t is not None else 0
+    throttled, finish = mutation_denied(ctx, getattr(req, attr), partitions, STRICT_QUOTA_SINCE, denied)
+    return then(answer_denied(ctx, req, attr, denied + throttled, error_response, "responses",
+                              lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                                                                           error_response)), finish)
 
 
 def _local(ctx, req):

@@ -23,6 +23,7 @@ import asyncio
 import functools
 
 from kcompat.broker.context import NO_RESPONSE
+from kcompat.protocol.errors import ErrorCode
 from kcompat.security.principal import ANONYMOUS
 
 
@@ -150,3 +151,29 @@ def mutation_quota(ctx, strict_since: int) -> MutationQuota | None:
     if not manager.enabled or ctx.listener_name in ctx.broker.config.controller_listener_names:
         return None
     return MutationQuota(ctx, ctx.api_version >= strict_since)
+
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."   # Kafka's Errors.THROTTLING_QUOTA_EXCEEDED
+
+
+def mutation_denied(ctx, items, partitions_of, strict_since: int, denied_already=()):
+    """``controller_mutation_rate`` for the ``items`` of a CreateTopics / CreatePartitions /
+    DeleteTopics request not in ``denied_already`` (``(item, ...)`` tuples), taking
+    ``partitions_of(item)`` permits each, in order: ``(denied, finish)`` where ``denied`` lists
+    ``(item, THROTTLING_QUOTA_EXCEEDED, message)`` for those refused (strict mode) and
+    ``finish(response)`` puts the throttle time in the response."""
+    quota = mutation_quota(ctx, strict_since)
+    if quota is None:
+        return [], _unchanged
+    skip = {id(d[0]) for d in denied_already}
+    denied = [(i, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE) for i in items
+              if id(i) not in skip and not quota.try_record(partitions_of(i))]
+
+    def finish(response):
+        _set_throttle(response, quota.throttle_ms)
+        return response
+    return denied, finish
+
+
+def _unchanged(response):
+    return response
