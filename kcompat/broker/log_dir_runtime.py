@@ -2,7 +2,9 @@
 
 - Moves (AlterReplicaLogDirs): one task copies, chunk by chunk between requests, into every
   future log and swaps it in once caught up (Kafka's ReplicaAlterLogDirsThread;
-  :meth:`kcompat.isr.replica_log_dirs.ReplicaLogDirs.step`).
+  :meth:`kcompat.isr.replica_log_dirs.ReplicaLogDirs.step`), within the dynamic broker config
+  ``replica.alter.log.dirs.io.max.bytes.per.second`` (``kafka-reassign-partitions.sh
+  --replica-alter-log-dirs-throttle`` sets it).
 - A failed log dir: the controller is told at once by a heartbeat carrying ``offline_log_dirs``
   (Kafka's ``BrokerLifecycleManager.propagateDirectoryFailure``), and by every later heartbeat;
   when the dir holds the metadata log, or no log dir is left, the broker halts as Kafka does.
@@ -21,6 +23,7 @@ import os
 from pathlib import Path
 
 from kcompat.broker.handlers import assign_replicas_to_dirs
+from kcompat.isr.future_replica import COPY_STEP_BYTES
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.assign_replicas_to_dirs import AssignReplicasToDirsRequest as Req
 
@@ -28,6 +31,7 @@ log = logging.getLogger("kcompat.broker.log_dirs")
 
 POLL_S = 1.0
 ASSIGNMENT_RETRY_MS = 5000
+UNLIMITED = 2**63 - 1   # Long.MAX_VALUE: no quota
 
 
 class LogDirRuntime:
@@ -38,10 +42,11 @@ class LogDirRuntime:
         self.metadata_dir = metadata_dir
         jbod = broker.replica_manager.log_dirs
         jbod.move_listener = self._wake
-        jbod.moved_listener = lambda _p: self._wake()
+        jbod.moved_listener = self._moved
         jbod.dir_failure_listener = self._on_dir_failure
         self._event = asyncio.Event()
         self._sent: dict[tuple, int] = {}   # assignment -> when it was last sent (ms)
+        self._assign_due = False
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -54,6 +59,9 @@ class LogDirRuntime:
     def _wake(self) -> None:
         self._event.set()
 
+    def _moved(self, _partition) -> None:
+        self._assign_due = True   # the controller learns the new dir at the next round
+
     def offline_dir_ids(self) -> list:
         """Directory ids of the offline log dirs (BrokerHeartbeat ``offline_log_dirs``)."""
         lm = self.broker.log_manager
@@ -61,22 +69,43 @@ class LogDirRuntime:
 
     async def _run(self) -> None:
         b = self.broker
-        jbod = b.replica_manager.log_dirs
+        last_poll = -POLL_S * 1000
+        next_copy = 0   # ms: when the copy quota allows the next round
         while True:
+            now = b.now_ms()
+            try:
+                if self._assign_due or now - last_poll >= POLL_S * 1000:
+                    last_poll, self._assign_due = now, False
+                    b.log_manager.poll_injected_faults()
+                    await self._send_assignments()
+                if b.replica_manager.log_dirs.moves and now >= next_copy:
+                    delay = self._copy_round(now)
+                    next_copy = now + int(delay * 1000) if delay is not None else 0
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("log dir task failed; retrying")
+            if b.replica_manager.log_dirs.moves:
+                # one chunk per moving partition, then serve requests again
+                await asyncio.sleep(min(POLL_S, max(next_copy - b.now_ms(), 0) / 1000))
+                continue
             try:
                 await asyncio.wait_for(self._event.wait(), POLL_S)
             except asyncio.TimeoutError:
                 pass
             self._event.clear()
-            try:
-                b.log_manager.poll_injected_faults()
-                while jbod.step(b.now_ms()):
-                    await asyncio.sleep(0)   # one chunk per partition, then serve requests again
-                await self._send_assignments()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("log dir task failed; retrying")
+
+    def _copy_round(self, now: int) -> float | None:
+        """One chunk into every future log; the seconds to wait before the next round so that the
+        copying stays within ``replica.alter.log.dirs.io.max.bytes.per.second`` (Kafka's quota of
+        the ReplicaAlterLogDirs threads), or None once no move is left."""
+        rate = self.broker.config.get("replica.alter.log.dirs.io.max.bytes.per.second")
+        limited = 0 < rate < UNLIMITED
+        chunk = min(COPY_STEP_BYTES, rate) if limited else COPY_STEP_BYTES
+        busy, copied = self.broker.replica_manager.log_dirs.step(now, max_bytes=chunk)
+        if not busy:
+            return None
+        return copied / rate if limited else 0.0
 
     # -- failed dirs ------------------------------------------------------------------------------
     def _on_dir_failure(self, d: Path) -> None:

@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from kcompat.isr.future_replica import FutureReplica
+from kcompat.isr.future_replica import COPY_STEP_BYTES, FutureReplica
 from kcompat.log import LogStorageError
 from kcompat.protocol.errors import ErrorCode
 
@@ -97,9 +97,10 @@ class ReplicaLogDirs:
         move = self.moves.get((topic, partition))
         return -1 if move is None else move.lag
 
-    def step(self, now_ms: int) -> bool:
-        """Copy one chunk into every moving partition's future log, swapping in those that caught
-        up. True if some move is still in progress."""
+    def step(self, now_ms: int, max_bytes: int = COPY_STEP_BYTES) -> tuple[bool, int]:
+        """Copy up to ``max_bytes`` (at least one batch) into every moving partition's future log,
+        swapping in those that caught up. Returns (some move is still in progress, bytes copied)."""
+        copied = 0
         for key, move in list(self.moves.items()):
             p = move.partition
             if self.replica_manager.get(*key) is not p or p.offline:
@@ -107,13 +108,16 @@ class ReplicaLogDirs:
                 continue
             if p.log.cleaning is not None:
                 continue   # Kafka pauses cleaning of a moving log; here the swap waits for it
+            before = move.log.size_in_bytes
             try:
-                if move.copy_step(now_ms):
+                done = move.copy_step(now_ms, max_bytes)
+                copied += max(move.log.size_in_bytes - before, 0)
+                if done:
                     self._swap(key, move, now_ms)
             except LogStorageError as e:
                 self.moves.pop(key, None)
                 self._fail_for(e, p, move)
-        return bool(self.moves)
+        return bool(self.moves), copied
 
     def _swap(self, key, move: FutureReplica, now_ms: int) -> None:
         p = move.partition

@@ -14,6 +14,7 @@ import time
 
 import confluent_kafka as ck
 import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from conformance import maven
 from conformance.reference import java_command
@@ -182,3 +183,37 @@ def test_kafka_log_dirs_describe_lists_both_dirs(dirs):
             for part in d["partitions"]:
                 files = (dirs[[str(x) for x in dirs].index(d["logDir"])] / part["partition"]).glob("*.log")
                 assert part["size"] == sum(f.stat().st_size for f in files) > 0 and not part["isFuture"]
+
+
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka's jars from Maven Central
+def test_a_throttled_move_shows_its_future_log_to_kafka_log_dirs_and_completes_when_the_throttle_is_lifted(dirs):
+    """``replica.alter.log.dirs.io.max.bytes.per.second`` (the quota ``kafka-reassign-partitions.sh
+    --replica-alter-log-dirs-throttle`` sets) holds the copy back: meanwhile Kafka's tool lists the
+    replica in both dirs, the future one with its lag; raised dynamically, the move completes."""
+    lib = maven.resolve_kafka("4.3.1")
+    quota = "replica.alter.log.dirs.io.max.bytes.per.second"
+    with Broker({"log.dirs": ",".join(map(str, dirs)), quota: "2000"}, data_dir=dirs[0]) as b:
+        b.create_topic(TOPIC, 1, 1)
+        p = ck.Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5})
+        for i in range(2000):
+            p.produce(TOPIC, b"%06d" % i + b"z" * 200, partition=0)
+            if i % 50 == 49:   # 40 batches of 10 KB: the copy goes a batch or so per step
+                assert p.flush(30) == 0
+        src = next(d for d, parts in describe(b).items() if (TOPIC, 0, False) in parts)
+        dst = next(str(d) for d in dirs if str(d) != src)
+        assert alter(b, {dst: [(TOPIC, 0)]}) == {(TOPIC, 0): E.NONE}   # 400 KB at 2 KB/s: over 3 minutes
+        out = subprocess.run(java_command(lib, LOG_DIRS, ["--bootstrap-server", b.bootstrap_servers, "--describe",
+                                                          "--topic-list", TOPIC]),
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        [line] = [x for x in out.stdout.splitlines() if x.startswith("{")]
+        [broker] = json.loads(line)["brokers"]
+        seen = {(d["logDir"], part["isFuture"]): part["offsetLag"] for d in broker["logDirs"] for part in d["partitions"]}
+        assert set(seen) == {(src, False), (dst, True)} and seen[(src, False)] == 0 and seen[(dst, True)] > 0, seen
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(quota, str(100 << 20), incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+        wait_until(lambda: (TOPIC, 0, False) in describe(b)[dst], 60, "the move completed")
+        got = consume_all(b.bootstrap_servers, TOPIC, 1, 2000)
+        assert sorted(got) == [b"%06d" % i + b"z" * 200 for i in range(2000)]

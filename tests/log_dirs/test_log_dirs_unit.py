@@ -85,7 +85,7 @@ def test_a_future_log_copies_the_current_one_and_swaps_in(dirs):
     append(p.log, 3, value_size=50)   # the current log keeps growing during the move
     assert copy_until_caught_up(move) > 1
     old_dir = p.log.directory
-    assert rm.log_dirs.step(NOW) is False    # caught up: swapped
+    assert rm.log_dirs.step(NOW)[0] is False    # caught up: swapped
     assert m.log_dir_of("t", 0) == dirs[1] and p.log.directory == dirs[1] / "t-0" and not old_dir.exists()
     assert all_offsets(p.log) == list(range(93))
     assert [e.epoch for e in p.log.leader_epoch_cache.entries] == [e.epoch for e in move.log.leader_epoch_cache.entries]
@@ -114,7 +114,7 @@ def test_a_truncated_current_log_is_copied_again_and_a_move_resumes_after_a_rest
     rm2 = replicas(m2)
     p2 = rm2.ensure_partition("t", 0, uuid.uuid4(), 0)
     assert ("t", 0) in rm2.log_dirs.moves
-    while rm2.log_dirs.step(NOW):
+    while rm2.log_dirs.step(NOW)[0]:
         pass
     assert m2.log_dir_of("t", 0) == dirs[1] and all_offsets(p2.log) == list(range(13))
 
