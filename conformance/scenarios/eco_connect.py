@@ -156,9 +156,16 @@ def connect_case(ctx, version: str) -> None:
     missing = [ln for ln in written if ln not in set(final)]
     if missing:
         raise CaseFailure(f"{len(missing)} lines never reached the sink file, e.g. {missing[:5]}")
-    status = {n: rest(f"{w2.url}/connectors/{n}/status") for n in names}
-    workers = sorted({t["worker_id"] for st in status.values() for t in st["tasks"]})
-    ctx.check(workers == [f"127.0.0.1:{w2.port}"], f"tasks on {workers}, not only on worker 2 (port {w2.port})")
+    survivor = f"127.0.0.1:{w2.port}"
+
+    def task_workers() -> list[str]:
+        return sorted({t["worker_id"] for n in names for t in rest(f"{w2.url}/connectors/{n}/status")["tasks"]})
+
+    try:  # the status topic says where each task runs; worker 2 reads it asynchronously
+        wait_for(ctx, "worker 2's status to show every task on worker 2", lambda: task_workers() == [survivor],
+                 60, [w2.app])
+    except CaseFailure:
+        raise CaseFailure(f"tasks on {task_workers()}, not only on worker 2 ({survivor})") from None
     ctx.observe(tasks_all_on_surviving_worker=True)
     ctx.observe(lines_written=len(written), lines_lost=0)
     ctx.detail(timings={"takeover_s": round(takeover, 1)}, duplicates_after_kill=len(final) - len(set(final)))

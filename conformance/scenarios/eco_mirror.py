@@ -17,8 +17,8 @@ replication factor 1:
    until it has every record the group had not consumed on the source; none may be missing. The
    number it reads again is the translation's conservatism (recorded, not compared);
 5. MirrorMaker's topic ACL sync calls DescribeAcls on the source: without an authorizer the broker
-   answers SECURITY_DISABLED and MirrorMaker logs one INFO line; its log must have no ERROR about
-   ACLs.
+   answers SECURITY_DISABLED and MirrorMaker logs an INFO line saying so (once per connector
+   start); its log must have no ERROR about ACLs.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def mirror_case(ctx, version: str) -> None:
     ctx.detail(mirror_maker_error_lines=len(errors), mirror_maker_errors=[ln[:300] for ln in errors[:5]])
     if acl_errors:
         raise CaseFailure(f"MirrorMaker logged {len(acl_errors)} ERROR lines about ACLs, e.g. {acl_errors[0][:300]}")
-    ctx.observe(no_authorizer_logged_once=sum(NO_AUTHORIZER_LINE in ln for ln in mm2.log_lines()) == 1)
+    ctx.observe(no_authorizer_info_logged=any(NO_AUTHORIZER_LINE in ln for ln in mm2.log_lines()))
 
 
 register("mirror.checkpoints-failover", area="mirror", func=mirror_case, doc=__doc__,
