@@ -20,6 +20,7 @@ from kcompat.broker.handlers import (
 )
 from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, offset_for_leader_epoch
 from kcompat.broker.handlers import alter_replica_log_dirs, assign_replicas_to_dirs, describe_log_dirs, unregister_broker
+from kcompat.broker.handlers import alter_partition_reassignments, list_partition_reassignments
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kcompat.broker.handlers import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
@@ -52,6 +53,7 @@ _MODULES = (
     read_share_group_state_summary,
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
     describe_acls, create_acls, delete_acls, unregister_broker, alter_replica_log_dirs,
+    alter_partition_reassignments, list_partition_reassignments,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}
@@ -67,6 +69,7 @@ _CONTROLLER_MODULES = (
     broker_registration, broker_heartbeat, allocate_producer_ids, create_topics, delete_topics, create_partitions,
     alter_configs, incremental_alter_configs, describe_cluster, alter_partition, elect_leaders,
     describe_acls, create_acls, delete_acls, unregister_broker, assign_replicas_to_dirs,
+    alter_partition_reassignments, list_partition_reassignments,
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}

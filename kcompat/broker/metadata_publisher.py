@@ -6,7 +6,8 @@ module makes the broker follow it: partitions whose replicas include this node a
 loaded or created) and made leader or follower with the image's leader, epochs, replicas and ISR
 (followers start fetching from their leader; see :mod:`kcompat.broker.replica_fetcher`); the group
 and transaction coordinators follow the leadership of their internal partitions (loaded when this
-node becomes leader, unloaded when it stops); removed topics are deleted; configs are applied.
+node becomes leader, unloaded when it stops); removed topics are deleted, and so is a partition
+a reassignment moves off this broker; configs are applied.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ class MetadataPublisher:
             else:
                 self._coordinator_partition_lost(t.name, pid)
 
+    def remove_replica(self, topic: str, pid: int) -> None:
+        """A reassignment took this broker out of the replicas of ``topic``-``pid``: stop it
+        and delete its log (Kafka ``ReplicaManager.applyDelta``'s deletes)."""
+        if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
+            self._coordinator_partition_lost(topic, pid)
+        if self.broker.replica_manager.remove_partition(topic, pid):
+            log.info("%s-%d: no longer a replica here (reassigned); log deleted", topic, pid)
+
     def is_eligible(self, replica_id: int) -> bool:
         """A replica may join an ISR: registered, unfenced, not shutting down (KIP-841)."""
         br = self.broker.image.brokers.get(replica_id)
@@ -112,6 +121,11 @@ class MetadataPublisher:
             for pid, p in t.partitions.items():
                 if b.node_id in p.replicas:
                     self.host_partition(t, pid, p)
+        for topic, pid in list(b.replica_manager.partitions):
+            t = b.image.topics.get(topic)
+            p = t.partitions.get(pid) if t is not None else None
+            if p is not None and b.node_id not in p.replicas:
+                self.remove_replica(topic, pid)
         b._apply_dynamic_broker_configs()
         b.quotas.update(b.image.client_quotas)
         if hasattr(b, "groups"):
@@ -134,7 +148,10 @@ class MetadataPublisher:
                 if t is not None:
                     ip = t.partitions[r.partition_id]
                     if b.replica_manager.get(t.name, r.partition_id) is not None:
-                        self.apply_role(t, r.partition_id, ip)
+                        if b.node_id in ip.replicas:
+                            self.apply_role(t, r.partition_id, ip)
+                        else:
+                            self.remove_replica(t.name, r.partition_id)
                     elif b.node_id in ip.replicas:
                         self.host_partition(t, r.partition_id, ip)
             elif kind == REMOVE_TOPIC_RECORD:

@@ -180,7 +180,7 @@ class ReplicaFetcher:
                 partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
                 last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
                 partition_max_bytes=cfg.get("replica.fetch.max.bytes")))
-            sent[(t.topic_id, key[1])] = (key, entry, pos.fetch_offset)
+            sent[(t.topic_id, key[1])] = (key, entry, pos.fetch_offset, pos.current_leader_epoch)
         req = FetchRequest(
             replica_state=FetchRequest.ReplicaState(replica_id=self.broker.node_id, replica_epoch=broker_epoch),
             max_wait_ms=cfg.get("replica.fetch.wait.max.ms"), min_bytes=cfg.get("replica.fetch.min.bytes"),
@@ -196,10 +196,12 @@ class ReplicaFetcher:
                 found = sent.get((tr.topic_id, pd.partition_index))
                 if found is None:
                     continue
-                key, entry, fetch_offset = found
+                key, entry, fetch_offset, leader_epoch = found
                 if self.partitions.get(key) is not entry:
                     continue   # removed or re-added meanwhile
                 partition, ff, _ = entry
+                if ff.leader_epoch != leader_epoch:
+                    continue   # asked at an older epoch of the same leader (a reassignment bumps it): stale
                 de = pd.diverging_epoch
                 diverging = (de.epoch, de.end_offset) if de is not None and (de.epoch >= 0 or de.end_offset >= 0) \
                     else None

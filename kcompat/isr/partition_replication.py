@@ -38,6 +38,7 @@ NO_LEADER = -1
 STALE_STATE_ERRORS = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST,
+    ErrorCode.NEW_LEADER_ELECTED,   # the change completed a reassignment that moved leadership away
 })
 
 

@@ -173,15 +173,25 @@ class ReplicaManager:
         """Stop hosting every partition of ``topic`` and delete their logs; returns how many."""
         keys = [k for k in self.partitions if k[0] == topic]
         for key in keys:
-            p = self.partitions.pop(key)
-            if self.follower_listener is not None:
-                self.follower_listener(p, -1, -1)
-            p.make_follower(leader_id=-1, leader_epoch=p.leader_epoch, replicas=p.replicas)
-            p._wake()  # waiting fetches re-check and see the topic is gone
-            self.log_dirs.cancel(topic, key[1])
-            if not p.offline:
-                self.log_manager.delete(topic, key[1])
+            self.remove_partition(*key)
         return len(keys)
+
+    def remove_partition(self, topic: str, partition: int) -> bool:
+        """Stop hosting ``topic``-``partition`` and delete its log (Kafka ``ReplicaManager.
+        stopPartitions`` with delete): the topic was deleted or a reassignment removed this
+        broker from the replicas. Its fetcher stops, waiting acks=all produces fail with
+        NOT_LEADER_OR_FOLLOWER, waiting fetches wake and find it gone. False if not hosted."""
+        p = self.partitions.pop((topic, partition), None)
+        if p is None:
+            return False
+        if self.follower_listener is not None:
+            self.follower_listener(p, -1, -1)
+        p.make_follower(leader_id=-1, leader_epoch=p.leader_epoch, replicas=p.replicas)
+        p._wake()
+        self.log_dirs.cancel(topic, partition)   # a move to another log dir (AlterReplicaLogDirs) stops
+        if not p.offline:
+            self.log_manager.delete(topic, partition)
+        return True
 
     def update_topic_config(self, topic: str) -> None:
         """Re-read the effective config of ``topic`` into its logs and append policy."""

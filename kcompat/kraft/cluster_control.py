@@ -30,6 +30,9 @@ As Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` + the broker-s
   refuses (INVALID_REQUEST, naming the partition) while the broker is the last in-sync replica of
   a partition, whose data would otherwise have no in-sync copy left.
 
+Partition reassignments (KIP-455, :mod:`kcompat.kraft.reassignment`) run here too: fencing or
+unregistering a broker may complete one whose remaining replicas are then all in sync.
+
 Leader choice is :mod:`kcompat.kraft.leader_election`'s, also used by ElectLeaders, the periodic
 unclean elections and the preferred-leader rebalance (``elect_leaders``, ``elect_unclean_leaders``,
 ``balance_leaders``).
@@ -46,6 +49,8 @@ from typing import Callable
 
 from kcompat.kraft import leader_election
 from kcompat.kraft.image import NO_CHANGE_LEADER, NO_LEADER, MetadataImage
+from kcompat.kraft import reassignment
+from kcompat.kraft.reassignment import build_change
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
     BrokerRegistrationChangeRecord, FenceBrokerRecord, PartitionChangeRecord, RegisterBrokerRecord,
@@ -244,9 +249,14 @@ class ClusterControl:
                     continue
                 if unclean is None:
                     unclean = self.unclean_enabled(t.name)
-                rec = leader_election.change(
-                    t.topic_id, p, leader_election.UNCLEAN if unclean else leader_election.ONLINE, acceptable,
-                    leader=leader, isr=isr, target_isr=[r for r in isr if r != broker_id] or list(isr))
+                election = leader_election.UNCLEAN if unclean else leader_election.ONLINE
+                target_isr = [r for r in isr if r != broker_id] or list(isr)
+                if p.reassigning and (t.topic_id, p.partition_id) not in changed:
+                    # the smaller ISR may complete a reassignment (Kafka's PartitionChangeBuilder)
+                    rec = build_change(t.topic_id, p, acceptable, election=election, isr=target_isr)
+                else:
+                    rec = leader_election.change(t.topic_id, p, election, acceptable, leader=leader, isr=isr,
+                                                 target_isr=target_isr)
                 if rec is not None:
                     out.append(rec)
         return out
@@ -296,6 +306,18 @@ class ClusterControl:
         KafkaError(INVALID_REQUEST) for an unknown election type)."""
         results, records = leader_election.elect_leaders(
             self.image, election_type, topic_partitions, leader_election.acceptable_leaders(self.image))
+        if records:
+            self._sink(records, now_ms)
+        return results
+
+    # -- reassignments ---------------------------------------------------------------------------
+
+    def alter_reassignments(self, topics: list[tuple[str, list[tuple[int, list[int] | None]]]],
+                            now_ms: int) -> list[reassignment.TopicResult]:
+        """AlterPartitionReassignments: see :func:`kcompat.kraft.reassignment.alter_reassignments`;
+        the records of every partition that succeeded are committed as one batch."""
+        results, records = reassignment.alter_reassignments(
+            self.image, topics, leader_election.acceptable_leaders(self.image), self.unclean_enabled)
         if records:
             self._sink(records, now_ms)
         return results

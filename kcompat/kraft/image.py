@@ -48,7 +48,10 @@ def record_type_of(record) -> int:
 
 @dataclass
 class PartitionImage:
-    """One partition as the controller assigned it."""
+    """One partition as the controller assigned it. During a reassignment (KIP-455) ``replicas``
+    is the target set followed by the replicas being removed; ``adding_replicas`` are target
+    replicas not yet in the ISR and ``removing_replicas`` the old ones that go when it completes
+    (both empty otherwise), as Kafka's ``PartitionRegistration``."""
 
     partition_id: int
     replicas: list[int]
@@ -59,6 +62,13 @@ class PartitionImage:
     # replica -> the directory.id of the log dir holding it (KIP-858 ``Directories``); replicas
     # without an entry are unassigned (Kafka DirectoryId.UNASSIGNED, the zero uuid)
     directories: dict[int, uuid.UUID] = field(default_factory=dict)
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        """A reassignment is in progress (adding or removing replicas)."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass
@@ -129,7 +139,8 @@ class MetadataImage:
             t = self.topics_by_id[record.topic_id]
             t.partitions[record.partition_id] = PartitionImage(
                 record.partition_id, list(record.replicas), list(record.isr), record.leader,
-                record.leader_epoch, record.partition_epoch, _directories(record.replicas, record.directories))
+                record.leader_epoch, record.partition_epoch, _directories(record.replicas, record.directories),
+                adding_replicas=list(record.adding_replicas), removing_replicas=list(record.removing_replicas))
         elif kind == PARTITION_CHANGE_RECORD:
             p = self.topics_by_id[record.topic_id].partitions[record.partition_id]
             if record.isr is not None:
@@ -139,6 +150,10 @@ class MetadataImage:
                 p.directories = {r: d for r, d in p.directories.items() if r in p.replicas}
             if record.directories is not None:
                 p.directories = _directories(p.replicas, record.directories)
+            if record.adding_replicas is not None:
+                p.adding_replicas = list(record.adding_replicas)
+            if record.removing_replicas is not None:
+                p.removing_replicas = list(record.removing_replicas)
             if record.leader != NO_CHANGE_LEADER:
                 p.leader = record.leader
                 p.leader_epoch += 1
@@ -247,7 +262,9 @@ class MetadataImage:
                 out.append(PartitionRecord(partition_id=p.partition_id, topic_id=t.topic_id, replicas=list(p.replicas),
                                            isr=list(p.isr), leader=p.leader, leader_epoch=p.leader_epoch,
                                            partition_epoch=p.partition_epoch,
-                                           directories=directory_list(p) if p.directories else []))
+                                           directories=directory_list(p) if p.directories else [],
+                                           adding_replicas=list(p.adding_replicas),
+                                           removing_replicas=list(p.removing_replicas)))
         for (rtype, rname), values in sorted(self.configs.items()):
             out += [ConfigRecord(resource_type=rtype, resource_name=rname, name=k, value=v)
                     for k, v in sorted(values.items())]

@@ -28,7 +28,7 @@ def local(ctx, req) -> R:
                              {m.broker_id: m.broker_epoch for m in p.new_isr_with_epochs} if version >= 3 else None)
                    for p in t.partitions]
         results = alter_partition(image, broker.controller_service.sink, req.broker_id, req.broker_epoch, changes,
-                                  broker.now_ms())
+                                  broker.now_ms(), version)
         if topic_id is None:
             results = [r.__class__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for r in results]
         out.append(R.TopicData(topic_name=t.topic_name, topic_id=t.topic_id, partitions=[
