@@ -57,6 +57,7 @@ from kcompat.broker.share_state_runtime import ShareStateRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
+from kcompat.isr.replication_quota import ReplicationQuotas
 from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic, TopicResult
 from kcompat.kraft.image import MetadataImage
@@ -137,6 +138,9 @@ class Broker:
                                               leader_of=self.leader_of, topic_exists=lambda name: name in self.image.topics)
         self.log_manager.high_watermark_of = self._high_watermark_of
         self.publisher = MetadataPublisher(self)
+        # replication throttles (KIP-73): the topic configs reach them through the publisher
+        self.replication_quotas = ReplicationQuotas(self.node_id, self.config.get)
+        self.replica_manager.leader_quota = self.replication_quotas.leader
         self.replica_fetchers = ReplicaFetcherManager(self)
         self.isr_updates = IsrUpdates(self)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role

@@ -17,6 +17,7 @@ import logging
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC
 from kcompat.share.state_coordinator import SHARE_GROUP_STATE_TOPIC
+from kcompat.isr.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kcompat.kraft.image import (
     CLIENT_QUOTA_RECORD, CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
     RESOURCE_TOPIC, record_type_of,
@@ -126,6 +127,8 @@ class MetadataPublisher:
             p = t.partitions.get(pid) if t is not None else None
             if p is not None and b.node_id not in p.replicas:
                 self.remove_replica(topic, pid)
+        for name in b.image.topics:
+            b.replication_quotas.update_topic(name, b.image.topic_configs(name))
         b._apply_dynamic_broker_configs()
         b.quotas.update(b.image.client_quotas)
         if hasattr(b, "groups"):
@@ -157,6 +160,8 @@ class MetadataPublisher:
             elif kind == REMOVE_TOPIC_RECORD:
                 names = {p.topic for p in b.replica_manager.partitions.values() if p.topic_id == r.topic_id}
                 for name in names:
+                    b.replication_quotas.update_topic(name, {})
+                for name in names:
                     removed = [(name, p.partition_id) for p in b.replica_manager.topic_partitions(name)]
                     if getattr(b, "remote_log", None) is not None:   # KIP-405: its remote segments go too
                         b.remote_log.on_partitions_deleted(b.replica_manager.topic_partitions(name))
@@ -168,6 +173,8 @@ class MetadataPublisher:
                     b.share_state.on_topics_deleted([r.topic_id])
             elif kind == CONFIG_RECORD:
                 if r.resource_type == RESOURCE_TOPIC:
+                    if r.name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+                        b.replication_quotas.update_topic(r.resource_name, b.image.topic_configs(r.resource_name))
                     b.replica_manager.update_topic_config(r.resource_name)
                     self._reapply_roles(r.resource_name)
                 elif r.resource_type == RESOURCE_BROKER:

@@ -7,7 +7,9 @@ partitions, sent over the leader's ``inter.broker.listener.name`` endpoint, long
 ``replica.fetch.wait.max.ms`` for ``replica.fetch.min.bytes``; each partition's answer goes through
 :class:`kcompat.isr.follower.FollowerFetch` (truncation on diverging epochs, KIP-320), whose
 actions are applied to the local :class:`~kcompat.isr.partition.Partition`. Connection errors back
-off ``replica.fetch.backoff.ms``. The leader learns each follower's position from these fetches.
+off ``replica.fetch.backoff.ms``. A partition throttled by ``follower.replication.throttled.*``
+(:mod:`kcompat.isr.replication_quota`) is left out of the Fetch while this broker is not in its ISR
+and the measured rate is over the bound. The leader learns each follower's position from these fetches.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ class ReplicaFetcher:
         cfg = self.broker.config
         now = self.broker.now_ms()
         image = self.broker.image
+        quota = self.broker.replication_quotas.follower
         by_topic: dict = {}
         sent = {}
         for key, entry in self.partitions.items():
@@ -176,6 +179,9 @@ class ReplicaFetcher:
             t = image.topics.get(key[0])
             if pos is None or t is None:
                 continue
+            ip = t.partitions.get(key[1])
+            if quota.should_throttle(key[0], key[1], ip is not None and self.broker.node_id in ip.isr, now):
+                continue   # follower.replication.throttled.*: not fetched while over the rate
             by_topic.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
                 last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
@@ -191,6 +197,7 @@ class ReplicaFetcher:
 
     async def _handle_response(self, resp, sent: dict) -> None:
         now = self.broker.now_ms()
+        quota = self.broker.replication_quotas.follower
         for tr in resp.responses:
             for pd in tr.partitions:
                 found = sent.get((tr.topic_id, pd.partition_index))
@@ -202,6 +209,8 @@ class ReplicaFetcher:
                 partition, ff, _ = entry
                 if ff.leader_epoch != leader_epoch:
                     continue   # asked at an older epoch of the same leader (a reassignment bumps it): stale
+                if pd.records and quota.is_throttled(*key):
+                    quota.record(len(pd.records), now)
                 de = pd.diverging_epoch
                 diverging = (de.epoch, de.end_offset) if de is not None and (de.epoch >= 0 or de.end_offset >= 0) \
                     else None

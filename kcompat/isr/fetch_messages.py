@@ -15,7 +15,9 @@ request order) and answers per partition (:class:`FetchPartitionResult`):
   the records may hold (KIP-98);
 - a follower (``replica_id`` >= 0) reads up to the log end offset and records its position
   (:meth:`~kcompat.isr.partition_replication.ReplicationMixin.read_for_follower`); a diverging
-  epoch answers at once (KIP-320);
+  epoch answers at once (KIP-320); a partition throttled by ``rm.leader_quota``
+  (:mod:`kcompat.isr.replication_quota`) answers no records to a replica outside the ISR while the
+  leader's replication rate is over ``leader.replication.throttled.rate``;
 - a consumer may read from a follower (``follower_reads``, KIP-392); with a rack-aware
   ``replica.selector.class`` the leader answers ``preferred_read_replica`` and no records;
 - if fewer than ``min_bytes`` are readable and no partition has an error, the fetch waits
@@ -226,6 +228,9 @@ class _Reader:
                     params.replica_id, fetch_offset=r.fetch_offset, log_start_offset=r.log_start_offset,
                     last_fetched_epoch=r.last_fetched_epoch, max_bytes=max_bytes, now_ms=self.now,
                     broker_epoch=params.replica_epoch)
+                if self.rm.leader_quota is not None:   # leader.replication.throttled.* (KIP-73)
+                    records = self.rm.leader_quota.leader_records(p.topic, p.partition_id, params.replica_id in p.isr,
+                                                                  records, self.now)
             else:
                 records = p.read(r.fetch_offset, max_bytes, isolation_level=params.isolation_level,
                                  min_one_batch=self.min_one)

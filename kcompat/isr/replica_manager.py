@@ -69,6 +69,8 @@ class ReplicaManager:
         self.remote_reader: _fetch.RemoteReads | None = None
         # moves between log dirs (AlterReplicaLogDirs) and failed log dirs
         self.log_dirs = ReplicaLogDirs(self)
+        # leader-side replication throttle (a kcompat.isr.replication_quota.ReplicationQuota), None: off
+        self.leader_quota = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
