@@ -61,6 +61,26 @@ def validate_topic_name(name: str) -> None:
                          f"alphanumerics, '.', '_' and '-'")
 
 
+def validate_replica_list(replicas: list[int], registered: set[int]) -> None:
+    """One manual replica list as Kafka's ``validateManualPartitionAssignment`` checks it (for
+    CreateTopics, CreatePartitions and AlterPartitionReassignments): raises
+    KafkaError(INVALID_REPLICA_ASSIGNMENT) for an empty list, a broker not in ``registered`` or a
+    broker named twice, with Kafka's messages."""
+    if not replicas:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for b in sorted(replicas):
+        if b not in registered:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {b}, but no such broker is "
+                             f"registered.")
+        if b == previous:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {b} more than once.")
+        previous = b
+
+
 @dataclass
 class NewTopic:
     """A topic to create: ``num_partitions``/``replication_factor`` -1 mean the broker defaults;
@@ -250,19 +270,7 @@ class Controller:
         rf = replication_factor
         for p in indexes:
             replicas = assignments[p]
-            if not replicas:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "The manual partition assignment includes an empty replica list.")
-            previous = None
-            for b in sorted(replicas):
-                if b not in registered:
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"The manual partition assignment includes broker {b}, but no such "
-                                     f"broker is registered.")
-                if b == previous:
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"The manual partition assignment includes the broker {b} more than once.")
-                previous = b
+            validate_replica_list(replicas, registered)
             if rf is not None and len(replicas) != rf:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"The manual partition assignment includes a partition with {len(replicas)} "

@@ -33,6 +33,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from kcompat.kraft.controller import validate_replica_list
 from kcompat.kraft.image import NO_CHANGE_LEADER, MetadataImage, PartitionImage
 from kcompat.kraft.leader_election import ONLINE, UNCLEAN, choose_leader
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -168,32 +169,13 @@ def _alter_one(image: MetadataImage, name: str, pid: int, target: list[int] | No
             isr = [replicas[0]]
         return build_change(t.topic_id, p, acceptable, election=election, isr=isr, replicas=replicas,
                             adding=[], removing=[])
-    validate_replicas(image, target)
+    validate_replica_list(target, set(image.brokers))
     removing = sorted(set(p.replicas) - set(target))
     adding = sorted(set(target) - set(p.replicas))
     replicas = list(target) + removing
     return build_change(t.topic_id, p, acceptable, election=election,
                         replicas=replicas if replicas != p.replicas else None,
                         removing=removing or None, adding=adding or None)
-
-
-def validate_replicas(image: MetadataImage, replicas: list[int]) -> None:
-    """Kafka's ``validateManualPartitionAssignment`` without a replication factor: raises
-    KafkaError(INVALID_REPLICA_ASSIGNMENT) for an empty list, an unregistered broker or a broker
-    named twice."""
-    if not replicas:
-        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
-    previous = None
-    for b in sorted(replicas):
-        if b not in image.brokers:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"The manual partition assignment includes broker {b}, but no such broker is "
-                             f"registered.")
-        if b == previous:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"The manual partition assignment includes the broker {b} more than once.")
-        previous = b
 
 
 def list_reassignments(image: MetadataImage,
