@@ -57,7 +57,7 @@ from kcompat.broker.share_state_runtime import ShareStateRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
-from kcompat.isr.replication_quota import ReplicationQuotas
+from kcompat.broker.quota.replication import ReplicationQuotas
 from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic, TopicResult
 from kcompat.kraft.image import MetadataImage

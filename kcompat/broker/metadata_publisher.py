@@ -17,7 +17,7 @@ import logging
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC
 from kcompat.share.state_coordinator import SHARE_GROUP_STATE_TOPIC
-from kcompat.isr.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
+from kcompat.broker.quota.replication import FOLLOWER_REPLICAS, LEADER_REPLICAS
 from kcompat.kraft.image import (
     CLIENT_QUOTA_RECORD, CONFIG_RECORD, PARTITION_CHANGE_RECORD, PARTITION_RECORD, REMOVE_TOPIC_RECORD, RESOURCE_BROKER,
     RESOURCE_TOPIC, record_type_of,

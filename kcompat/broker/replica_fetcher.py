@@ -8,7 +8,7 @@ partitions, sent over the leader's ``inter.broker.listener.name`` endpoint, long
 :class:`kcompat.isr.follower.FollowerFetch` (truncation on diverging epochs, KIP-320), whose
 actions are applied to the local :class:`~kcompat.isr.partition.Partition`. Connection errors back
 off ``replica.fetch.backoff.ms``. A partition throttled by ``follower.replication.throttled.*``
-(:mod:`kcompat.isr.replication_quota`) is left out of the Fetch while this broker is not in its ISR
+(:mod:`kcompat.broker.quota.replication`) is left out of the Fetch while this broker is not in its ISR
 and the measured rate is over the bound. The leader learns each follower's position from these fetches.
 """
 

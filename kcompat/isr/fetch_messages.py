@@ -16,7 +16,7 @@ request order) and answers per partition (:class:`FetchPartitionResult`):
 - a follower (``replica_id`` >= 0) reads up to the log end offset and records its position
   (:meth:`~kcompat.isr.partition_replication.ReplicationMixin.read_for_follower`); a diverging
   epoch answers at once (KIP-320); a partition throttled by ``rm.leader_quota``
-  (:mod:`kcompat.isr.replication_quota`) answers no records to a replica outside the ISR while the
+  (:mod:`kcompat.broker.quota.replication`) answers no records to a replica outside the ISR while the
   leader's replication rate is over ``leader.replication.throttled.rate``;
 - a consumer may read from a follower (``follower_reads``, KIP-392); with a rack-aware
   ``replica.selector.class`` the leader answers ``preferred_read_replica`` and no records;

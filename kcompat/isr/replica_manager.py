@@ -69,7 +69,7 @@ class ReplicaManager:
         self.remote_reader: _fetch.RemoteReads | None = None
         # moves between log dirs (AlterReplicaLogDirs) and failed log dirs
         self.log_dirs = ReplicaLogDirs(self)
-        # leader-side replication throttle (a kcompat.isr.replication_quota.ReplicationQuota), None: off
+        # leader-side replication throttle (a kcompat.broker.quota.replication.ReplicationQuota), None: off
         self.leader_quota = None
 
     def get(self, topic: str, partition: int) -> Partition | None:

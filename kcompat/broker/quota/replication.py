@@ -15,52 +15,22 @@ Two quotas per broker, each a byte rate bound and a set of throttled replicas:
 
 The throttled-replicas value is ``partition:broker,...`` (the partitions listed with this broker's
 id) or ``*`` (every partition of the topic), empty for none. The rate is measured as Kafka's
-``Rate`` over a ``SampledStat``: ``replication.quota.window.num`` windows of
-``replication.quota.window.size.seconds``; bytes in the retained windows divided by the time they
-span, counted as at least ``windows - 1`` whole windows (so a first burst is not taken for a
-high rate). I/O free; times are ``now_ms`` arguments (DESIGN.md section 2).
+``Rate`` (:class:`kcompat.broker.quota.rate.Rate`) over ``replication.quota.window.num`` windows of
+``replication.quota.window.size.seconds``. I/O free; times are ``now_ms`` arguments. The fetch
+path of the ``isr`` layer uses the leader quota through ``ReplicaManager.leader_quota``.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from kcompat.broker.quota.rate import Rate
+
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 ALL = "*"
-
-
-class SampledRate:
-    """A byte rate (bytes/s) over ``samples`` windows of ``window_ms`` (Kafka ``Rate`` with
-    ``SampledStat``: obsolete windows are purged, the elapsed time is at least ``samples - 1``
-    windows)."""
-
-    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
-        self.samples = max(1, samples)
-        self.window_ms = max(1, window_ms)
-        self._windows: list[list[float]] = []   # [start ms, bytes], oldest first
-
-    def record(self, n: float, now_ms: int) -> None:
-        """Add ``n`` bytes at ``now_ms``."""
-        if not self._windows or now_ms >= self._windows[-1][0] + self.window_ms:
-            self._windows.append([now_ms, 0.0])
-            del self._windows[:-self.samples]
-        self._windows[-1][1] += n
-
-    def rate(self, now_ms: int) -> float:
-        """Bytes per second at ``now_ms``."""
-        horizon = now_ms - self.samples * self.window_ms
-        self._windows = [w for w in self._windows if w[0] + self.window_ms > horizon]
-        if not self._windows:
-            return 0.0
-        elapsed = now_ms - self._windows[0][0]
-        full = elapsed // self.window_ms
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
-        total = sum(w[1] for w in self._windows)
-        return total * 1000.0 / max(elapsed, 1)
 
 
 class ReplicationQuota:
@@ -71,7 +41,7 @@ class ReplicationQuota:
     def __init__(self, broker_id: int, bound: Callable[[], int], samples: int = 11, window_ms: int = 1000) -> None:
         self.broker_id = broker_id
         self._bound = bound
-        self.rate = SampledRate(samples, window_ms)
+        self.rate = Rate(samples, window_ms)
         self._throttled: dict[str, frozenset[int] | str] = {}   # topic -> partitions, or ALL
 
     def update_topic(self, topic: str, value: str | None) -> None:
@@ -89,7 +59,7 @@ class ReplicationQuota:
 
     def is_exceeded(self, now_ms: int) -> bool:
         """The measured rate is above the bound (Kafka ``isQuotaExceeded``)."""
-        return self.rate.rate(now_ms) > self._bound()
+        return self.rate.measure(now_ms) > self._bound()
 
     def record(self, n: int, now_ms: int) -> None:
         """``n`` bytes of throttled partitions were replicated."""

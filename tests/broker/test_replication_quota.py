@@ -1,18 +1,9 @@
-"""Replication throttles (Kafka's ReplicationQuotaManager, KIP-73): the sampled rate with Kafka's
-windowing, the throttled-replicas config values, and the leader's and follower's decisions."""
+"""Replication throttles (Kafka's ReplicationQuotaManager, KIP-73): the throttled-replicas config
+values, and the leader's and follower's decisions over the sampled rate."""
 
 from __future__ import annotations
 
-from kcompat.isr.replication_quota import ALL, ReplicationQuota, SampledRate, parse_throttled_replicas
-
-
-def test_the_rate_counts_at_least_samples_minus_one_windows_and_forgets_old_ones():
-    r = SampledRate(samples=11, window_ms=1000)
-    r.record(10_000, 0)
-    assert r.rate(0) == 1000.0            # 10 000 bytes over the 10 s minimum span
-    r.record(10_000, 5_000)
-    assert r.rate(5_000) == 2000.0
-    assert r.rate(20_000) == 0.0          # both windows older than 11 s
+from kcompat.broker.quota.replication import ALL, ReplicationQuota, parse_throttled_replicas
 
 
 def test_throttled_replicas_values():
