@@ -53,7 +53,8 @@ class BrokerLifecycle:
             broker_id=b.node_id, cluster_id=b.cluster_id, incarnation_id=self.incarnation_id, listeners=listeners,
             features=[BrokerRegistrationRequest.Feature(name="metadata.version", min_supported_version=1,
                                                         max_supported_version=20)],
-            rack=cfg.get("broker.rack"), previous_broker_epoch=self.broker_epoch)
+            rack=cfg.get("broker.rack"), previous_broker_epoch=self.broker_epoch,
+            log_dirs=b.log_dir_runtime.online_dir_ids())
 
     async def register(self) -> None:
         """Register (retrying until a controller accepts)."""

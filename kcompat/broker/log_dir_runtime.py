@@ -62,6 +62,11 @@ class LogDirRuntime:
     def _moved(self, _partition) -> None:
         self._assign_due = True   # the controller learns the new dir at the next round
 
+    def online_dir_ids(self) -> list:
+        """Directory ids of the online log dirs (BrokerRegistration ``log_dirs``, KIP-858)."""
+        lm = self.broker.log_manager
+        return [lm.directory_id_of(d) for d in lm.online_dirs if lm.directory_id_of(d) is not None]
+
     def offline_dir_ids(self) -> list:
         """Directory ids of the offline log dirs (BrokerHeartbeat ``offline_log_dirs``)."""
         lm = self.broker.log_manager

@@ -108,8 +108,9 @@ class ClusterControl:
     # -- registration ----------------------------------------------------------------------------
 
     def register(self, broker_id: int, cluster_id: str, incarnation_id: uuid.UUID, listeners: list[Listener],
-                 rack: str | None, previous_broker_epoch: int, now_ms: int) -> int:
-        """BrokerRegistration: returns the new broker epoch. Raises KafkaError
+                 rack: str | None, previous_broker_epoch: int, now_ms: int, *, log_dirs=()) -> int:
+        """BrokerRegistration (``log_dirs``: directory ids of its online log dirs, KIP-858): returns
+        the new broker epoch. Raises KafkaError
         (INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION, INVALID_REQUEST)."""
         if cluster_id != self.cluster_id:
             raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -132,7 +133,7 @@ class ClusterControl:
             end_points=[RegisterBrokerRecord.BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
                                                             security_protocol=lst.security_protocol)
                         for lst in listeners],
-            rack=rack, fenced=True, in_controlled_shutdown=False))
+            rack=rack, fenced=True, in_controlled_shutdown=False, log_dirs=list(log_dirs)))
         self._sink(records, now_ms)
         self.last_heartbeat[broker_id] = now_ms
         self.heard_from.add(broker_id)
@@ -170,6 +171,9 @@ class ClusterControl:
             offline = set(offline_dirs)
             records += self._leave_partitions(broker_id, fenced_or_down={broker_id},
                                               where=lambda p: p.directories.get(broker_id) in offline)
+            if offline & set(b.log_dirs):   # the registration keeps only the online dirs (Kafka)
+                records.append(BrokerRegistrationChangeRecord(
+                    broker_id=broker_id, broker_epoch=b.epoch, log_dirs=[d for d in b.log_dirs if d not in offline]))
         if want_shut_down:
             if not b.in_controlled_shutdown and not b.fenced:
                 records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
@@ -251,11 +255,12 @@ class ClusterControl:
                     unclean = self.unclean_enabled(t.name)
                 election = leader_election.UNCLEAN if unclean else leader_election.ONLINE
                 target_isr = [r for r in isr if r != broker_id] or list(isr)
+                ok = acceptable.difference(self.image.offline_replicas(p))   # never a replica in an offline dir
                 if p.reassigning and (t.topic_id, p.partition_id) not in changed:
                     # the smaller ISR may complete a reassignment (Kafka's PartitionChangeBuilder)
-                    rec = build_change(t.topic_id, p, acceptable, election=election, isr=target_isr)
+                    rec = build_change(t.topic_id, p, ok, election=election, isr=target_isr)
                 else:
-                    rec = leader_election.change(t.topic_id, p, election, acceptable, leader=leader, isr=isr,
+                    rec = leader_election.change(t.topic_id, p, election, ok, leader=leader, isr=isr,
                                                  target_isr=target_isr)
                 if rec is not None:
                     out.append(rec)
@@ -274,8 +279,9 @@ class ClusterControl:
                     continue
                 if unclean is None:
                     unclean = self.unclean_enabled(t.name)
-                rec = leader_election.change(
-                    t.topic_id, p, leader_election.UNCLEAN if unclean else leader_election.ONLINE, acceptable)
+                rec = leader_election.change(   # never a replica whose log dir is offline (KIP-858)
+                    t.topic_id, p, leader_election.UNCLEAN if unclean else leader_election.ONLINE,
+                    acceptable.difference(self.image.offline_replicas(p)))
                 if rec is not None:
                     out.append(rec)
         return out

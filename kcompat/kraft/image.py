@@ -94,6 +94,13 @@ class BrokerImage:
     rack: str | None = None
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    # directory ids of its online log dirs (KIP-858); empty: unknown (every dir counts as online)
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+
+    def has_online_dir(self, directory: uuid.UUID | None) -> bool:
+        """Kafka ``BrokerRegistration.hasOnlineDir``: an unassigned replica (None, the zero uuid)
+        or a broker that registered no dirs counts as online."""
+        return directory is None or directory.int == 0 or not self.log_dirs or directory in self.log_dirs
 
 
 @dataclass
@@ -181,7 +188,7 @@ class MetadataImage:
             self.brokers[record.broker_id] = BrokerImage(
                 record.broker_id, record.broker_epoch, record.incarnation_id,
                 {e.name: BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points},
-                record.rack, bool(record.fenced), bool(record.in_controlled_shutdown))
+                record.rack, bool(record.fenced), bool(record.in_controlled_shutdown), list(record.log_dirs))
         elif kind == UNREGISTER_BROKER_RECORD:
             b = self.brokers.get(record.broker_id)
             if b is not None and b.epoch == record.broker_epoch:
@@ -199,6 +206,8 @@ class MetadataImage:
                     b.fenced = record.fenced > 0
                 if record.in_controlled_shutdown:
                     b.in_controlled_shutdown = True
+                if record.log_dirs:
+                    b.log_dirs = list(record.log_dirs)
         elif kind == ACCESS_CONTROL_ENTRY_RECORD:
             self.acls.add(record.id, AclBinding.of(record.resource_type, record.resource_name, record.pattern_type,
                                                    record.principal, record.host, record.operation,
@@ -213,6 +222,16 @@ class MetadataImage:
             quota_control.apply_record(self.client_quotas, record)
         # other record types are not used by kcompat yet
         self.offset = offset
+
+    def offline_replicas(self, p: PartitionImage) -> list[int]:
+        """Replicas of ``p`` that cannot serve: the broker is not registered, or the log dir the
+        replica is assigned to is offline (Kafka ``isReplicaOffline``, KIP-858)."""
+        out = []
+        for r in p.replicas:
+            b = self.brokers.get(r)
+            if b is None or not b.has_online_dir(p.directories.get(r)):
+                out.append(r)
+        return out
 
     def has_partition(self, topic: str, partition: int) -> bool:
         """Whether ``topic``-``partition`` exists in the image."""
@@ -255,7 +274,8 @@ class MetadataImage:
                 end_points=[RegisterBrokerRecord.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
                                                                 security_protocol=e.security_protocol)
                             for e in b.endpoints.values()],
-                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown,
+                log_dirs=list(b.log_dirs)))
         for t in self.topics.values():
             out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
             for p in t.partitions.values():

@@ -13,6 +13,8 @@ from kcompat.kraft.directories import assign_replicas_to_dirs
 from kcompat.kraft.image import MetadataImage
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import PartitionChangeRecord
+from kcompat.kraft.cluster_control import Listener
+from kcompat.protocol.metadata_records import BrokerRegistrationChangeRecord
 from tests.kraft.test_cluster_control import T0, Harness
 
 DIR_A, DIR_B = uuid.uuid4(), uuid.uuid4()
@@ -21,7 +23,11 @@ DIR_A, DIR_B = uuid.uuid4(), uuid.uuid4()
 @pytest.fixture
 def h():
     h = Harness()
-    h.epochs = {b: h.join(b) for b in (1, 2, 3)}
+    h.epochs = {}
+    for b in (1, 2, 3):   # each registers its two log dirs, as a broker with two log.dirs does
+        h.epochs[b] = h.cc.register(b, "c1", uuid.uuid4(), [Listener("PLAINTEXT", f"h{b}", 9092)], None, -1, T0,
+                                    log_dirs=[DIR_A, DIR_B])
+        assert not h.cc.heartbeat(b, h.epochs[b], h.image.offset, False, False, T0).is_fenced
     return h
 
 
@@ -74,6 +80,9 @@ def test_an_offline_dir_moves_leadership_and_isr_of_its_partitions_only(h):
             assert (p.leader, p.isr) == before[i]
         else:
             assert p.leader != 2 and 2 not in p.isr and p.leader in before[i][1]
+    assert [r.log_dirs for r in h.records[n:] if isinstance(r, BrokerRegistrationChangeRecord)] == [[DIR_A]]
+    assert h.image.brokers[2].log_dirs == [DIR_A]
+    assert [h.image.offline_replicas(t.partitions[i]) for i in range(6)] == [[], [], [], [2], [2], [2]]
     n = len(h.records)
     h.cc.heartbeat(2, h.epochs[2], h.image.offset, False, False, T0, offline_dirs=[DIR_B])
     assert h.records[n:] == []   # every heartbeat names the dir; nothing more to do
@@ -85,3 +94,22 @@ def test_the_last_in_sync_replica_on_an_offline_dir_leaves_the_partition_leaderl
     assign(h, broker, [(DIR_A, t.topic_id, 0)])
     h.cc.heartbeat(broker, h.epochs[broker], h.image.offset, False, False, T0, offline_dirs=[DIR_A])
     assert t.partitions[0].leader == -1 and t.partitions[0].isr == [broker]
+
+
+def test_a_replica_on_an_offline_dir_is_never_elected(h):
+    """A single-replica partition whose dir failed stays leaderless, also after its broker comes
+    back (registered again) without that dir: electing it would serve an empty log."""
+    t = h.topic("solo", 1, 1)
+    [b] = t.partitions[0].replicas
+    assign(h, b, [(DIR_A, t.topic_id, 0)])
+    h.cc.heartbeat(b, h.epochs[b], h.image.offset, False, False, T0, offline_dirs=[DIR_A])
+    assert (t.partitions[0].leader, t.partitions[0].isr) == (-1, [b])
+    h.epochs[b] = h.cc.register(b, "c1", uuid.uuid4(), [Listener("PLAINTEXT", "h", 9092)], None, h.epochs[b], T0,
+                                log_dirs=[DIR_B])   # restarted; DIR_A is gone
+    assert h.image.offline_replicas(t.partitions[0]) == [b]
+    assert not h.cc.heartbeat(b, h.epochs[b], h.image.offset, False, False, T0).is_fenced
+    assert t.partitions[0].leader == -1
+    h.epochs[b] = h.cc.register(b, "c1", uuid.uuid4(), [Listener("PLAINTEXT", "h", 9092)], None, h.epochs[b], T0,
+                                log_dirs=[DIR_A, DIR_B])   # the disk is back
+    h.cc.heartbeat(b, h.epochs[b], h.image.offset, False, False, T0)
+    assert t.partitions[0].leader == b

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from kcompat.log.log_dirs import IO_FAULT_MARKER
 from kcompat.protocol.errors import ErrorCode as E
 from kcompat.protocol.messages.describe_log_dirs import DescribeLogDirsRequest as DQ
+from kcompat.protocol.messages.metadata import MetadataRequest as MQ
 from kcompat.testing.wire import call
 from tests.support.cluster import Cluster, wait_until
 
@@ -97,6 +98,10 @@ def test_failed_log_dir_takes_only_its_partitions_offline(tmp_path, monkeypatch)
         assert good.error_code == E.NONE
         assert {p.partition_index for t in good.topics if t.name == TOPIC for p in t.partitions} == on_other
         assert "is offline" in node.log_text() and node.proc.poll() is None
+        for c in cluster.nodes:   # every node's Metadata shows broker 2's replicas there as offline
+            wait_until(lambda c=c: {p.partition_index: p.offline_replicas for p in call(
+                c.bootstrap, MQ(topics=[MQ.MetadataRequestTopic(name=TOPIC)]), 12).topics[0].partitions} ==
+                {i: [FAILING] if i in on_failing else [] for i in range(6)}, 10, f"offline replicas on node {c}")
 
         acked += produce(cluster.bootstrap, 900, 300)
         c = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "check", "auto.offset.reset": "earliest",

@@ -20,7 +20,7 @@ def local(broker, req) -> R:
         epoch = broker.cluster_control.register(
             req.broker_id, req.cluster_id, req.incarnation_id,
             [Listener(lst.name, lst.host, lst.port, lst.security_protocol) for lst in req.listeners],
-            req.rack, req.previous_broker_epoch, broker.now_ms())
+            req.rack, req.previous_broker_epoch, broker.now_ms(), log_dirs=req.log_dirs or [])
     except KafkaError as e:
         return R(error_code=e.code, broker_epoch=-1)
     return R(error_code=0, broker_epoch=epoch)

@@ -75,7 +75,7 @@ def handle(ctx, req):
             partitions.append(R.DescribeTopicPartitionsResponsePartition(
                 error_code=ErrorCode.NONE, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
                 replica_nodes=list(p.replicas), isr_nodes=list(p.isr), eligible_leader_replicas=[],
-                last_known_elr=[], offline_replicas=[r for r in p.replicas if r not in image.brokers]))
+                last_known_elr=[], offline_replicas=image.offline_replicas(p)))
         topics_out.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
             partitions=partitions, topic_authorized_operations=ctx.authorized_operations(TOPIC, name)))

@@ -146,11 +146,12 @@ def _topic(ctx, name: str, include_ops: bool):
     for pid in sorted(t.partitions):
         p = t.partitions[pid]
         # Kafka's KRaftMetadataCache: no leader -> LEADER_NOT_AVAILABLE; a replica is offline when
-        # its broker is not registered (a fenced broker's replicas are not offline)
+        # its broker is not registered (a fenced broker's replicas are not offline) or its log dir
+        # is offline (KIP-858)
         partitions.append(R.MetadataResponsePartition(
             error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=pid,
             leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=[r for r in p.replicas if r not in broker.image.brokers]))
+            offline_replicas=broker.image.offline_replicas(p)))
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
