@@ -8,7 +8,7 @@ default is 11) and runs two phases of ``--seconds`` each:
 
 1. baseline: a probe producer (client id ``probe``, no quota, acks=all, linger.ms 0) sends
    ``--probe-rate`` records of 1 KiB per second; the latency of each record is the time from
-   ``produce()`` to its delivery report;
+   ``produce()`` to its delivery report (after one unmeasured record that connects);
 2. the same probe while a greedy producer (client id ``greedy``, ``producer_byte_rate`` =
    ``--quota-mb`` MiB/s set by AlterClientQuotas) sends 64 KB records as fast as it is let.
 
@@ -44,6 +44,8 @@ PROBE_VALUE = b"p" * 1024
 def probe(bootstrap: str, topic: str, rate: float, seconds: float) -> list[float]:
     """Latencies (ms) of records sent at ``rate`` per second for ``seconds``."""
     p = ck.Producer({"bootstrap.servers": bootstrap, "client.id": "probe", "linger.ms": 0, "acks": "all"})
+    p.produce(topic, PROBE_VALUE)   # connected, metadata known: not part of the latencies
+    p.flush(30)
     latencies: list[float] = []
     start = time.monotonic()
     n = 0

@@ -45,6 +45,12 @@ _I32 = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
 LARGE_FRAME = 64 * 1024   # larger frames are assembled once complete (KafkaConnection._collect)
+# Fairness under pipelining: one connection's buffered requests are taken a few at a time, the
+# rest on a later turn of the event loop, so a client that pipelines many requests does not keep
+# the others waiting; while more than BACKLOG_BYTES wait unframed, the connection is not read.
+FRAMES_PER_TURN = 8
+BACKLOG_BYTES = 1024 * 1024
+BACKLOG_HOLD = "backlog"
 
 # The decoders raise DecodeError and nothing else for bytes that do not decode (tools/gen_protocol.py;
 # tools/fuzz_protocol.py checks it over every API and version): close the connection. Anything else
@@ -101,6 +107,7 @@ class KafkaConnection(asyncio.Protocol):
         self._stats: RequestStats = broker.request_stats
         # reasons reading is held besides the two above: a quota mute, a connection limit
         self._holds: set[str] = set()
+        self._turn_scheduled = False
         self._unmute = None
         self._limits = broker.connection_quotas
         self.quota_ip = None
@@ -195,8 +202,12 @@ class KafkaConnection(asyncio.Protocol):
         buf = self._buf
         pos = 0
         n = len(buf)
+        taken = 0
         while not self._closing and n - pos >= 4 and len(self._pending) < self._max_in_flight \
                 and not self._holds and self._limits.may_read(self):
+            if taken == FRAMES_PER_TURN:
+                self._next_turn(n - pos)
+                break
             size = _I32.unpack_from(buf, pos)[0]
             if size < 0 or size > self._max_request_bytes:
                 self.close(f"request frame of {size} bytes exceeds {self._frame_limit_name} "
@@ -209,10 +220,25 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frame = buf[pos + 4:pos + 4 + size]  # a writable copy: produce rewrites offsets in place
             pos += 4 + size
+            taken += 1
             self._handle_frame(frame)
         if pos:
             del buf[:pos]
         self._update_reading()
+
+    def _next_turn(self, backlog: int) -> None:
+        """More frames are buffered than one turn takes: take them on a later turn, and stop
+        reading meanwhile if they are many."""
+        if backlog > BACKLOG_BYTES:
+            self._holds.add(BACKLOG_HOLD)
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._turn)
+
+    def _turn(self) -> None:
+        self._turn_scheduled = False
+        self._holds.discard(BACKLOG_HOLD)
+        self._process_buffer()
 
     def _update_reading(self) -> None:
         if self._closing or self.transport is None:

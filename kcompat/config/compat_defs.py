@@ -67,7 +67,7 @@ def _many(prefix_doc: str, specs: list[tuple]) -> list[ConfigKey]:
 
 _ZK_DOC = "ZooKeeper-mode setting (kcompat runs KRaft only; ignored)."
 _MET_DOC = "JMX/metrics setting (ignored by kcompat)."
-_QUOTA_DOC = "Quota sampling setting (kcompat does not enforce quotas)."
+_QUOTA_DOC = "Replication quota sampling setting (ignored by kcompat)."
 
 COMPAT_CONFIGS: list[ConfigKey] = [
     # general
@@ -121,16 +121,20 @@ COMPAT_CONFIGS: list[ConfigKey] = [
         ("kafka.metrics.polling.interval.secs", INT, 10, at_least(1), RO),
         ("telemetry.max.bytes", INT, 1048576, at_least(1), RO),
     ]),
-    # quotas (QuotaConfigs)
+    # quotas (QuotaConfigs): client quota windows are kcompat.broker.quota's
+    _define("quota.window.num", INT, 11, at_least(1), RO, True,
+            "Samples of client quota rates (kcompat.broker.quota)."),
+    _define("quota.window.size.seconds", INT, 1, at_least(1), RO, True,
+            "Length of one client quota sample, seconds."),
+    _define("controller.quota.window.num", INT, 11, at_least(1), RO, True,
+            "Samples of the controller mutation token bucket (controller_mutation_rate)."),
+    _define("controller.quota.window.size.seconds", INT, 1, at_least(1), RO, True,
+            "Length of one controller mutation sample, seconds."),
     *_many(_QUOTA_DOC, [
-        ("quota.window.num", INT, 11, at_least(1), RO),
-        ("quota.window.size.seconds", INT, 1, at_least(1), RO),
         ("replication.quota.window.num", INT, 11, at_least(1), RO),
         ("replication.quota.window.size.seconds", INT, 1, at_least(1), RO),
         ("alter.log.dirs.replication.quota.window.num", INT, 11, at_least(1), RO),
         ("alter.log.dirs.replication.quota.window.size.seconds", INT, 1, at_least(1), RO),
-        ("controller.quota.window.num", INT, 11, at_least(1), RO),
-        ("controller.quota.window.size.seconds", INT, 1, at_least(1), RO),
     ]),
     # security: general, SSL, SASL (BrokerSecurityConfigs / SslConfigs / SaslConfigs)
     _d("security.providers", STRING, None, None, RO, "Security provider creator classes."),

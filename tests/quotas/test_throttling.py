@@ -10,10 +10,11 @@ Robust by design:
   more, a greedy client gets the allowance at once and its echo each time the burst's sample
   leaves the window, and a 6 s measurement would catch a varying share of those;
 - the held rate is measured between request (fetch) boundaries, from the first one after the
-  warm-up to the first one 6 s later, so it counts whole throttle cycles only;
-- producer requests are 512 KB (half the quota): each throttle is ~0.5 s, so the round trip a
-  KIP-219 client adds to each cycle (it waits out the throttle, then sends) costs a few percent
-  even on a loaded machine;
+  warm-up to the first one 8 s later (6 s for the consumer), so it counts whole throttle cycles;
+- producer requests are ~1 MB (librdkafka's largest, about the quota): each throttle is ~1 s, so
+  the round trip and request handling a KIP-219 client adds to each cycle (it waits out the
+  throttle, then sends) cost a few percent even on a loaded machine; the producer's rate is
+  measured over 8 s;
 - consumer fetches are 16 KB: a fetch over the quota is answered empty and its bytes taken back
   (Kafka's ``unrecordQuotaSensor``), and the next one must wait until the whole fetch fits, so a
   consumer reaches ``1 - fetch / (quota x window)`` of its quota at best (~98% here, 50% with
@@ -34,7 +35,8 @@ from tests.support.broker_process import BrokerProcess
 
 WARM_UP_S = 1.0
 MEASURE_S = 6.0
-CHUNK = 512 * 1024
+PRODUCE_MEASURE_S = 8.0
+CHUNK = 1_000_000   # librdkafka message.max.bytes: the largest request it sends
 FETCH = 16384
 SMALL = b"s" * 16000   # one record per 16 KB batch
 
@@ -75,7 +77,7 @@ def test_a_producer_is_held_to_its_byte_rate_and_an_unthrottled_one_is_not(broke
         time.sleep(WARM_UP_S)
         t0, held0 = _next_append(watcher, "held")
         free0 = _end_offset(watcher, "free")
-        time.sleep(MEASURE_S)
+        time.sleep(PRODUCE_MEASURE_S)
         t1, held1 = _next_append(watcher, "held")
         free1 = _end_offset(watcher, "free")
     finally:

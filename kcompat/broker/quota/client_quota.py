@@ -100,6 +100,14 @@ class ClientQuotaManager:
             throttle = min(throttle, self.max_throttle_ms)
         return int(throttle)
 
+    def max_value_in_window(self, user: str, client_id: str | None) -> float | None:
+        """The most that can be recorded at once without being throttled for sure (Kafka's
+        ``getMaxValueInQuotaWindow``: quota x (samples - 1) windows), None without a quota."""
+        found = self.quota(user, client_id or "") if self._quotas else None
+        if found is None:
+            return None
+        return found[1] * (self.samples - 1) * self.window_ms / 1000.0
+
     def unrecord(self, user: str, client_id: str | None, value: float, now_ms: int) -> None:
         """Take back ``value`` recorded by :meth:`record` (a throttled fetch returns no data,
         Kafka's ``unrecordQuotaSensor``)."""

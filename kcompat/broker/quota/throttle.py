@@ -3,9 +3,10 @@
 - :func:`produce_quota` wraps the Produce handler: the request's size in bytes is recorded
   against ``producer_byte_rate`` as it is taken, and the response carries the throttle time
   (acks=0: no response, the channel is muted all the same).
-- :func:`fetch_quota` wraps the Fetch handler: a consumer's response bytes are recorded against
-  ``consumer_byte_rate``; over the quota, the bytes are taken back and the answer is an empty
-  response with the throttle time (Kafka's ``getThrottledResponse``). Followers are exempt.
+- :func:`fetch_quota` wraps the Fetch handler: a consumer's ``max_bytes`` is capped at what its
+  quota window holds, its response bytes are recorded against ``consumer_byte_rate``; over the
+  quota, the bytes are taken back and the answer is an empty response with the throttle time
+  (Kafka's ``getThrottledResponse``). Followers are exempt.
 - :func:`request_throttle_ms` is what the connection records against ``request_percentage`` for
   every request on a broker listener (handler time as percent-seconds), combined with what the
   handler set.
@@ -68,10 +69,16 @@ def fetch_quota(handle, empty_response):
     ``empty_response(throttle_ms)``: the throttled answer."""
     @functools.wraps(handle)
     def wrapper(ctx, req):
-        result = handle(ctx, req)
         manager = ctx.broker.quotas.fetch
         if not manager.enabled or is_follower_fetch(req):
-            return result
+            return handle(ctx, req)
+        window_bytes = manager.max_value_in_window(_user(ctx), ctx.client_id)
+        if window_bytes is not None and window_bytes < req.max_bytes:
+            # a fetch larger than the quota window holds would always be throttled: Kafka caps
+            # max_bytes (and min_bytes) there; the first batch still comes back whole (KIP-74)
+            req.max_bytes = int(window_bytes)
+            req.min_bytes = min(req.min_bytes, req.max_bytes)
+        result = handle(ctx, req)
 
         def account(response):
             size = sum(len(p.records) for t in response.responses or () for p in t.partitions
