@@ -1,8 +1,10 @@
-"""``controller_mutation_rate`` (KIP-599) on a real kcompat process, on the wire: partitions
-created or deleted take tokens from a bucket of ``controller.quota.window.num`` x 1 s x the rate;
-once it is empty, CreateTopics v6+, CreatePartitions v3+ and DeleteTopics v5+ (strict) refuse
-the topic with THROTTLING_QUOTA_EXCEEDED and the time to wait, older versions (permissive) do it
-and throttle; other clients are not affected."""
+"""``controller_mutation_rate`` (KIP-599) and ``request_percentage`` (KIP-124) on a real kcompat
+process, on the wire: partitions created or deleted take tokens from a bucket of
+``controller.quota.window.num`` x 1 s x the rate; once it is empty, CreateTopics v6+,
+CreatePartitions v3+ and DeleteTopics v5+ (strict) refuse the topic with THROTTLING_QUOTA_EXCEEDED
+and the time to wait, older versions (permissive) do it and throttle; a client over its share of
+request handler time gets its answers with a throttle time of at most one window; other clients
+are not affected."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_partitions import CreatePartitionsRequest as PQ
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CQ
 from kcompat.protocol.messages.delete_topics import DeleteTopicsRequest as DQ
+from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.testing import wire
 from tests.quotas.support import set_quota
 from tests.support.broker_process import BrokerProcess
@@ -23,6 +26,7 @@ RATE = 2.0   # partitions per second; the bucket holds 11 windows of it: 22
 def broker(tmp_path_factory):
     with BrokerProcess(tmp_path_factory.mktemp("mutation-quota") / "data") as b:
         set_quota(b.bootstrap, [("client-id", "mutator")], controller_mutation_rate=RATE)
+        set_quota(b.bootstrap, [("user", None), ("client-id", "busy")], request_percentage=0.001)
         yield b
 
 
@@ -58,3 +62,10 @@ def test_mutations_over_the_rate_are_refused_or_throttled(broker):
     assert [(r.name, r.error_code) for r in deleted.responses] == [("m-big", ErrorCode.THROTTLING_QUOTA_EXCEEDED)]
     deleted = _call(broker, DQ(topics=[DQ.DeleteTopicState(name="m-big")], timeout_ms=30000), 6, "someone-else")
     assert [(r.name, r.error_code) for r in deleted.responses] == [("m-big", ErrorCode.NONE)]
+
+
+def test_a_client_over_its_request_percentage_is_throttled_at_most_a_window(broker):
+    # the default user (ANONYMOUS here) with client id "busy": 0.001% of one handler thread
+    throttles = [_call(broker, MetadataRequest(topics=None), 12, "busy").throttle_time_ms for _ in range(3)]
+    assert max(throttles) > 0 and all(0 <= t <= 1000 for t in throttles), throttles   # one window: 1 s
+    assert _call(broker, MetadataRequest(topics=None), 12, "idle").throttle_time_ms == 0
