@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from conformance import maven
+from conformance.clients.java import JavaTools
 from conformance.reference import java_command
 from kcompat.log import read_meta_properties, read_offset_checkpoint
 from kcompat.protocol.errors import ErrorCode as E
@@ -27,6 +28,7 @@ from kcompat.testing.cluster import wait_until
 from kcompat.testing.wire import call
 
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 TOPIC = "jbod"
 
 
@@ -217,3 +219,37 @@ def test_a_throttled_move_shows_its_future_log_to_kafka_log_dirs_and_completes_w
         wait_until(lambda: (TOPIC, 0, False) in describe(b)[dst], 60, "the move completed")
         got = consume_all(b.bootstrap_servers, TOPIC, 1, 2000)
         assert sorted(got) == [b"%06d" % i + b"z" * 200 for i in range(2000)]
+
+
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka's jars from Maven Central
+def test_kafka_reassign_partitions_moves_a_replica_to_the_log_dir_its_plan_names(dirs, tmp_path):
+    """Kafka 4.3.1's ``kafka-reassign-partitions.sh --execute`` with ``log_dirs`` in its plan sends
+    AlterReplicaLogDirs (and sets the alter-log-dirs throttle); ``--verify`` reports the move done
+    once DescribeLogDirs shows the replica in that dir, and clears the throttle."""
+    tools = JavaTools(str(maven.resolve_kafka("4.3.1")), tmp_path)
+    with Broker({"log.dirs": ",".join(map(str, dirs))}, data_dir=dirs[0]) as b:
+        b.create_topic(TOPIC, 2, 1)
+        p = ck.Producer({"bootstrap.servers": b.bootstrap_servers})
+        for i in range(500):
+            p.produce(TOPIC, b"%05d" % i, partition=0)
+        assert p.flush(30) == 0
+        src = next(d for d, parts in describe(b).items() if (TOPIC, 0, False) in parts)
+        dst = next(str(d) for d in dirs if str(d) != src)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [1], "log_dirs": [dst]}]}))
+        base = ["--bootstrap-server", b.bootstrap_servers, "--reassignment-json-file", str(plan)]
+        res = tools.run(REASSIGN, ["--execute", "--replica-alter-log-dirs-throttle", str(50 << 20), *base],
+                        check=False, timeout=180)
+        assert res.ok, res.summary(40)
+        deadline = time.monotonic() + 120
+        while True:
+            res = tools.run(REASSIGN, ["--verify", *base], check=False, timeout=180)
+            assert res.ok, res.summary(40)
+            if "still in progress" not in res.stdout:
+                break
+            assert time.monotonic() < deadline, res.stdout
+            time.sleep(0.5)
+        assert f"Reassignment of replica {TOPIC}-0-1 completed successfully" in res.stdout, res.stdout
+        assert (TOPIC, 0, False) in describe(b)[dst] and (TOPIC, 0, False) not in describe(b)[src]
+        assert sorted(consume_all(b.bootstrap_servers, TOPIC, 2, 500)) == [b"%05d" % i for i in range(500)]
