@@ -14,6 +14,10 @@ connection limits hold it (:mod:`kcompat.broker.quota.connections`: ``max.connec
 ``queued.max.request.bytes``; ``max.connections.per.ip`` closes, ``connections.max.idle.ms``
 expires idle connections).
 
+On plaintext TCP connections (``zero_copy``) fetch responses may carry file ranges of segment
+files; such a response is written with sendfile by :mod:`kcompat.broker.sendfile_writer`, in its
+turn, while later responses wait.
+
 Headers (DESIGN.md section 3): request header v2 for flexible request versions, v1 otherwise;
 response header v1 for flexible versions except ApiVersions, which always uses response header v0.
 An ApiVersions request at a version we do not know gets the KIP-511 answer: a v0 body with
@@ -28,7 +32,7 @@ import struct
 from collections import deque
 from time import monotonic, perf_counter
 
-from kcompat.broker import apis
+from kcompat.broker import apis, sendfile_writer
 from kcompat.broker.context import NO_RESPONSE, RequestContext
 from kcompat.broker.quota.throttle import request_quota_exempt, request_throttle_ms
 from kcompat.broker.request_stats import RequestStats
@@ -112,6 +116,9 @@ class KafkaConnection(asyncio.Protocol):
         self._limits = broker.connection_quotas
         self.quota_ip = None
         self.last_active = monotonic()
+        # plaintext TCP: fetch responses may carry file ranges, written by sendfile_writer
+        self.zero_copy = False
+        self._sending: asyncio.Task | None = None   # a response being written by sendfile_writer
         # SASL listeners: the authentication state machine (kcompat.security.sasl_server); frames
         # are limited to sasl.server.max.receive.size until the client has authenticated
         self.sasl = sasl_server.session_for(broker, listener_name)
@@ -126,6 +133,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.zero_copy = sendfile_writer.zero_copy_capable(transport)
         self.broker.connections.add(self)
         self._stats.connections_created += 1
         refused = self._limits.on_open(self, peer[0] if peer else "?")
@@ -139,6 +147,7 @@ class KafkaConnection(asyncio.Protocol):
         if share is not None:   # its share sessions go with it (KIP-932)
             share.connection_closed(self)
         self._stats.connections_closed += 1
+        self._cancel_send()
         self._drop_pending()
         self._limits.on_close(self)
         if self._unmute is not None:
@@ -379,11 +388,14 @@ class KafkaConnection(asyncio.Protocol):
     def _flush(self) -> None:
         pending = self._pending
         transport = self.transport
-        while pending and pending[0].done:
+        while pending and pending[0].done and self._sending is None:
             slot = pending.popleft()
             self._limits.release(slot.reserved)
             slot.reserved = 0
             if slot.buffers is not None and not self._closing:
+                if sendfile_writer.has_file_ranges(slot.buffers):
+                    self._send_file_ranges(slot)
+                    break
                 transport.writelines(slot.buffers)
                 self.last_active = monotonic()
                 self._record(slot)
@@ -391,6 +403,32 @@ class KafkaConnection(asyncio.Protocol):
         if self._buf and not self._reading_paused:
             # frames left in the buffer while we were at the in-flight limit
             asyncio.get_running_loop().call_soon(self._process_buffer)
+
+    def _send_file_ranges(self, slot: _Slot) -> None:
+        """Write a response holding file ranges with sendfile (:mod:`kcompat.broker.sendfile_writer`;
+        only zero-copy connections get such responses); later responses wait until it is done."""
+        self._sending = asyncio.ensure_future(sendfile_writer.write_response(self.transport, slot.buffers))
+        self._sending.add_done_callback(lambda task, s=slot: self._file_ranges_sent(s, task))
+
+    def _file_ranges_sent(self, slot: _Slot, task: asyncio.Task) -> None:
+        self._sending = None
+        slot.buffers = None
+        if task.cancelled() or self._closing:
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.close(f"sending a response with sendfile failed: {exc}")
+            return
+        self._stats.zero_copy_responses += 1
+        self._stats.zero_copy_bytes += task.result()
+        self.last_active = monotonic()
+        self._record(slot)
+        self._flush()
+
+    def _cancel_send(self) -> None:
+        if self._sending is not None:
+            self._sending.cancel()
+            self._sending = None
 
     def _record(self, slot: _Slot) -> None:
         """Request metrics of a response handed to the socket (see :mod:`kcompat.broker.request_stats`)."""
@@ -442,6 +480,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = True
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
+        self._cancel_send()
         self._drop_pending()
         self._limits.on_close(self)   # its slot is free before the peer sees the close
         if self.transport is not None:
@@ -510,7 +549,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def in_flight(self) -> int:
         """Number of requests received whose responses have not been written yet."""
-        return len(self._pending)
+        return len(self._pending) + (self._sending is not None)
 
     def stop_reading(self) -> None:
         """Graceful shutdown: take no new requests; in-flight ones still get their responses."""

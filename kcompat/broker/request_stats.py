@@ -56,6 +56,9 @@ class RequestStats:
         self.connections = 0
         self.connections_created = 0
         self.connections_closed = 0
+        # responses written with sendfile (kcompat.broker.sendfile_writer) and their file bytes
+        self.zero_copy_responses = 0
+        self.zero_copy_bytes = 0
 
     def record(self, api_key: int, version: int, request_bytes: int, response_bytes: int, response,
                local_ms: float, remote_ms: float, send_ms: float) -> None:

@@ -227,13 +227,13 @@ class _Reader:
                 records, diverging = p.read_for_follower(
                     params.replica_id, fetch_offset=r.fetch_offset, log_start_offset=r.log_start_offset,
                     last_fetched_epoch=r.last_fetched_epoch, max_bytes=max_bytes, now_ms=self.now,
-                    broker_epoch=params.replica_epoch)
+                    broker_epoch=params.replica_epoch, zero_copy=params.zero_copy)
                 if self.rm.leader_quota is not None:   # leader.replication.throttled.* (KIP-73)
                     records = self.rm.leader_quota.leader_records(p.topic, p.partition_id, params.replica_id in p.isr,
                                                                   records, self.now)
             else:
                 records = p.read(r.fetch_offset, max_bytes, isolation_level=params.isolation_level,
-                                 min_one_batch=self.min_one)
+                                 min_one_batch=self.min_one, zero_copy=params.zero_copy)
             code = ErrorCode.NONE
         except KafkaError as e:
             records = b""

@@ -26,7 +26,7 @@ from typing import Callable
 from kcompat.isr.broker_topic_stats import BrokerTopicStats
 from kcompat.isr.partition_replication import ReplicationMixin
 from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
-from kcompat.log import Log, LogStorageError, OffsetOutOfRangeError
+from kcompat.log import FileRecords, Log, LogStorageError, OffsetOutOfRangeError
 from kcompat.log.validation import assign_offsets, stamp_log_append_time, validate_batch, validate_records
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -344,12 +344,13 @@ class Partition(ReplicationMixin):
     # -- read ------------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, *, isolation_level: int = READ_UNCOMMITTED,
-             min_one_batch: bool = True) -> bytes:
+             min_one_batch: bool = True, zero_copy: bool = False) -> bytes | FileRecords:
         """Whole batches from ``offset`` below the HW (LSO for read_committed), at most
         ``max_bytes`` unless the first batch alone is larger and ``min_one_batch``.
 
         Raises KafkaError(OFFSET_OUT_OF_RANGE) outside [log start offset, LEO]; between the HW and
-        the LEO (a new leader whose HW has not caught up yet) the read is empty, as Kafka's."""
+        the LEO (a new leader whose HW has not caught up yet) the read is empty, as Kafka's.
+        ``zero_copy``: the records may be a FileRecords range (:meth:`kcompat.log.Log.read`)."""
         self.check_online()
         hw = self.high_watermark
         limit = self.last_stable_offset if isolation_level == READ_COMMITTED else hw
@@ -359,7 +360,8 @@ class Partition(ReplicationMixin):
                                  f"Fetch offset {offset} is above the log end offset {self.log.log_end_offset}")
             return b""
         try:
-            return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+            return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch,
+                                 zero_copy=zero_copy)
         except OffsetOutOfRangeError as e:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
         except STORAGE_ERRORS as e:   # a damaged batch on disk (CORRUPT_MESSAGE) or an I/O error

@@ -162,12 +162,13 @@ class ReplicationMixin:
     # -- leader: follower fetches ----------------------------------------------------------------
 
     def read_for_follower(self, replica_id: int, *, fetch_offset: int, log_start_offset: int, last_fetched_epoch: int,
-                          max_bytes: int, now_ms: int, broker_epoch: int = -1):
+                          max_bytes: int, now_ms: int, broker_epoch: int = -1, zero_copy: bool = False):
         """A follower's Fetch of this partition (Kafka ``Partition.fetchRecords`` for a replica):
         ``(records, diverging)``. ``diverging`` is ``(epoch, end offset)`` when the follower's
         ``last_fetched_epoch`` / ``fetch_offset`` do not match this log (KIP-320): then no records
         and no fetch-state update. Otherwise records up to the LEO (not the HW), the follower's
         position recorded, the HW advanced and an ISR expansion proposed if it caught up.
+        ``zero_copy``: the records may be a FileRecords range (:meth:`kcompat.log.Log.read`).
 
         Raises KafkaError(NOT_LEADER_OR_FOLLOWER) if not leading, (OFFSET_OUT_OF_RANGE) outside
         [log start, LEO], (UNKNOWN_LEADER_EPOCH) for a replica outside the assignment."""
@@ -194,8 +195,8 @@ class ReplicationMixin:
                              f"Fetch offset {fetch_offset} is out of range [{self.log.log_start_offset}, {leo}] "
                              f"of {self.topic}-{self.partition_id}")
         try:
-            records = self.log.read(fetch_offset, max_bytes, max_offset=leo, min_one_batch=True) \
-                if fetch_offset < leo else b""
+            records = self.log.read(fetch_offset, max_bytes, max_offset=leo, min_one_batch=True,
+                                    zero_copy=zero_copy) if fetch_offset < leo else b""
         except OffsetOutOfRangeError as e:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, str(e)) from None
         except STORAGE_ERRORS as e:

@@ -16,6 +16,7 @@ from kcompat.log.errors import (
     CheckpointError, CorruptLogError, LogClosedError, LogDirError, LogError, LogStorageError,
     OffsetOutOfRangeError,
 )
+from kcompat.log.file_records import FileRecords
 from kcompat.log.index import OffsetIndex, TimeIndex
 from kcompat.log.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochFileCache,
@@ -29,7 +30,7 @@ __all__ = [
     "CLEANER_OFFSET_CHECKPOINT", "CleanOutcome", "CleanResult", "CleanStats", "CleanTask",
     "LogCleaner", "LogToClean", "run_clean_task",
     "EpochEntry", "LEADER_EPOCH_CHECKPOINT", "LeaderEpochFileCache", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET",
-    "CheckpointError", "CorruptLogError", "FlushPlan", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
+    "CheckpointError", "CorruptLogError", "FileRecords", "FlushPlan", "KAFKA_NAMES", "Log", "LogClosedError", "LogConfig",
     "LogDirError", "LogError", "LogManager", "LogStorageError", "LogSegment", "OffsetIndex", "OffsetOutOfRangeError",
     "TimeIndex", "parse_topic_partition", "remove_tree", "read_meta_properties", "read_offset_checkpoint",
     "read_partition_metadata", "topic_id_from_str", "topic_id_to_str", "write_meta_properties",

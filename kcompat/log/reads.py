@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from kcompat.log.errors import CorruptLogError, OffsetOutOfRangeError
+from kcompat.log.file_records import ZERO_COPY_MIN_BYTES, FileRecords
 from kcompat.log.fileio import logger
 from kcompat.log.segment import LogSegment
 from kcompat.protocol.records import BatchHeader, CorruptRecordError
@@ -37,7 +38,7 @@ class LogReads:
 
     # -- reads ------------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes:
+             min_one_batch: bool = True, zero_copy: bool = False) -> bytes | FileRecords:
         """Whole batches starting with the one containing ``offset`` (it may start before
         ``offset``; consumers skip earlier records), from a single segment, at most ``max_bytes``
         bytes - except that with ``min_one_batch`` the first batch is returned even if larger
@@ -47,6 +48,10 @@ class LogReads:
 
         Every batch returned has a valid CRC: bytes not yet checked by this process are checked
         first (:mod:`kcompat.log.verify`); the read stops before a damaged batch.
+
+        ``zero_copy``: a range of at least ``ZERO_COPY_MIN_BYTES`` whose CRCs were checked already
+        comes back as a :class:`~kcompat.log.file_records.FileRecords` (no bytes read), for the
+        caller to send with ``sendfile`` and close.
 
         Raises OffsetOutOfRangeError if ``offset`` is outside [local log start offset, LEO] (on
         a tiered log, offsets below the local log start are read from remote storage instead),
@@ -62,11 +67,12 @@ class LogReads:
         if offset == self._leo:
             return b""
         try:
-            return self._read(offset, max_bytes, max_offset, min_one_batch)
+            return self._read(offset, max_bytes, max_offset, min_one_batch, zero_copy)
         except CorruptRecordError as e:
             raise CorruptLogError(f"{self._directory}: cannot read offset {offset}: {e}") from e
 
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> bytes:
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool,
+              zero_copy: bool = False) -> bytes | FileRecords:
         found = self._locate(offset)
         if found is None:
             return b""
@@ -89,6 +95,9 @@ class LogReads:
             if not min_one:
                 return b""
             cut, key = pos + h.size, None
+        if zero_copy and cut - pos >= ZERO_COPY_MIN_BYTES and not seg.verifier.needs_check(pos, cut):
+            self._remember_next(key, seg, cut)
+            return seg.file_records(pos, cut - pos)
         data = seg.read(pos, cut - pos)
         if seg.verifier.needs_check(pos, cut):
             good, problem = seg.verifier.check(data, pos)
@@ -97,12 +106,16 @@ class LogReads:
                 if good == 0:
                     raise CorruptRecordError(f"{seg.log_path}: {problem}")
                 data, key = data[:good], None
+        self._remember_next(key, seg, cut)
+        return data
+
+    def _remember_next(self, key: int | None, seg: LogSegment, position: int) -> None:
+        """The next read will likely start at offset ``key``: remember where it is."""
         if key is not None:
-            self._read_cache[key] = (seg, cut)
+            self._read_cache[key] = (seg, position)
             self._read_cache.move_to_end(key)
             if len(self._read_cache) > READ_CACHE_SIZE:
                 self._read_cache.popitem(last=False)
-        return data
 
     def _report_corrupt(self, seg: LogSegment, problem: str) -> None:
         """Log a damaged batch once (every later read stops before it again)."""

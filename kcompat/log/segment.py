@@ -8,10 +8,12 @@ read (the owning :class:`~kcompat.log.log.Log` closes idle ones again).
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Iterable
 
 from kcompat.log.config import LogConfig
+from kcompat.log.file_records import FileRecords
 from kcompat.log.fileio import (
     HEADER_CHUNK, MAX_RELATIVE_OFFSET, ValidScan, logger, open_rw, pread_full, pwrite_all,
     scan_headers, unlink_quiet,
@@ -68,6 +70,8 @@ class LogSegment(SegmentTimestamps):
         self._bytes_since_index = 0
         # bytes read from disk that no check has covered yet are CRC-checked before reads serve them
         self.verifier = ReadVerifier(size)
+        # ranges handed out for zero-copy sends (file_records): detached before a truncation
+        self._ranges: weakref.WeakSet[FileRecords] = weakref.WeakSet()
         self._max_ts_checked = False
 
     def __repr__(self) -> str:
@@ -323,6 +327,19 @@ class LogSegment(SegmentTimestamps):
         """``size`` bytes of the ``.log`` at ``position`` (one pread)."""
         return pread_full(self.fd, size, position)
 
+    def file_records(self, position: int, size: int) -> FileRecords:
+        """``size`` bytes at ``position`` as a :class:`FileRecords` for a zero-copy send; it
+        stays valid until closed, whatever happens to the segment (see :mod:`kcompat.log.file_records`)."""
+        records = FileRecords(self.fd, position, size)
+        self._ranges.add(records)
+        return records
+
+    def _detach_ranges(self, position: int) -> None:
+        """Before truncating the file at ``position``: ranges that reach it copy their bytes."""
+        for records in list(self._ranges):
+            if records.overlaps_from(position):
+                records.detach()
+
     def header_at(self, position: int) -> BatchHeader:
         """The batch header at ``position``; CorruptRecordError if it is not a whole batch."""
         h = parse_header(pread_full(self.fd, HEADER_SIZE, position))
@@ -403,6 +420,7 @@ class LogSegment(SegmentTimestamps):
         if found is not None:
             pos, h = found
             new_next = min(offset, h.base_offset)
+            self._detach_ranges(pos)
             os.ftruncate(self.fd, pos)
             self.size = pos
             self.verifier.truncate(pos)

@@ -320,8 +320,8 @@ class Out(bytearray):
     """Response buffer that can carry large record sets by reference instead of copying.
 
     Generated writers append to it like any ``bytearray``; :func:`w_nrecords` and
-    :func:`w_ncrecords` put record sets of at least :data:`ZERO_COPY_MIN` bytes in ``parts``
-    instead. :meth:`buffers` returns the whole encoding as a list of buffers for
+    :func:`w_ncrecords` put record sets of at least :data:`ZERO_COPY_MIN` bytes, and file ranges
+    of any size, in ``parts`` instead. :meth:`buffers` returns the whole encoding as a list of buffers for
     ``transport.writelines``.
     """
 
@@ -350,11 +350,18 @@ class Out(bytearray):
         return len(self) + sum(len(c) for _, c in self.parts)
 
 
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
 def _append_records(out: bytearray, v) -> None:
-    if type(out) is Out and len(v) >= Out.ZERO_COPY_MIN:
+    """Record bytes, or a file range (``kcompat.log.FileRecords``: ``len()`` and ``read_bytes()``,
+    sent with sendfile), which an :class:`Out` keeps by reference and a plain buffer reads."""
+    if type(out) is Out and (len(v) >= Out.ZERO_COPY_MIN or type(v) not in _BUFFERS):
         out.parts.append((len(out), v))
-    else:
+    elif isinstance(v, _BUFFERS):
         out += v
+    else:
+        out += v.read_bytes()
 
 
 def w_nbytes(out: bytearray, v) -> None:

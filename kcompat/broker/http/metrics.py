@@ -132,6 +132,10 @@ class BrokerCollector:
                                   "Connections accepted", value=stats.connections_created)
         yield CounterMetricFamily("kafka_server_socket_server_metrics_connection_close", "Connections closed",
                                   value=stats.connections_closed)
+        yield CounterMetricFamily("kcompat_zero_copy_responses", "Fetch responses written with sendfile",
+                                  value=stats.zero_copy_responses)
+        yield CounterMetricFamily("kcompat_zero_copy_bytes", "Record bytes sent from segment files with sendfile",
+                                  value=stats.zero_copy_bytes)
 
     # -- ReplicaManager and Log ---------------------------------------------------------------
 
