@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from kcompat.log import Log, OffsetOutOfRangeError
+from kcompat.log import Log, LogStorageError, OffsetOutOfRangeError
 from kcompat.protocol import records as rb
 from kcompat.txn.producer_state import ProducerStateManager
 
@@ -33,6 +33,7 @@ class FutureReplica:
         self.log = future
         self.producer_state = ProducerStateManager()
         self._started = future.log_end_offset > 0 or future.size_in_bytes > 0
+        self._future_failed = False   # the operation under way writes the future log
 
     @property
     def lag(self) -> int:
@@ -43,9 +44,20 @@ class FutureReplica:
     def copy_step(self, now_ms: int, max_bytes: int = COPY_STEP_BYTES) -> bool:
         """Append up to ``max_bytes`` of the current log to the future log; True once the future
         log has reached the current log end offset (then swap before anything else is appended).
-        Raises LogStorageError if either log's I/O fails."""
+        Raises LogStorageError if either log's I/O fails; its ``in_future_log`` attribute says
+        which."""
+        try:
+            return self._copy_step(now_ms, max_bytes)
+        except LogStorageError as e:
+            e.in_future_log = self.log.closed or self._future_failed
+            raise
+        finally:
+            self._future_failed = False
+
+    def _copy_step(self, now_ms: int, max_bytes: int) -> bool:
         current: Log = self.partition.log
         self._follow_truncation(current, now_ms)
+        self._future_failed = False   # the read below is of the current log
         start = self.log.log_end_offset
         if not self._started:
             start = current.log_start_offset
@@ -60,6 +72,7 @@ class FutureReplica:
         headers = [h for _pos, h in rb.iter_batches(mv)]
         if not headers:
             return False
+        self._future_failed = True   # from here on only the future log is written
         if not self._started:
             self.log.truncate_fully_and_start_at(headers[0].base_offset, now_ms=now_ms)
             self._started = True
@@ -78,11 +91,13 @@ class FutureReplica:
 
     def _start_empty(self, current: Log, now_ms: int) -> bool:
         """The current log holds no record: the future log starts empty at its end offset."""
+        self._future_failed = True
         self.log.truncate_fully_and_start_at(current.log_end_offset, now_ms=now_ms)
         self._started = True
         return True
 
     def _align_log_start(self, current: Log) -> None:
+        self._future_failed = True
         if current.log_start_offset > self.log.log_start_offset:
             self.log.delete_records_before(min(current.log_start_offset, self.log.log_end_offset))
 
@@ -102,6 +117,7 @@ class FutureReplica:
             self._restart(current.log_start_offset, now_ms)
 
     def _restart(self, offset: int, now_ms: int) -> None:
+        self._future_failed = True
         self.log.truncate_fully_and_start_at(offset, now_ms=now_ms)
         self.producer_state = ProducerStateManager()
         self._started = False

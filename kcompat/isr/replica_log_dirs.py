@@ -135,8 +135,7 @@ class ReplicaLogDirs:
             self.cancel(p.topic, p.partition_id)
             return
         future_dir = self.log_manager.future_dir_of(p.topic, p.partition_id)
-        failed = future_dir if future_dir is not None and str(move.log.directory) in str(e) else \
-            self.log_manager.log_dir_of(p.topic, p.partition_id)
+        failed = future_dir if getattr(e, "in_future_log", False) else self.log_manager.log_dir_of(p.topic, p.partition_id)
         if failed is not None:
             self.handle_log_dir_failure(failed, str(e))
 

@@ -182,3 +182,25 @@ def test_a_full_disk_does_not_take_the_dir_offline(dirs):
 def _batch() -> bytes:
     from tests.log.helpers import make_batch
     return make_batch(0, 1)
+
+
+@pytest.mark.parametrize("failing", ["future", "current"])
+def test_an_io_error_during_a_move_fails_the_dir_it_came_from(dirs, failing):
+    m = manager(dirs)
+    rm = replicas(m)
+    failed = []
+    rm.log_dirs.dir_failure_listener = failed.append
+    p = rm.ensure_partition("t", 0, uuid.uuid4(), 0)
+    src = m.log_dir_of("t", 0)
+    dst = next(d for d in dirs if d != src)
+    for _ in range(10):
+        append(p.log, 2, value_size=50)
+    rm.log_dirs.alter_replica_log_dir("t", 0, str(dst), in_metadata=True, now_ms=NOW)
+    move = rm.log_dirs.moves[("t", 0)]
+    (move.log if failing == "future" else p.log).inject_io_fault(OSError(errno.EIO, "Input/output error"))
+    assert rm.log_dirs.step(NOW, max_bytes=700) == (False, 0)
+    if failing == "future":   # the move is dropped; the partition keeps serving from its dir
+        assert failed == [dst] and not p.offline and m.log_dir_of("t", 0) == src
+        assert all_offsets(p.log) == list(range(20))
+    else:
+        assert failed == [src] and p.offline and m.future_log("t", 0) is None
