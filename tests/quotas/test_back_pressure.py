@@ -1,8 +1,9 @@
 """Connection limits and back-pressure on a real kcompat process (Kafka's ``ConnectionQuotas``,
 ``connections.max.idle.ms``, bounded request queues): connections over ``max.connections.per.ip``
 (or its override for an address) are closed, idle connections are closed while busy ones stay,
-and a client pipelining requests without reading the answers neither grows the broker's memory
-without bound nor keeps other clients from being answered.
+a client pipelining requests without reading the answers neither grows the broker's memory
+without bound nor keeps other clients from being answered, and ``queued.max.request.bytes`` holds
+every connection's next request while that many bytes of requests wait.
 
 Clients connect from distinct loopback source addresses (127.0.0.x), so each test counts only its
 own connections."""
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
+from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CQ
+from kcompat.protocol.messages.fetch import FetchRequest as FQ
 from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.testing import wire
@@ -47,6 +50,24 @@ def _answered(sock: socket.socket) -> bool:
         return wire.read_response(sock, 18, 0)[1].error_code == 0
     except (ConnectionError, OSError):
         return False
+
+
+def _wait_read_by_broker(sock: socket.socket) -> None:
+    """Until the broker's end of ``sock`` has nothing unread in its receive queue (/proc/net/tcp)."""
+    ip, port = sock.getsockname()
+    peer_ip, peer_port = sock.getpeername()
+
+    def hex_addr(a: str, p: int) -> str:
+        return "".join(f"{int(x):02X}" for x in reversed(a.split("."))) + f":{p:04X}"
+    local, remote = hex_addr(peer_ip, peer_port), hex_addr(ip, port)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            f = line.split()
+            if f[1] == local and f[2] == remote and int(f[4].split(":")[1], 16) == 0:
+                return
+        time.sleep(0.01)
+    raise AssertionError("the broker did not read the request")
 
 
 def _rss_kb(pid: int) -> int:
@@ -125,3 +146,26 @@ def test_a_pipelining_client_that_never_reads_is_held_back_and_others_are_answer
     flood.close()
     with _connect(broker, "127.0.0.4") as after:
         assert _answered(after)
+
+
+def test_queued_request_bytes_bound_what_is_read_across_connections(tmp_path):
+    """``queued.max.request.bytes`` = 1: while one request waits (a long-polling fetch), no
+    connection's next request is taken; it is answered once the fetch is."""
+    with BrokerProcess(tmp_path / "data", {"queued.max.request.bytes": "1"}) as b:
+        created = wire.call(b.bootstrap, CQ(topics=[CQ.CreatableTopic(name="idle", num_partitions=1,
+                                                                      replication_factor=1)], timeout_ms=30000), 7)
+        assert created.topics[0].error_code == 0
+        fetch = FQ(replica_id=-1, max_wait_ms=2000, min_bytes=1, max_bytes=1 << 20, session_epoch=-1, topics=[
+            FQ.FetchTopic(topic="idle", partitions=[FQ.FetchPartition(partition=0, fetch_offset=0,
+                                                                      partition_max_bytes=1 << 20)])])
+        answered: list[str] = []
+        with _connect(b, "127.0.0.6") as waiting, _connect(b, "127.0.0.7") as other:
+            wire.send_request(waiting, fetch, 12)
+            _wait_read_by_broker(waiting)   # the fetch is taken and waits for data
+            wire.send_request(other, ApiVersionsRequest(), 0)
+            done = threading.Thread(target=lambda: (wire.read_response(other, 18, 0), answered.append("other")))
+            done.start()
+            wire.read_response(waiting, 1, 12)
+            answered.append("fetch")
+            done.join(10)
+        assert answered == ["fetch", "other"]
