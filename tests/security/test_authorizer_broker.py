@@ -37,7 +37,7 @@ from kcompat.protocol.messages.offset_commit import OffsetCommitRequest
 from kcompat.security.acl import AclOperation as Op, AclPermissionType as Perm, PatternType as PT, ResourceType as RT
 from kcompat.testing import Broker
 from kcompat.testing.process import wait_for
-from kcompat.testing.wire import call, read_response, send_request
+from kcompat.testing.wire import api_versions, call, read_response, send_request
 
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -153,19 +153,28 @@ def test_acl_requests_validated_as_kafka(broker):
 
 
 def test_security_disabled_without_an_authorizer():
+    """Kafka's AclApis without an authorizer, every version: the APIs stay advertised and answer
+    SECURITY_DISABLED, DescribeAcls with "No Authorizer is configured on the broker", Create/DeleteAcls
+    per creation/filter with "No Authorizer is configured."."""
     with Broker() as b:
-        resp = call(b.bootstrap_servers, DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
-                                                             pattern_type_filter=1, principal_filter=None,
-                                                             host_filter=None, operation=1, permission_type=1), 3)
-        assert resp.error_code == E.SECURITY_DISABLED
-        created = call(b.bootstrap_servers, CQ(creations=[CQ.AclCreation(
-            resource_type=RT.TOPIC, resource_name="t", resource_pattern_type=PT.LITERAL, principal=ANON, host="*",
-            operation=Op.READ, permission_type=Perm.ALLOW)]), 3)
-        assert created.results[0].error_code == E.SECURITY_DISABLED
-        deleted = call(b.bootstrap_servers, DQ(filters=[DQ.DeleteAclsFilter(
-            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
-            host_filter=None, operation=1, permission_type=1)]), 3)
-        assert deleted.filter_results[0].error_code == E.SECURITY_DISABLED
+        advertised = {k: (lo, hi) for k, lo, hi in api_versions(b.bootstrap_servers)}
+        assert [advertised.get(k) for k in (29, 30, 31)] == [(0, 3)] * 3
+        for v in range(4):
+            resp = call(b.bootstrap_servers, DescribeAclsRequest(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=3 if v else 1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1), v)
+            assert (resp.error_code, resp.error_message, resp.resources) == (
+                E.SECURITY_DISABLED, "No Authorizer is configured on the broker", []), v
+            created = call(b.bootstrap_servers, CQ(creations=[CQ.AclCreation(
+                resource_type=RT.TOPIC, resource_name=f"t{i}", resource_pattern_type=PT.LITERAL, principal=ANON,
+                host="*", operation=Op.READ, permission_type=Perm.ALLOW) for i in range(2)]), v)
+            assert [(r.error_code, r.error_message) for r in created.results] == [
+                (E.SECURITY_DISABLED, "No Authorizer is configured.")] * 2, v
+            deleted = call(b.bootstrap_servers, DQ(filters=[DQ.DeleteAclsFilter(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                host_filter=None, operation=1, permission_type=1)]), v)
+            assert [(r.error_code, r.error_message, r.matching_acls) for r in deleted.filter_results] == [
+                (E.SECURITY_DISABLED, "No Authorizer is configured.", [])], v
 
 
 def test_kafka_acls_without_an_authorizer_is_told_security_disabled(tools):
