@@ -10,9 +10,9 @@
 - ``connections.max.idle.ms``: a connection with nothing in flight and no bytes read or written for
   that long is closed.
 
-Controller listeners (the quorum's own traffic) are exempt from all of these. Limits are read from
-the config each time, so dynamic changes (``kafka-configs.sh --entity-type brokers``) apply to
-new connections.
+Controller listeners (the quorum's own traffic) are exempt from all of these. The connection
+limits are read from the config each time, so dynamic changes (``kafka-configs.sh --entity-type
+brokers``) apply to new connections; ``queued.max.request.bytes`` is read-only, read once.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class ConnectionQuotas:
         self._waiting: deque = deque()
         self._memory_waiters: set = set()
         self.queued_bytes = 0
+        self._queued_limit = config_get("queued.max.request.bytes")   # read-only: read once
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}
         self._sweeper: asyncio.Task | None = None
@@ -131,7 +132,7 @@ class ConnectionQuotas:
 
     def may_read(self, conn) -> bool:
         """Whether ``conn`` may take another request now (else it is held until bytes free up)."""
-        limit = self._get("queued.max.request.bytes")
+        limit = self._queued_limit
         if limit <= 0 or self.exempt(conn) or self.queued_bytes < limit:
             return True
         self._memory_waiters.add(conn)
@@ -151,7 +152,7 @@ class ConnectionQuotas:
             return
         self.queued_bytes -= n
         if self._memory_waiters:
-            limit = self._get("queued.max.request.bytes")
+            limit = self._queued_limit
             if limit <= 0 or self.queued_bytes < limit:
                 waiters, self._memory_waiters = self._memory_waiters, set()
                 for conn in waiters:
