@@ -101,3 +101,26 @@ def test_what_the_tool_refuses_before_sending_is_refused_as_kafka_does(broker):
                                                                           match=None)], strict=False), 1)
     assert (unknown.error_code, unknown.error_message, unknown.entries) == \
         (ErrorCode.UNSUPPORTED_VERSION, "Unsupported entity type group", None)
+
+
+@pytest.mark.timeout(1200)
+def test_the_java_producer_reports_the_throttle_time_in_its_metrics(broker, lib):
+    """Kafka 4.3.1's ProducerPerformance over ``producer_byte_rate``: 600 kB at 50 kB/s (the
+    first 500 kB pass as the quota window's allowance) and the client's own
+    ``produce-throttle-time-avg`` / ``-max`` metrics report the throttle time it was sent."""
+    entity = [AQ.EntityData(entity_type="client-id", entity_name="java-held")]
+    req = AQ(entries=[AQ.EntryData(entity=entity, ops=[AQ.OpData(key="producer_byte_rate", value=50000.0,
+                                                                   remove=False)])])
+    assert wire.call(broker.bootstrap, req, 1).entries[0].error_code == ErrorCode.NONE
+    cmd = java_command(lib, "org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", "java-held", "--num-records", "600", "--record-size", "1000", "--throughput", "-1",
+        "--print-metrics", "--producer-props", f"bootstrap.servers={broker.bootstrap}", "client.id=java-held",
+        "acks=1", "batch.size=16384", "linger.ms=0"], heap="256m")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+    metrics = {}
+    for line in out.stdout.splitlines():
+        name, _, value = line.rpartition(":")
+        if name.startswith("producer-metrics:produce-throttle-time-"):
+            metrics[name.split(":")[1]] = float(value.strip())
+    assert metrics["produce-throttle-time-max"] > 0 and metrics["produce-throttle-time-avg"] > 0, metrics
