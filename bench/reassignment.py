@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 import confluent_kafka as ck  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from cluster_clients import pct, produce_round_robin  # noqa: E402
 from conformance import maven  # noqa: E402
 from conformance.clients.java import JavaTools  # noqa: E402
 from kcompat.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest  # noqa: E402
@@ -96,29 +97,12 @@ class Probe:
         self._t.join(90)
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))] * 1000.0
-
-
 def fill(bootstrap: str, partitions: int, total: int) -> float:
     """Write ``total`` bytes of values; returns seconds."""
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 1_000_000,
                      "queue.buffering.max.kbytes": 512 * 1024, "compression.type": "none"})
-    value = os.urandom(VALUE)
-    n = total // VALUE
     t0 = time.monotonic()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(TOPIC, value, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.05)
-        if i % 1000 == 0:
-            p.poll(0)
+    produce_round_robin(p, TOPIC, os.urandom(VALUE), total // VALUE, partitions, None)
     assert p.flush(600) == 0
     # acks=1 left the followers behind (still in the ISR, within replica.lag.time.max.ms): one
     # acks=all record per partition returns once every follower has caught up
@@ -165,8 +149,8 @@ def run_mode(mode: str, args, lib: Path, root: Path) -> dict:
         assert all(4 in r for r, _i, _l in replicas_of(admin, TOPIC).values())
         return {"mode": mode, "gb": args.gb, "fill_s": round(fill_s, 1), "move_s": round(move_s, 1),
                 "move_mb_s": round(total / 1e6 / move_s, 1), "throttle_mb_s": args.throttle_mb if throttle else None,
-                "idle_p50_ms": round(pct(idle, 0.5), 1), "idle_p99_ms": round(pct(idle, 0.99), 1),
-                "move_p50_ms": round(pct(during, 0.5), 1), "move_p99_ms": round(pct(during, 0.99), 1),
+                "idle_p50_ms": round(pct(idle, 0.5) * 1000, 1), "idle_p99_ms": round(pct(idle, 0.99) * 1000, 1),
+                "move_p50_ms": round(pct(during, 0.5) * 1000, 1), "move_p99_ms": round(pct(during, 0.99) * 1000, 1),
                 "move_max_ms": round(max(during) * 1000, 1) if during else None,
                 "probe_records": len(during), "probe_errors": probe.errors}
     finally:
