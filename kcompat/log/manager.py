@@ -146,7 +146,10 @@ class LogManager(LogDirsMixin):
                 if tp[0] in self.skip_topics:
                     continue
                 if tp in seen:
-                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in both {seen[tp]} and {d}")
+                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in both {seen[tp]} and {d}: likely a crash "
+                                      f"or a log dir failure while a move between log dirs swapped them in; "
+                                      f"delete one of the two (Kafka: preferably the one in the dir that "
+                                      f"failed recently)")
                 seen[tp] = d
                 check_leader_epoch_checkpoint(path)
                 parts.append((tp, path, self._read_topic_id(path / PARTITION_METADATA)))
