@@ -74,3 +74,11 @@ def test_controller_mutations_take_tokens_and_are_refused_once_the_bucket_is_emp
     assert m.record("u", "admin", 20, now) == 2000        # 20 tokens short at 10/s
     assert m.check("u", "admin", now + 1000) == 1000
     assert m.check("u", "admin", now + 2000) == 0
+
+
+def test_idle_clients_are_forgotten_so_many_client_ids_do_not_grow_memory():
+    m = ClientQuotaManager("producer_byte_rate", 2, 1000)
+    m.update({(("client-id", None),): {"producer_byte_rate": 1000.0}})   # each client id its own rate
+    for i in range(5000):
+        m.record("u", f"c{i}", 10, i * 10)   # each idle after 2 windows: 200 ids apart
+    assert len(m._sensors) < 1500

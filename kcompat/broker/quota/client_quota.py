@@ -28,6 +28,7 @@ DEFAULT = None   # the default entity of a type (a null name in ClientQuotaRecor
 _ABSENT = object()
 
 Tags = tuple[str, str]   # (user tag, client-id tag) of the shared sensor; "" when not part of it
+PRUNE_EVERY = 1024       # new sensors between sweeps of idle ones (Kafka expires them after an hour)
 
 
 class ClientQuotaManager:
@@ -90,6 +91,7 @@ class ClientQuotaManager:
         tags, bound = found
         rate = self._sensors.get(tags)
         if rate is None:
+            _prune(self._sensors, lambda r: r.idle_since(now_ms))
             rate = self._sensors[tags] = Rate(self.samples, self.window_ms)
         rate.record(value, now_ms)
         observed = rate.measure(now_ms)
@@ -131,31 +133,40 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         if not self._quotas:
             self._buckets.clear()
 
-    def _bucket(self, user: str, client_id: str | None):
+    def _bucket(self, user: str, client_id: str | None, now_ms: int):
         found = self.quota(user, client_id or "") if self._quotas else None
         if found is None:
             return None, 0.0
         tags, bound = found
         bucket = self._buckets.get(tags)
         if bucket is None:
+            _prune(self._buckets, lambda b: b.idle_since(bound, now_ms))
             bucket = self._buckets[tags] = TokenBucket(self.samples, self.window_ms)
         return bucket, bound
 
     def check(self, user: str, client_id: str | None, now_ms: int) -> int:
         """0 if the client may mutate now, else the ms until its bucket is no longer negative."""
-        bucket, bound = self._bucket(user, client_id)
+        bucket, bound = self._bucket(user, client_id, now_ms)
         if bucket is None:
             return 0
         tokens = bucket.measure(bound, now_ms)
         return 0 if tokens >= 0 else int(round(-tokens / bound * 1000))
 
     def record(self, user: str, client_id: str | None, value: float, now_ms: int) -> int:
-        bucket, bound = self._bucket(user, client_id)
+        bucket, bound = self._bucket(user, client_id, now_ms)
         if bucket is None:
             return 0
         bucket.record(bound, value, now_ms)
         tokens = bucket.measure(bound, now_ms)
         return 0 if tokens >= 0 else int(round(-tokens / bound * 1000))
+
+
+def _prune(stats: dict, idle) -> None:
+    """Every PRUNE_EVERY new clients, forget those whose stat is no different from a new one's
+    (a client id per request must not grow the broker's memory)."""
+    if stats and len(stats) % PRUNE_EVERY == 0:
+        for key in [k for k, v in stats.items() if idle(v)]:
+            del stats[key]
 
 
 class QuotaManagers:

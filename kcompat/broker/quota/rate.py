@@ -69,6 +69,10 @@ class Rate:
             elapsed += (self.samples - 1 - full) * self.window_ms
         return max(elapsed, 1)
 
+    def idle_since(self, now_ms: int) -> bool:
+        """Nothing recorded for all ``samples`` windows: the rate is 0, as a new one's."""
+        return all(now_ms - s.last_ms >= self.samples * self.window_ms for s in self._samples)
+
     def _current_sample(self, now_ms: int) -> _Sample:
         if not self._samples:
             self._samples.append(_Sample(now_ms))
@@ -106,6 +110,10 @@ class TokenBucket:
         """Take ``value`` tokens."""
         self._refill(quota, now_ms)
         self.tokens = min(self._burst(quota), self.tokens - value)
+
+    def idle_since(self, quota: float, now_ms: int) -> bool:
+        """Refilled to the burst: the same as a new bucket."""
+        return self.measure(quota, now_ms) >= self._burst(quota)
 
     def _burst(self, quota: float) -> float:
         return self.samples * self.window_ms / 1000.0 * quota
