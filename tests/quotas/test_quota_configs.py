@@ -108,7 +108,9 @@ def test_the_java_producer_reports_the_throttle_time_in_its_metrics(broker, lib)
     """Kafka 4.3.1's ProducerPerformance over ``producer_byte_rate``: 600 kB at 50 kB/s (the
     first 500 kB pass as the quota window's allowance) and the client's own
     ``produce-throttle-time-avg`` / ``-max`` metrics report the throttle time it was sent."""
-    entity = [AQ.EntityData(entity_type="client-id", entity_name="java-held")]
+    # (default user, client-id): more specific than the default user's 5000 B/s set above
+    entity = [AQ.EntityData(entity_type="user", entity_name=None),
+              AQ.EntityData(entity_type="client-id", entity_name="java-held")]
     req = AQ(entries=[AQ.EntryData(entity=entity, ops=[AQ.OpData(key="producer_byte_rate", value=50000.0,
                                                                    remove=False)])])
     assert wire.call(broker.bootstrap, req, 1).entries[0].error_code == ErrorCode.NONE
