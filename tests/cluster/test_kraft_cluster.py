@@ -203,8 +203,13 @@ def test_separate_roles_a_controller_only_node_and_two_broker_only_observers(tmp
         brokers = "127.0.0.1:%d,127.0.0.1:%d" % (cluster.client_ports[1], cluster.client_ports[2])
         wait_until(lambda: sorted(_admin(brokers).list_topics(timeout=10).brokers) == [2, 3], 10, "two brokers")
         _create(brokers, "roles", 4)
-        md = _admin(brokers).list_topics("roles", timeout=10)
-        assert sorted(p.leader for p in md.topics["roles"].partitions.values()) == [2, 2, 3, 3]
+        # CreateTopics answers once the controller has committed the topic; the answering broker's
+        # metadata image catches up on its own time (as in Kafka), so read the leaders once it has
+        def leaders():
+            parts = _admin(brokers).list_topics("roles", timeout=10).topics["roles"].partitions.values()
+            return sorted(p.leader for p in parts)
+        wait_until(lambda: len(leaders()) == 4 and -1 not in leaders(), 10, "the topic's leaders known")
+        assert leaders() == [2, 2, 3, 3]
         q = cluster.quorum(via=2)
         assert q.leader_id == 1 and [v.replica_id for v in q.current_voters] == [1]
         assert sorted(o.replica_id for o in q.observers) == [2, 3]
