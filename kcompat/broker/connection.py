@@ -119,6 +119,7 @@ class KafkaConnection(asyncio.Protocol):
         # plaintext TCP: fetch responses may carry file ranges, written by sendfile_writer
         self.zero_copy = False
         self._sending: asyncio.Task | None = None   # a response being written by sendfile_writer
+        self._sendfile: sendfile_writer.SendfileWriter | None = None
         # SASL listeners: the authentication state machine (kcompat.security.sasl_server); frames
         # are limited to sasl.server.max.receive.size until the client has authenticated
         self.sasl = sasl_server.session_for(broker, listener_name)
@@ -407,7 +408,9 @@ class KafkaConnection(asyncio.Protocol):
     def _send_file_ranges(self, slot: _Slot) -> None:
         """Write a response holding file ranges with sendfile (:mod:`kcompat.broker.sendfile_writer`;
         only zero-copy connections get such responses); later responses wait until it is done."""
-        self._sending = asyncio.ensure_future(sendfile_writer.write_response(self.transport, slot.buffers))
+        if self._sendfile is None:
+            self._sendfile = sendfile_writer.SendfileWriter(self.transport)
+        self._sending = asyncio.ensure_future(self._sendfile.write(slot.buffers))
         self._sending.add_done_callback(lambda task, s=slot: self._file_ranges_sent(s, task))
 
     def _file_ranges_sent(self, slot: _Slot, task: asyncio.Task) -> None:
@@ -429,6 +432,9 @@ class KafkaConnection(asyncio.Protocol):
         if self._sending is not None:
             self._sending.cancel()
             self._sending = None
+        if self._sendfile is not None:
+            self._sendfile.close()
+            self._sendfile = None
 
     def _record(self, slot: _Slot) -> None:
         """Request metrics of a response handed to the socket (see :mod:`kcompat.broker.request_stats`)."""

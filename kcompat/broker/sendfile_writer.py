@@ -12,13 +12,13 @@ sendfile, so the write is done here on a duplicate of the connection's socket fd
 - the transport's own write buffer is drained first (its bytes go before ours);
 - a full socket buffer (EAGAIN) waits for the socket to become writable (``loop.add_writer`` on
   the duplicate fd), which is the back-pressure: nothing is read or buffered meanwhile;
-- ``TCP_CORK`` holds the small header writes together with the file data and is released at the
-  end of the response;
+- no ``TCP_CORK`` and no larger send buffer: on this project's 2-core machine both measured slower
+  (bench/vs_kafka.py, 1 KiB consume);
 - a range that ended early (its file was truncated without detaching it: never expected) raises
   :class:`RangeTruncated`, and the connection is closed, as Kafka does ("Size of FileRecords has
   been truncated during write"), since the response's sizes were already sent.
 
-Closing the connection cancels the write; the duplicate fd is closed in every case.
+Closing the connection cancels the write and closes the duplicate fd.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import socket
 from kcompat.log import FileRecords
 
 IOV_MAX = 1024
-_CORK = getattr(socket, "TCP_CORK", None)
 
 
 class RangeTruncated(OSError):
@@ -49,18 +48,28 @@ def zero_copy_capable(transport) -> bool:
     return sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
 
 
-async def write_response(transport, buffers: list) -> int:
-    """Write ``buffers`` (bytes-like and FileRecords, in order) to ``transport``'s socket; returns
-    the bytes sent by sendfile. Raises OSError (the peer went away, :class:`RangeTruncated`)."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
-    try:
-        sock.setblocking(False)   # as the transport's (the flag is shared by both fds)
-        while transport.get_write_buffer_size():
+class SendfileWriter:
+    """Writes the responses holding file ranges of one connection, on a duplicate of its socket
+    fd made at the first such response and closed by :meth:`close` (the connection's end: until
+    then the duplicate keeps the socket open)."""
+
+    __slots__ = ("transport", "sock")
+
+    def __init__(self, transport) -> None:
+        self.transport = transport
+        self.sock: socket.socket | None = None
+
+    async def write(self, buffers: list) -> int:
+        """Write ``buffers`` (bytes-like and FileRecords, in order) to the socket; returns the
+        bytes sent by sendfile. Raises OSError (the peer went away, :class:`RangeTruncated`)."""
+        loop = asyncio.get_running_loop()
+        sock = self.sock
+        if sock is None:
+            sock = self.sock = socket.socket(fileno=os.dup(self.transport.get_extra_info("socket").fileno()))
+            sock.setblocking(False)   # as the transport's (the flag is shared by both fds)
+        while self.transport.get_write_buffer_size():
             await _writable(loop, sock)
             await asyncio.sleep(0)   # the transport writes its buffer on the same wake-up
-        if _CORK is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, _CORK, 1)
         zero_copied = 0
         pending: list = []
         for part in buffers:
@@ -71,12 +80,14 @@ async def write_response(transport, buffers: list) -> int:
             elif len(part):
                 pending.append(part)
         await _writev(loop, sock, pending)
-        if _CORK is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, _CORK, 0)
         return zero_copied
-    finally:
-        loop.remove_writer(sock.fileno())
-        sock.close()
+
+    def close(self) -> None:
+        """Stop watching and close the duplicate fd (a write in progress is cancelled by the caller)."""
+        if self.sock is not None:
+            sock, self.sock = self.sock, None
+            asyncio.get_running_loop().remove_writer(sock.fileno())
+            sock.close()
 
 
 async def _writable(loop, sock: socket.socket) -> None:
@@ -92,7 +103,8 @@ async def _writable(loop, sock: socket.socket) -> None:
     try:
         await ready
     finally:
-        loop.remove_writer(fd)
+        if not ready.done() and sock.fileno() >= 0:   # cancelled, the socket still open
+            loop.remove_writer(fd)
 
 
 async def _writev(loop, sock: socket.socket, buffers: list) -> None:
