@@ -121,3 +121,49 @@ def test_java_consumer_reads_every_record_from_offset_0(tiered, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.split("\n") if line.startswith("Offset:")]
     assert lines == [f"Offset:{i}\t{i}" for i in range(RECORDS)]
+
+
+def test_total_retention_deletes_remote_segments_and_topic_deletion_deletes_them_all(tiered):
+    from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as L
+    from kcompat.testing import wire
+    broker, _local_dir, remote = tiered
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    config = {**TIERED_TOPIC, "retention.bytes": str(4 * 1024 * 1024), "local.retention.bytes": str(1024 * 1024)}
+    admin.create_topics([NewTopic("tret", 1, 1, config=config)])["tret"].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(12_000):                                   # ~12 MB
+        p.produce("tret", value=_expected(i))
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+    def objects() -> list:
+        return [o for d in remote.glob("tret-*") for o in remote_objects(d, "log")]
+
+    def log_start() -> int:
+        req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="tret", partitions=[
+            L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)])])
+        return wire.call(broker.bootstrap, req, 9).topics[0].partitions[0].offset
+    # remote + local-only bytes stay within retention.bytes (plus the segment that would cross it)
+    wait_for(lambda: log_start() > 0 and 0 < len(objects()) <= 5, timeout=90)
+    start = log_start()
+    assert min(int(o.name.split("-")[0]) for o in objects()) == start   # the oldest remote segment starts it
+    assert first_earliest_record(broker.bootstrap, "tret", start) == _expected(start)
+    admin.delete_topics(["tret"])["tret"].result(30)
+    wait_for(lambda: not objects(), timeout=60)
+
+
+def first_earliest_record(bootstrap: str, topic: str, expected_first: int) -> bytes:
+    """The first record a consumer starting at the earliest offset gets (its offset checked)."""
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tret", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        while True:
+            m = c.poll(30)
+            assert m is not None
+            if m.error() is None:
+                assert m.offset() == expected_first
+                return m.value()
+    finally:
+        c.close()
