@@ -142,11 +142,19 @@ class LocalFileSystemStorage(RemoteStorageManager):
         await self._run(copy, f"copying segment {key.start_offset} of {key.topic}-{key.partition}")
 
     async def fetch_log_segment(self, key: SegmentKey, start_position: int, end_position: int | None = None) -> bytes:
-        def read() -> bytes:
-            with open(self._path(key, "log"), "rb") as f:
-                f.seek(start_position)
-                return f.read(-1 if end_position is None else max(0, end_position - start_position))
-        return await self._run(read, f"reading segment {key.start_offset} of {key.topic}-{key.partition}")
+        # a read is one pread of page-cached data, done on the event loop like local log reads
+        # (kcompat.log); copies run on a worker thread
+        try:
+            fd = os.open(self._path(key, "log"), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                size = os.fstat(fd).st_size if end_position is None else end_position
+                return os.pread(fd, max(0, size - start_position), start_position)
+            finally:
+                os.close(fd)
+        except FileNotFoundError as e:
+            raise RemoteResourceNotFoundError(f"reading segment {key.start_offset} of {key.topic}-{key.partition}: {e}") from e
+        except OSError as e:
+            raise RemoteStorageError(f"reading segment {key.start_offset} of {key.topic}-{key.partition}: {e}") from e
 
     async def fetch_index(self, key: SegmentKey, index_type: IndexType) -> bytes:
         return await self._run(lambda: self._path(key, index_type.value).read_bytes(),
