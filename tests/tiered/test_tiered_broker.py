@@ -10,6 +10,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kcompat.testing.ports import free_ports
+from tests.broker.test_http_metrics import scrape, value
 from tests.support.broker_process import BrokerProcess, wait_for
 from tests.tiered.helpers import TIERED_BROKER, TIERED_TOPIC, consume_from_zero, local_log_bytes, remote_objects
 
@@ -21,7 +23,10 @@ VALUE = 1000     # ~20 MB
 def tiered(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiered")
     remote = root / "remote"
-    broker = BrokerProcess(root / "data", {**TIERED_BROKER, "rsm.config.dir": str(remote)}).start()
+    http_port = free_ports(1)[0]
+    broker = BrokerProcess(root / "data", {**TIERED_BROKER, "rsm.config.dir": str(remote),
+                                           "http.listeners": f"HTTP://127.0.0.1:{http_port}"}).start()
+    broker.metrics_url = f"http://127.0.0.1:{http_port}/metrics"
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("tiered", 1, 1, config=TIERED_TOPIC)])["tiered"].result(30)
@@ -105,6 +110,12 @@ def test_list_offsets_earliest_local_and_latest_tiered(tiered):
     last_remote_start = max(int(p.name.split("-")[0]) for p in remote_objects(remote, "log"))
     assert max(last_remote_start, local_start - 1) <= offset(-5) < RECORDS
     assert offset(-1) == RECORDS
+    # /metrics: the local log is the tail, the remote size counts every copied segment
+    m = scrape(broker.metrics_url)
+    assert value(m, "kafka_log_log_locallogstartoffset", topic="tiered", partition="0") == local_start
+    assert value(m, "kafka_log_log_size", topic="tiered", partition="0") == local_log_bytes(local_dir)
+    remote_bytes = sum(p.stat().st_size for p in remote_objects(remote, "log") if p.parent.parent.name.startswith("tiered-"))
+    assert value(m, "kafka_server_brokertopicmetrics_remotelogsizebytes", topic="tiered") == remote_bytes
 
 
 @pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central

@@ -16,7 +16,11 @@ so a scrape costs the hot path nothing. Families:
 - ``kafka_server_replicamanager_{partitioncount,leadercount,underreplicatedpartitions,
   underminisrpartitioncount,atminisrpartitioncount,offlinereplicacount}`` and
   ``..._{isrshrinks,isrexpands}_total`` (ReplicaManager);
-- ``kafka_log_log_{size,numlogsegments,logstartoffset,logendoffset}{topic,partition}`` (Log);
+- ``kafka_log_log_{size,numlogsegments,logstartoffset,logendoffset}{topic,partition}`` (Log; ``size``
+  is the local part of a tiered partition);
+- tiered storage (KIP-405): ``kafka_server_brokertopicmetrics_remotelogsizebytes{topic}`` (bytes of
+  the remote segments of the partitions this broker leads) and
+  ``kafka_log_log_locallogstartoffset{topic,partition}``;
 - ``kafka_controller_kafkacontroller_{activecontrollercount,offlinepartitionscount,globaltopiccount,
   globalpartitioncount,fencedbrokercount,activebrokercount}``, ``kafka_server_raft_metrics_{current_leader,
   current_epoch,high_watermark,log_end_offset}``, ``kafka_server_broker_metadata_metrics_last_applied_record_offset``;
@@ -184,6 +188,26 @@ class BrokerCollector:
                 topic_offsets["oldest_offset"].add_metric(labels, p.log_start_offset)
         yield from fams.values()
         yield from topic_offsets.values()
+        yield from self._tiered_metrics(partitions)
+
+    def _tiered_metrics(self, partitions):
+        remote = getattr(self.broker, "remote_log", None)
+        if remote is None:
+            return
+        sizes = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotelogsizebytes",
+                                  "Bytes of remote segments (tiered storage) of led partitions", labels=["topic"])
+        local_start = GaugeMetricFamily("kafka_log_log_locallogstartoffset", "First offset on local disk",
+                                        labels=["topic", "partition"])
+        per_topic: Counter = Counter()
+        for p in partitions:
+            if p.log.config.remote_storage_enable:
+                local_start.add_metric([p.topic, str(p.partition_id)], p.log.local_log_start_offset)
+                if p.is_leader:
+                    per_topic[p.topic] += remote.remote_size_in_bytes(p)
+        for topic, size in sorted(per_topic.items()):
+            sizes.add_metric([topic], size)
+        yield sizes
+        yield local_start
 
     # -- controller, Raft, metadata ------------------------------------------------------------
 
