@@ -41,9 +41,34 @@ def consume_from_zero(bootstrap: str, topic: str, n: int, value_of) -> tuple[int
         c.close()
 
 
+def local_segments(partition_dir: Path) -> list[tuple[int, int]]:
+    """(base offset, bytes) of the ``.log`` files of a partition directory, by offset (a file
+    that retention deletes while this looks is left out)."""
+    out = []
+    for f in partition_dir.glob("*.log"):
+        try:
+            out.append((int(f.name[:20]), f.stat().st_size))
+        except FileNotFoundError:
+            pass
+    return sorted(out)
+
+
 def local_log_bytes(partition_dir: Path) -> int:
     """Bytes of the ``.log`` files of a partition directory."""
-    return sum(f.stat().st_size for f in partition_dir.glob("*.log"))
+    return sum(size for _base, size in local_segments(partition_dir))
+
+
+COMPANIONS = ("index", "timeindex", "snapshot", "leader-epoch-checkpoint")
+
+
+def complete_segments_have_companions(names: list[str]) -> bool:
+    """Every segment whose ``.log`` object exists (the copier writes it last) also has its
+    indexes, producer snapshot and leader-epoch checkpoint, and no leftover ``.tmp``; ``names``
+    are object names or paths as strings. A copy in progress (no ``.log`` yet) is ignored."""
+    stems = {n[:-len(".log")] for n in names if n.endswith(".log")}
+    have = set(names)
+    return all(f"{stem}.{suffix}" in have for stem in stems for suffix in COMPANIONS) and \
+        not any(n.endswith(".tmp") and n[:-len(".tmp")].rsplit(".", 1)[0] in stems for n in names)
 
 
 def remote_objects(root: Path, suffix: str) -> list[Path]:

@@ -13,7 +13,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kcompat.testing.ports import free_ports
 from tests.broker.test_http_metrics import scrape, value
 from tests.support.broker_process import BrokerProcess, wait_for
-from tests.tiered.helpers import TIERED_BROKER, TIERED_TOPIC, consume_from_zero, local_log_bytes, remote_objects
+from tests.tiered.helpers import (
+    TIERED_BROKER, TIERED_TOPIC, complete_segments_have_companions, consume_from_zero, local_log_bytes, local_segments,
+    remote_objects,
+)
 
 RECORDS = 20_000
 VALUE = 1000     # ~20 MB
@@ -43,27 +46,46 @@ def tiered(tmp_path_factory):
 
 def test_segments_are_copied_once_and_local_disk_shrinks(tiered):
     broker, local_dir, remote = tiered
-    # every closed segment but the last few ends up remote; the local log keeps only its tail
-    wait_for(lambda: local_log_bytes(local_dir) < 3 * 1024 * 1024 and remote_objects(remote, "log"), timeout=90)
-    logs = remote_objects(remote, "log")
+    # every closed segment ends up remote; the local log keeps only its tail
+    _wait_tiered(tiered)
+    assert local_log_bytes(local_dir) < 3 * int(TIERED_TOPIC["local.retention.bytes"]) // 2
+    logs = remote_objects(remote / next(d.name for d in remote.iterdir() if d.name.startswith("tiered-")), "log")
     starts = sorted(int(p.name.split("-")[0]) for p in logs)
     assert starts[0] == 0
     assert len(starts) == len(set(starts)), "a segment was copied twice"
-    for suffix in ("index", "timeindex", "snapshot", "leader-epoch-checkpoint"):
-        assert len(remote_objects(remote, suffix)) == len(logs)
-    assert not list(remote.rglob("*.tmp"))
+    assert complete_segments_have_companions([str(p) for p in remote.rglob("*") if p.is_file()])
     local_bases = sorted(int(f.name[:20]) for f in local_dir.glob("*.log"))
-    assert local_bases[0] > 0 and local_bases[0] <= starts[-1] + 1 or local_bases[0] in starts
+    assert local_bases[0] in starts   # local retention deletes whole copied segments only
 
 
 def _expected(i: int) -> bytes:
     return (b"%08d" % i) * (VALUE // 8)
 
 
+def _offset(bootstrap: str, topic: str, ts: int) -> int:
+    """ListOffsets v9 of ``topic``-0 at ``ts`` (-1 latest, -2 earliest, -4 earliest local, -5
+    latest tiered)."""
+    from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as L
+    from kcompat.testing import wire
+    req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=topic, partitions=[
+        L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)])])
+    part = wire.call(bootstrap, req, 9).topics[0].partitions[0]
+    assert part.error_code == 0
+    return part.offset
+
+
 def _wait_tiered(tiered):
+    """Until the broker is done with the topic: every closed segment copied (the latest tiered
+    offset ends just before the active segment) and local retention satisfied (dropping the
+    oldest local segment would leave less than local.retention.bytes)."""
     broker, local_dir, remote = tiered
-    wait_for(lambda: local_log_bytes(local_dir) < 3 * 1024 * 1024 and len(remote_objects(remote, "log")) >= 15,
-             timeout=90)
+    limit = int(TIERED_TOPIC["local.retention.bytes"])
+
+    def settled() -> bool:
+        segs = local_segments(local_dir)
+        return len(segs) >= 2 and _offset(broker.bootstrap, "tiered", -5) + 1 == segs[-1][0] \
+            and sum(size for _b, size in segs[1:]) < limit
+    wait_for(settled, timeout=90)
     assert min(int(f.name[:20]) for f in local_dir.glob("*.log")) > 0   # offset 0 is remote only
 
 
@@ -93,23 +115,14 @@ def test_kafka_python_reads_every_record_from_offset_0(tiered):
 
 
 def test_list_offsets_earliest_local_and_latest_tiered(tiered):
-    from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as L
-    from kcompat.testing import wire
     _wait_tiered(tiered)
     broker, local_dir, remote = tiered
-    local_start = min(int(f.name[:20]) for f in local_dir.glob("*.log"))
-
-    def offset(ts: int) -> int:
-        req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="tiered", partitions=[
-            L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)])])
-        part = wire.call(broker.bootstrap, req, 9).topics[0].partitions[0]
-        assert part.error_code == 0
-        return part.offset
-    assert offset(-2) == 0
-    assert offset(-4) == local_start
-    last_remote_start = max(int(p.name.split("-")[0]) for p in remote_objects(remote, "log"))
-    assert max(last_remote_start, local_start - 1) <= offset(-5) < RECORDS
-    assert offset(-1) == RECORDS
+    files = sorted(local_dir.glob("*.log"))
+    local_start = int(files[0].name[:20])
+    assert _offset(broker.bootstrap, "tiered", -2) == 0
+    assert _offset(broker.bootstrap, "tiered", -4) == local_start
+    assert _offset(broker.bootstrap, "tiered", -5) == int(files[-1].name[:20]) - 1   # all closed segments
+    assert _offset(broker.bootstrap, "tiered", -1) == RECORDS
     # /metrics: the local log is the tail, the remote size counts every copied segment
     m = scrape(broker.metrics_url)
     assert value(m, "kafka_log_log_locallogstartoffset", topic="tiered", partition="0") == local_start
@@ -155,8 +168,9 @@ def test_total_retention_deletes_remote_segments_and_topic_deletion_deletes_them
         req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name="tret", partitions=[
             L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)])])
         return wire.call(broker.bootstrap, req, 9).topics[0].partitions[0].offset
-    # remote + local-only bytes stay within retention.bytes (plus the segment that would cross it)
-    wait_for(lambda: log_start() > 0 and 0 < len(objects()) <= 5, timeout=90)
+    # remote bytes stay within retention.bytes, plus at most the one segment that would cross it
+    wait_for(lambda: log_start() > 0 and 0 < sum(o.stat().st_size for o in objects()) <= 6 * 1024 * 1024,
+             timeout=90)
     start = log_start()
     assert min(int(o.name.split("-")[0]) for o in objects()) == start   # the oldest remote segment starts it
     assert first_earliest_record(broker.bootstrap, "tret", start) == _expected(start)
