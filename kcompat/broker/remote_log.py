@@ -275,7 +275,10 @@ class RemoteLogManager:
         for seg in copied:
             if seg.end_offset < start:
                 doomed.append(seg)
-            elif cfg.retention_ms >= 0 and seg.max_timestamp_ms <= now - cfg.retention_ms:
+            elif cfg.retention_ms >= 0 and \
+                    (seg.max_timestamp_ms if seg.max_timestamp_ms >= 0 else seg.event_timestamp_ms) <= now - cfg.retention_ms:
+                # a segment without record timestamps ages from its copy (Kafka falls back to the
+                # file's modification time for local segments)
                 doomed.append(seg)
             elif excess >= seg.size:
                 doomed.append(seg)
