@@ -86,9 +86,11 @@ class LogMaintenance:
                     log.exception("periodic log maintenance failed: flushes and directory removals")
 
     def delete_snapshots_below_log_start(self) -> None:
+        """Producer snapshots below the local log start offset (the log start offset, unless
+        older segments are only in remote storage, whose copies keep the snapshots they need)."""
         for p in self.replica_manager.partitions.values():
-            if not p.offline and p.log.log_start_offset > 0:   # an offline dir is never written again
-                p.log.delete_snapshots_before(p.log.log_start_offset)
+            if not p.offline and p.log.local_log_start_offset > 0:   # an offline dir is never written again
+                p.log.delete_snapshots_before(p.log.local_log_start_offset)
 
     def expire_producers(self, now: int) -> None:
         """Producer ids idle for ``producer.id.expiration.ms``, checked every

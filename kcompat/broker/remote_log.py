@@ -27,12 +27,12 @@ import random
 import uuid
 
 from kcompat.broker.remote_log_metadata import RemoteLogMetadataError, RemoteLogMetadataManager
-from kcompat.log.leader_epoch import EpochEntry, format_leader_epoch_checkpoint
+from kcompat.log.leader_epoch import EpochEntry, format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
 from kcompat.log.snapshots import snapshot_path
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.tiered.metadata import PartitionDeleteState, RemoteSegment, SegmentState, partition_delete_record
 from kcompat.tiered.reader import RemoteLogReader
-from kcompat.tiered.storage import RemoteStorageError, RemoteStorageManager, SegmentData, SegmentKey
+from kcompat.tiered.storage import IndexType, RemoteStorageError, RemoteStorageManager, SegmentData, SegmentKey
 
 log = logging.getLogger("kcompat.broker.remote_log")
 
@@ -171,6 +171,19 @@ class RemoteLogManager:
         aborted = await self.reader.aborted_transactions(seg, offset, upper)
         aborted += p.log.collect_aborted_txns(p.log.local_log_start_offset, upper)
         return data, [(a.producer_id, a.first_offset) for a in aborted]
+
+    async def aux_state(self, p, offset: int) -> tuple[bytes | None, list[EpochEntry]]:
+        """What a follower restarting its log at the leader's local log start ``offset`` needs of
+        the remote segment ending just below it (Kafka ``buildRemoteLogAuxState``): its producer
+        snapshot (None if empty) and leader-epoch checkpoint entries. ``(None, [])`` when no
+        remote segment ends there. Raises RemoteStorageError / RemoteLogMetadataError."""
+        state = await self.metadata.sync(p.topic_id, p.partition_id)
+        seg = next((s for s in reversed(state.copied()) if s.end_offset == offset - 1), None)
+        if seg is None:
+            return None, []
+        snapshot = await self.storage.fetch_index(seg.key, IndexType.PRODUCER_SNAPSHOT)
+        epochs = parse_leader_epoch_checkpoint(await self.storage.fetch_index(seg.key, IndexType.LEADER_EPOCH))
+        return snapshot or None, epochs
 
     async def offset_for_timestamp(self, p, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or after the log start offset in a

@@ -233,12 +233,24 @@ class ReplicaFetcher:
                     return
                 more = ff.on_leader_offsets(partition.log, leader_log_start_offset=earliest,
                                             leader_log_end_offset=latest, leader_local_log_start_offset=local)
-                self._apply(entry, more, now)
+                aux = None
+                remote = getattr(self.broker, "remote_log", None)
+                if remote is not None and any(isinstance(a, TruncateFullyAndStartAt) and a.log_start_offset is not None
+                                              for a in more):
+                    try:   # what the missing segments leave behind: producer state, leader epochs (KIP-405)
+                        aux = await remote.aux_state(partition, local)
+                    except Exception as e:
+                        log.info("%s: could not read the remote producer snapshot and epochs: %s", partition, e)
+                        ff.state = "fetching"
+                        entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                        return
+                self._apply(entry, more, now, aux)
             elif not self._apply(entry, [action], now):
                 return
 
-    def _apply(self, entry, actions, now: int) -> bool:
-        """Apply FollowerFetch actions in order; False at the first that fails."""
+    def _apply(self, entry, actions, now: int, aux: tuple | None = None) -> bool:
+        """Apply FollowerFetch actions in order; False at the first that fails. ``aux``:
+        ``(producer snapshot, epochs)`` from remote storage for a tiered restart."""
         partition, ff, _ = entry
         for action in actions:
             try:
@@ -249,7 +261,9 @@ class ReplicaFetcher:
                 elif isinstance(action, Truncate):
                     partition.truncate_to(action.offset, now)
                 elif isinstance(action, TruncateFullyAndStartAt):
-                    partition.truncate_fully_and_start_at(action.offset, now, log_start_offset=action.log_start_offset)
+                    snapshot, epochs = aux if aux is not None else (None, ())
+                    partition.truncate_fully_and_start_at(action.offset, now, log_start_offset=action.log_start_offset,
+                                                          producer_snapshot=snapshot, epochs=epochs)
                 elif isinstance(action, IncrementLogStartOffset):
                     if action.offset > partition.log.log_start_offset:
                         partition.log.delete_records_before(action.offset)

@@ -368,12 +368,28 @@ class ReplicationMixin:
             self._follower_hw = min(self._follower_hw, self.log.log_end_offset)
             self._wake()
 
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int, *, log_start_offset: int | None = None) -> None:
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int, *, log_start_offset: int | None = None,
+                                    producer_snapshot: bytes | None = None, epochs=()) -> None:
         """Follower whose log is entirely below the leader's log start (or, tiered, its local log
-        start; then ``log_start_offset`` is the leader's log start): restart empty at ``offset``."""
+        start; then ``log_start_offset`` is the leader's log start): restart empty at ``offset``.
+        A tiered restart may bring the producer-state snapshot at ``offset`` and the leader epochs
+        (``[(epoch, start offset)]``) from remote storage (Kafka ``buildRemoteLogAuxState``): they
+        become this replica's, so idempotence and epoch checks work as if it had the whole log."""
         log.info("%s: restarting the log empty at the leader's %slog start offset %d", self,
                  "local " if log_start_offset is not None else "", offset)
         self.log.truncate_fully_and_start_at(offset, now_ms=now_ms, log_start_offset=log_start_offset)
+        for epoch, start in epochs:
+            if self.log.log_start_offset <= start <= offset:
+                self.log.leader_epoch_cache.assign(epoch, start)
+        if producer_snapshot:
+            try:
+                self.producer_state.truncate_and_reload(producer_snapshot)
+                self.log.write_snapshot(offset, producer_snapshot)
+                self._follower_hw = offset
+                self._wake()
+                return
+            except ValueError as e:
+                log.warning("%s: ignoring the remote producer snapshot at %d: %s", self, offset, e)
         self.producer_state.truncate_and_reload(None)
         self._follower_hw = offset
         self._wake()

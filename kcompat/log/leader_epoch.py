@@ -61,6 +61,24 @@ def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     return read_kafka_checkpoint(path, _epoch_entry)
 
 
+def parse_leader_epoch_checkpoint(data: bytes) -> list[EpochEntry]:
+    """Entries of ``leader-epoch-checkpoint`` content (e.g. a copy from remote storage, KIP-405);
+    malformed lines and a bad header give no entries."""
+    lines = data.decode("ascii", "replace").splitlines()
+    if len(lines) < 2 or lines[0].strip() != "0":
+        return []
+    entries = []
+    for line in lines[2:]:
+        try:
+            entry = _epoch_entry(line)
+        except ValueError:
+            return []
+        if entry is None:
+            return []
+        entries.append(entry)
+    return entries
+
+
 def _epoch_entry(line: str) -> EpochEntry | None:
     parts = java_split(line)
     if len(parts) != 2:

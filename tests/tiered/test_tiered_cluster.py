@@ -97,3 +97,12 @@ def test_leader_killed_mid_copy_new_leader_continues(tmp_path):
         cluster.restart(old)
         wait_until(lambda: sorted(_leader(admin)[1]) == [1, 2, 3], 120, "the old leader back in the ISR")
         assert _leader(admin)[0] == new
+        # it restarted its log at the new leader's local log start with what the remote segment
+        # ending there carries: the producer snapshot at that offset and the epochs from offset 0
+        rejoined = tmp_path / "c" / f"node{old}" / "tc-0"
+        assert "restarting the log empty at the leader's local log start" in cluster.node(old).log_text()
+        restart_at = int(cluster.node(old).log_text().split("restarting the log empty at the leader's local "
+                                                            "log start offset ")[-1].split()[0])
+        assert (rejoined / f"{restart_at:020d}.snapshot").exists()
+        epochs = (rejoined / "leader-epoch-checkpoint").read_text().split("\n")
+        assert epochs[2].split()[1] == "0"     # the first epoch starts at offset 0, not at restart_at
