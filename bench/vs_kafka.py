@@ -21,7 +21,7 @@ back, unmeasured): start-up time (process start to answering Metadata); produce 
 of 100 B and ``--large`` of 1 KiB, each with acks=1 and acks=all (in alternating order from pair
 to pair), into fresh topics (single node; the 3-node cluster: acks=all only); consume the 1 KiB topic and the 100 B topic (acks=1 ones) from
 the beginning, best of ``--passes``; end-to-end latency (p50/p99/max) at ``--rate`` (2,000)
-records/s of 100 B, acks=all, for ``--seconds`` after 3 s of warm-up; the broker CPU seconds
+records/s of 100 B into a topic of one partition, acks=all, for ``--seconds`` after 3 s of warm-up; the broker CPU seconds
 (the broker's process groups, from /proc) per GB produced and consumed; private memory (the sum
 of ``RssAnon`` over each broker's processes) at the end.
 
@@ -136,8 +136,9 @@ class Run:
     def stop(self) -> None:
         self.handle.stop()
 
-    def topic(self, name: str) -> str:
-        cc.create_topic(self.bootstrap, name, self.partitions, self.rf, TOPIC_CONFIG if self.rf > 1 else {})
+    def topic(self, name: str, partitions: int | None = None) -> str:
+        cc.create_topic(self.bootstrap, name, partitions or self.partitions, self.rf,
+                        TOPIC_CONFIG if self.rf > 1 else {})
         return name
 
     def _driver(self, *argv) -> tuple[dict, dict]:
@@ -175,7 +176,7 @@ class Run:
         self.figures[f"consume {label} cpu s/GB"] = round(best[1], 2)
 
     def latency(self) -> None:
-        topic = self.topic("latency")
+        topic = self.topic("latency", partitions=1)   # rdkbench's latency consumer reads partition 0
         r, _load = self._driver("latency", self.bootstrap, topic, self.args.rate, self.args.seconds, 100, 3)
         for q in ("p50", "p99", "max"):
             self.figures[f"e2e {q} ms @{self.args.rate:g}/s"] = round(r[f"{q}_ms"], 2)
@@ -221,8 +222,8 @@ def table(results: dict) -> list[str]:
         lines.append(f"  {'figure':34} {'kcompat':>10} {'Kafka':>10} {'ratio':>7}")
         keys = list(runs["kcompat"][0])
         for key in keys:
-            k = statistics.median(r[key] for r in runs["kcompat"])
-            f = statistics.median(r[key] for r in runs["kafka"])
+            k = round(statistics.median(r[key] for r in runs["kcompat"]), 2)
+            f = round(statistics.median(r[key] for r in runs["kafka"]), 2)
             if key == "loadavg":
                 lines.append(f"  {'(1-min load average)':34} {k:>10} {f:>10}")
                 continue
