@@ -19,6 +19,7 @@ import pytest
 from conformance import maven, procs
 from conformance.reference import java_command
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IAC
+from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from kcompat.testing import Broker
 from kcompat.testing.process import wait_for
 from kcompat.testing.wire import call
@@ -56,26 +57,41 @@ def new_topic(b, partitions: int = 3) -> str:
     return name
 
 
-def produce(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
+def produce(bootstrap: str, topic: str, n: int, start: int = 0, partitions: int | None = None) -> None:
+    """``n`` records valued ``start``, ``start + 1``, ...; with ``partitions``, record i goes to
+    partition i % partitions (else librdkafka's partitioner picks)."""
     p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     for i in range(start, start + n):
-        p.produce(topic, value=str(i).encode())
+        if partitions:
+            p.produce(topic, value=str(i).encode(), partition=i % partitions)
+        else:
+            p.produce(topic, value=str(i).encode())
         if i % 1000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
+
+
+def _assigned_members(bootstrap: str, group: str) -> int:
+    """How many members of share group ``group`` hold a non-empty assignment (ShareGroupDescribe v1)."""
+    resp = call(bootstrap, ShareGroupDescribeRequest(group_ids=[group]), 1)
+    (described,) = resp.groups
+    if described.error_code:
+        return 0
+    return sum(1 for m in described.members if any(t.partitions for t in m.assignment.topic_partitions))
 
 
 class ShareConsumer:
     """One ShareClient process; ``records`` are (partition, offset, delivery count, value)."""
 
     def __init__(self, lib: Path, bootstrap: str, group: str, topic: str, mode: str, *, max_records: int = 10**9,
-                 idle_ms: int = 60_000, workdir: Path, name: str) -> None:
+                 idle_ms: int = 60_000, first_idle_ms: int | None = None, workdir: Path, name: str) -> None:
         self.records: list[tuple[int, int, int, str]] = []
         self.commits: list[str] = []
         self.done = threading.Event()
         self.holding = threading.Event()
         self._lock = threading.Lock()
-        cmd = java_command(lib, str(CLIENT), [bootstrap, group, topic, mode, str(max_records), str(idle_ms)],
+        cmd = java_command(lib, str(CLIENT), [bootstrap, group, topic, mode, str(max_records), str(idle_ms),
+                                                str(first_idle_ms or idle_ms)],
                            heap="256m")
         self.proc = procs.Background(cmd, on_line=self._line, stderr_path=workdir / f"{name}.stderr")
 
@@ -111,10 +127,15 @@ def test_three_consumers_split_the_records_with_none_twice(broker, lib, tmp_path
     # a loaded machine would rightly see its records go to another -- not what this test is about
     set_group_configs(broker.bootstrap_servers, group, {"share.auto.offset.reset": "earliest",
                                                         "share.record.lock.duration.ms": "30000"})
-    produce(broker.bootstrap_servers, topic, 30_000)
     # explicit acknowledgement (ACCEPT each record, commitSync) and implicit (the next poll accepts)
     consumers = [ShareConsumer(lib, broker.bootstrap_servers, group, topic, mode, idle_ms=15_000,
-                               workdir=tmp_path, name=f"c{i}") for i, mode in enumerate(("accept", "implicit", "accept"))]
+                               first_idle_ms=180_000, workdir=tmp_path, name=f"c{i}")
+                 for i, mode in enumerate(("accept", "implicit", "accept"))]
+    # The records are produced once all three hold a partition each: produced before, the first JVM
+    # to start could drain all 30,000 before the others joined (as a loaded run once did)
+    wait_for(lambda: _assigned_members(broker.bootstrap_servers, group) == 3, 120,
+             what="three members with a partition each")
+    produce(broker.bootstrap_servers, topic, 30_000, partitions=3)
     for c in consumers:
         c.wait_done(240)
     seen = Counter(o for c in consumers for o in c.offsets())

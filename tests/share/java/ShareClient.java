@@ -23,6 +23,9 @@ public class ShareClient {
         String bootstrap = args[0], group = args[1], topic = args[2], mode = args[3];
         long max = Long.parseLong(args[4]);
         long idleMs = Long.parseLong(args[5]);
+        // optional: how long to wait for the first record (default idleMs), for a test that
+        // produces only once every consumer of the group has its assignment
+        long firstIdleMs = args.length > 6 ? Long.parseLong(args[6]) : idleMs;
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
         props.put("group.id", group);
@@ -36,7 +39,7 @@ public class ShareClient {
             consumer.subscribe(List.of(topic));
             System.out.println("STARTED");
             System.out.flush();
-            while (seen < max && System.currentTimeMillis() - lastData < idleMs) {
+            while (seen < max && System.currentTimeMillis() - lastData < (seen == 0 ? firstIdleMs : idleMs)) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) {
                     continue;
