@@ -260,11 +260,19 @@ def frame_target(controller: bool) -> Target:
     from kcompat.broker import connection as conn_mod
     from kcompat.broker.request_stats import RequestStats
     from kcompat.broker.context import NO_RESPONSE
+    from kcompat.broker.quota.client_quota import QuotaManagers
+    from kcompat.broker.quota.connections import ConnectionQuotas
+    from kcompat.config.broker import BrokerConfig
 
     listener = "CONTROLLER" if controller else "PLAINTEXT"
-    config = {"socket.request.max.bytes": 104857600, "queued.max.requests": 500}
-    broker = SimpleNamespace(config=SimpleNamespace(controller_listener_names=["CONTROLLER"], get=config.get),
-                             connections=set(), request_stats=RequestStats())
+    # a real config (its defaults: no connection limit, no quota) and the real quota objects the
+    # connection consults, in a broker that is otherwise only what the connection code touches
+    config = BrokerConfig({"queued.max.requests": "500", "process.roles": "broker,controller", "node.id": "1",
+                           "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                           "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093"})
+    broker = SimpleNamespace(config=config, connections=set(), request_stats=RequestStats(),
+                             quotas=QuotaManagers(config.get),
+                             connection_quotas=ConnectionQuotas(config.get, config.controller_listener_names, None))
     stubs = {k: SimpleNamespace(API_KEY=k, MIN_VERSION=m.MIN_VERSION, MAX_VERSION=m.MAX_VERSION,
                                 error_response=getattr(m, "error_response", None),
                                 handle=lambda ctx, req: NO_RESPONSE)
