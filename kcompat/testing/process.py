@@ -66,7 +66,11 @@ class BrokerProcess:
 
     def start(self, timeout: float = 120.0) -> "BrokerProcess":
         """Start the process and wait for its listener line (``timeout`` seconds bounds a hung
-        start only: an overloaded machine can take tens of seconds to import and start)."""
+        start only: an overloaded machine can take tens of seconds to import and start). A process
+        still running is left as it is, so ``with BrokerProcess(...).start() as b`` (and a
+        cluster's ``with Cluster(...).start() as c``) starts it once, not a second, orphaned copy."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
         self.bootstrap = None   # set again from this start's listener line, never left from the last
         env = dict(os.environ)
         env["PYTHONPATH"] = str(PACKAGE_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
