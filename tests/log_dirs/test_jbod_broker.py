@@ -32,9 +32,9 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 TOPIC = "jbod"
 
 
-def describe(b) -> dict:
-    """{log dir: {(topic, partition, is future): size}} from DescribeLogDirs v4."""
-    resp = call(b.bootstrap_servers, DQ(topics=None), 4)
+def describe(b, version: int = 4) -> dict:
+    """{log dir: {(topic, partition, is future): size}} from DescribeLogDirs (v4 unless told)."""
+    resp = call(b.bootstrap_servers, DQ(topics=None), version)
     assert all(r.error_code == 0 for r in resp.results), resp
     return {r.log_dir: {(t.name, p.partition_index, p.is_future_key): p.partition_size
                         for t in r.topics for p in t.partitions} for r in resp.results}
@@ -162,6 +162,9 @@ def test_alter_replica_log_dirs_errors(dirs):
                        (TOPIC, 5): E.UNKNOWN_TOPIC_OR_PARTITION}
         assert alter(b, {here: [(TOPIC, 0)]}) == {(TOPIC, 0): E.NONE}   # already there: nothing to do
         assert not any(k[2] for d in describe(b).values() for k in d)
+        # version 0 of both, which Kafka 4 dropped (KIP-896) and kcompat still serves, answers alike
+        assert alter(b, {"/no/such/dir": [(TOPIC, 0)]}, version=0) == {(TOPIC, 0): E.LOG_DIR_NOT_FOUND}
+        assert describe(b, version=0) == {d: {k: v for k, v in parts.items()} for d, parts in describe(b).items()}
 
 
 @pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka's jars from Maven Central

@@ -1,4 +1,4 @@
-"""AlterReplicaLogDirs (key 34), versions 1-2: move replicas of this broker to other log dirs while
+"""AlterReplicaLogDirs (key 34), versions 0-2: move replicas of this broker to other log dirs while
 they serve (KIP-113; ``kafka-reassign-partitions.sh`` with ``log_dirs`` in its JSON,
 ``Admin.alterReplicaLogDirs``).
 
@@ -9,7 +9,8 @@ started: the data is copied into a future log, which swaps in when it has caught
 LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION). A
 partition named under two dirs takes the last one, as Kafka's map does.
 
-Version 0 was removed in Kafka 4.0 (KIP-896) and is not advertised.
+Version 0 (the same as 1, which only added throttling after the response) was removed in Kafka 4.0
+(KIP-896); kcompat keeps serving it for older clients, as it does the other versions Kafka 4 dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsResponse as R
 
 API_KEY = 34
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 2
 
 

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 1-4: the broker's log dirs and the partitions in each, with
+"""DescribeLogDirs (key 35), versions 0-4: the broker's log dirs and the partitions in each, with
 their size on disk (``kafka-log-dirs.sh --describe``; ``kafka-reassign-partitions.sh`` 4.x reads it
 to keep replicas in their log dirs).
 
@@ -14,7 +14,8 @@ false; a replica moving to this dir (AlterReplicaLogDirs) is listed there too wi
 bytes of the dir's filesystem. An offline dir, or one whose filesystem cannot be read, answers
 KAFKA_STORAGE_ERROR with no topics.
 
-Version 0 was removed in Kafka 4.0 (KIP-896) and is not advertised.
+Version 0 (the same as 1, which only added throttling after the response) was removed in Kafka 4.0
+(KIP-896); kcompat keeps serving it for older clients, as it does the other versions Kafka 4 dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_log_dirs import DescribeLogDirsResponse as R
 
 API_KEY = 35
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 INVALID_OFFSET_LAG = -1   # DescribeLogDirsResponse.INVALID_OFFSET_LAG
