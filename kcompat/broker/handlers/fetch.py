@@ -13,9 +13,7 @@ long polling are :meth:`kcompat.isr.replica_manager.ReplicaManager.fetch_message
 
 from __future__ import annotations
 
-import asyncio
-
-from kcompat.broker.authz import TOPIC, Op
+from kcompat.broker.authz import TOPIC, Op, then
 from kcompat.broker.leader_hints import FETCH_HINT_ERRORS, add_leader_hints
 from kcompat.broker.quota.throttle import fetch_quota
 from kcompat.isr.fetch_messages import FetchParams, FetchPartitionRequest, FetchPartitionResult
@@ -37,9 +35,7 @@ def _fetch(ctx, req):
     params = _params(ctx, req, version)
     keys, requests = _requests(ctx, req, version, params.replica_id)
     results = broker.replica_manager.fetch_messages(params, requests)
-    if asyncio.iscoroutine(results):
-        return _respond_later(ctx, keys, requests, results)
-    return _response(ctx, keys, requests, results)
+    return then(results, lambda done: _response(ctx, keys, requests, done))
 
 
 def _throttled(throttle_ms: int):
@@ -49,10 +45,6 @@ def _throttled(throttle_ms: int):
 
 
 handle = fetch_quota(_fetch, _throttled)   # consumer_byte_rate (KIP-13, KIP-219)
-
-
-async def _respond_later(ctx, keys: list, requests: list[FetchPartitionRequest], results):
-    return _response(ctx, keys, requests, await results)
 
 
 def _params(ctx, req, version: int) -> FetchParams:

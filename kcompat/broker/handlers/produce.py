@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic
+from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic, then
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.broker.quota.throttle import produce_quota
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
@@ -143,13 +143,7 @@ def _append_all(ctx, req, verified: dict | None = None):
                 rm.stats.produce_failed(td.name, len(pd.records or b""))
     results = rm.append_records(entries, acks=req.acks, timeout_ms=req.timeout_ms,
                                 transactional_id=req.transactional_id, verified=verified)
-    if asyncio.iscoroutine(results):
-        return _respond_later(ctx, req, writable, results)
-    return _respond(ctx, req, writable, results)
-
-
-async def _respond_later(ctx, req, writable: dict[str, bool], results):
-    return _respond(ctx, req, writable, await results)
+    return then(results, lambda done: _respond(ctx, req, writable, done))
 
 
 def _respond(ctx, req, writable: dict[str, bool], results: list[ProducePartitionResult]):

@@ -20,9 +20,9 @@ side too, older ones are held back by the mute.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 
+from kcompat.broker.authz import then
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.protocol.errors import ErrorCode
 from kcompat.security.principal import ANONYMOUS
@@ -32,9 +32,11 @@ def _user(ctx) -> str:
     return ctx.principal.name
 
 
-def _set_throttle(response, throttle_ms: int) -> None:
+def _set_throttle(response, throttle_ms: int):
+    """``response`` with its ``throttle_time_ms`` raised to ``throttle_ms``."""
     if throttle_ms > 0 and getattr(response, "throttle_time_ms", None) is not None:
         response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
+    return response
 
 
 def produce_quota(handle):
@@ -53,14 +55,7 @@ def produce_quota(handle):
         result = handle(ctx, req)
         if throttle <= 0 or result is NO_RESPONSE:
             return result
-        if asyncio.iscoroutine(result) or asyncio.isfuture(result):
-            async def later():
-                response = await result
-                _set_throttle(response, throttle)
-                return response
-            return later()
-        _set_throttle(result, throttle)
-        return result
+        return then(result, lambda response: _set_throttle(response, throttle))
     return wrapper
 
 
@@ -91,11 +86,7 @@ def fetch_quota(handle, empty_response):
             manager.unrecord(user, ctx.client_id, size, now)
             return empty_response(throttle)
 
-        if asyncio.iscoroutine(result) or asyncio.isfuture(result):
-            async def later():
-                return account(await result)
-            return later()
-        return account(result)
+        return then(result, account)
     return wrapper
 
 
