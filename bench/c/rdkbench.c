@@ -3,11 +3,11 @@
  *
  *   rdkbench produce BOOTSTRAP TOPIC COUNT SIZE ACKS
  *       produce COUNT records of SIZE bytes (acks 1 or -1, linger.ms=5, max.in.flight=5, batch.size=1 MB, no
- *       compression, round-robin over the topic's partitions); prints
+ *       compression, librdkafka's default partitioner: random for records without a key); prints
  *       "records=N seconds=S" (first produce() to the last delivery report).
  *   rdkbench consume BOOTSTRAP TOPIC PARTITIONS COUNT
  *       read COUNT records from the beginning of partitions 0..PARTITIONS-1 (assign, no group
- *       offsets); prints "records=N bytes=B seconds=S" (assign to the last record).
+ *       offsets; records taken from the consumer queue in chunks); prints "records=N bytes=B seconds=S" (assign to the last record; the topic's leaders are looked up before the clock starts).
  *   rdkbench latency BOOTSTRAP TOPIC RATE SECONDS SIZE WARMUP
  *       one producer (acks=all, linger.ms=0, max.in.flight=5, as bench/cluster_clients.py) at RATE records/s for WARMUP+SECONDS s and a consumer
  *       (assign, from the beginning of the new topic, fetch.wait.max.ms=500) in the same process; each value starts with
@@ -112,29 +112,54 @@ static void assign(rd_kafka_t *rk, const char *topic, int partitions, int64_t of
     rd_kafka_topic_partition_list_destroy(tps);
 }
 
+/* The topic's leaders, known before the clock starts: librdkafka defers the offset query of a
+ * partition assigned before its leader is known by a fixed 500 ms timer, which would count as
+ * consume time on both brokers alike. */
+static void learn_leaders(rd_kafka_t *rk, const char *topic) {
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+    if (err) die("metadata", rd_kafka_err2str(err));
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+}
+
+#define CONSUME_CHUNK 4096
+
 static int consume(const char *bootstrap, const char *topic, int partitions, long count) {
     rd_kafka_t *rk = consumer(bootstrap, "500");
+    learn_leaders(rk, topic);
     double t0 = now_s();
     assign(rk, topic, partitions, RD_KAFKA_OFFSET_BEGINNING);
     long got = 0;
     long long bytes = 0;
     double idle_since = now_s();
+    /* records are taken from the consumer queue up to CONSUME_CHUNK at a time
+     * (rd_kafka_consume_batch_queue: one queue lock per chunk) */
+    rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(rk);
+    rd_kafka_message_t **chunk = malloc(sizeof *chunk * CONSUME_CHUNK);
     while (got < count) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
-        if (!m) {
+        ssize_t n = rd_kafka_consume_batch_queue(queue, 100, chunk, CONSUME_CHUNK);
+        if (n < 0) die("consume", rd_kafka_err2str(rd_kafka_last_error()));
+        if (n == 0) {
             if (now_s() - idle_since > 60) die("consume", "no records for 60 s");
             continue;
         }
         idle_since = now_s();
-        if (m->err) {
-            fprintf(stderr, "rdkbench: consume: %s\n", rd_kafka_message_errstr(m));
-        } else {
-            got++;
-            bytes += m->len;
+        for (ssize_t i = 0; i < n; i++) {
+            rd_kafka_message_t *m = chunk[i];
+            if (m->err) {
+                fprintf(stderr, "rdkbench: consume: %s\n", rd_kafka_message_errstr(m));
+            } else {
+                got++;
+                bytes += m->len;
+            }
+            rd_kafka_message_destroy(m);
         }
-        rd_kafka_message_destroy(m);
     }
     double secs = now_s() - t0;
+    free(chunk);
+    rd_kafka_queue_destroy(queue);
     printf("records=%ld bytes=%lld seconds=%.4f\n", got, bytes, secs);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
@@ -147,7 +172,8 @@ struct lat {
     const char *bootstrap, *topic;
     double end, measure_from;
     double *samples;
-    long n, cap, read;
+    long n, cap, read, duplicates;
+    int64_t next_offset;   /* the offset expected next: a lower one is a record read twice */
     volatile long sent;   /* records produced, once the producer is done (-1 before) */
     volatile int ready;
 };
@@ -163,7 +189,11 @@ static void *lat_consumer(void *arg) {
         if (!m) continue;
         if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
             fprintf(stderr, "rdkbench: latency consumer: %s\n", rd_kafka_message_errstr(m));
-        if (!m->err) l->read++;
+        if (!m->err) {
+            l->read++;
+            if (m->offset < l->next_offset) l->duplicates++;
+            else l->next_offset = m->offset + 1;
+        }
         if (!m->err && m->len >= sizeof(double)) {
             double sent;
             memcpy(&sent, m->payload, sizeof sent);
@@ -182,7 +212,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 static int latency(const char *bootstrap, const char *topic, double rate, double seconds, int size, double warmup) {
-    struct lat l = {bootstrap, topic, 0, 0, NULL, 0, (long)(rate * seconds) + 1000, 0, -1, 0};
+    struct lat l = {bootstrap, topic, 0, 0, NULL, 0, (long)(rate * seconds) + 1000, 0, 0, 0, -1, 0};
     l.samples = malloc(sizeof(double) * l.cap);
     pthread_t th;
     double start = now_s();
@@ -224,7 +254,7 @@ static int latency(const char *bootstrap, const char *topic, double rate, double
                 delivered, failed, l.read);
         return 1;
     }
-    printf("count=%ld expected=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", l.n, expected,
+    printf("count=%ld expected=%ld duplicates=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", l.n, expected, l.duplicates,
            l.samples[l.n / 2], l.samples[(long)(l.n * 0.99)], l.samples[l.n - 1]);
     rd_kafka_destroy(rk);
     return 0;
