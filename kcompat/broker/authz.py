@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 
+from kcompat.isr.completion import Completion
 from kcompat.security.acl import AclOperation as Op
 from kcompat.security.acl import ResourceType
 
@@ -28,7 +29,11 @@ def may_create_topic(ctx, name: str) -> bool:
 
 
 def then(result, fn):
-    """``fn(response)`` applied to a handler's result, now or once an awaitable result is ready."""
+    """``fn(response)`` applied to a handler's result: now, or once an awaitable result is ready.
+    A :class:`~kcompat.isr.completion.Completion` (a delayed fetch) stays one, so its response is
+    still written as soon as it completes."""
+    if isinstance(result, Completion):
+        return result.map(fn)
     if inspect.isawaitable(result):
         async def later():
             return fn(await result)

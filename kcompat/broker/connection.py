@@ -36,6 +36,7 @@ from kcompat.broker import apis, sendfile_writer
 from kcompat.broker.context import NO_RESPONSE, RequestContext
 from kcompat.broker.quota.throttle import request_quota_exempt, request_throttle_ms
 from kcompat.broker.request_stats import RequestStats
+from kcompat.isr.completion import Completion
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages import api_classes
 from kcompat.protocol.messages.api_versions import ApiVersionsResponse
@@ -70,7 +71,7 @@ class _Slot:
     """A request awaiting its response; responses leave in slot order."""
 
     __slots__ = ("correlation_id", "api_key", "version", "flexible_header", "buffers", "done", "task",
-                 "received", "handled", "completed", "request_bytes", "response_bytes", "response",
+                 "completion", "received", "handled", "completed", "request_bytes", "response_bytes", "response",
                  "reserved", "quota_client")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, flexible_header: bool) -> None:
@@ -81,6 +82,7 @@ class _Slot:
         self.buffers = None
         self.done = False
         self.task = None
+        self.completion = None      # a delayed fetch's Completion, cancelled if the connection closes
         # request metrics (perf_counter seconds): read, handler returned, response encoded
         self.received = self.handled = self.completed = 0.0
         self.request_bytes = self.response_bytes = 0
@@ -334,6 +336,10 @@ class KafkaConnection(asyncio.Protocol):
         if result is NO_RESPONSE:
             slot.done = True
             self._flush()
+        elif isinstance(result, Completion):
+            # answered from inside whatever completes it (kcompat.isr.completion)
+            slot.completion = result
+            result.add_callback(lambda value, exc, s=slot, a=api, r=request: self._finished(s, a, r, value, exc))
         elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
             slot.task = asyncio.ensure_future(result)
             slot.task.add_done_callback(lambda t, s=slot, a=api, r=request: self._task_done(s, a, r, t))
@@ -344,12 +350,17 @@ class KafkaConnection(asyncio.Protocol):
         if task.cancelled() or self._closing:
             return
         exc = task.exception()
+        self._finished(slot, api, request, None if exc is not None else task.result(), exc)
+
+    def _finished(self, slot: _Slot, api, request, result, exc: BaseException | None) -> None:
+        """A handler's later result (a task's or a Completion's): the response, or an error."""
+        if self._closing:
+            return
         if exc is not None:
             log.error("unexpected error handling API key %d v%d from %s", slot.api_key, slot.version,
                       self.peer, exc_info=exc)
             self._respond_error(slot, api, request, ErrorCode.UNKNOWN_SERVER_ERROR)
             return
-        result = task.result()
         if result is NO_RESPONSE:
             slot.done = True
             self._flush()
@@ -498,6 +509,8 @@ class KafkaConnection(asyncio.Protocol):
             slot.reserved = 0
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
+            if slot.completion is not None:
+                slot.completion.cancel()
         self._pending.clear()
 
     # -- quotas and connection limits (kcompat.broker.quota) --------------------------------------

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import logging
 from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
+from kcompat.isr.completion import Completion
 from kcompat.isr.replica_selector import NO_PREFERRED_REPLICA, preferred_read_replica
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
@@ -128,9 +129,10 @@ class FetchPartitionResult:
 
 
 def fetch_messages(rm: "ReplicaManager", params: FetchParams, requests: list[FetchPartitionRequest]
-                   ) -> list[FetchPartitionResult] | Awaitable[list[FetchPartitionResult]]:
-    """Read every partition of ``requests``; the results in the same order, or an awaitable of
-    them when the fetch must wait for data (:class:`DelayedFetch`)."""
+                   ) -> list[FetchPartitionResult] | Completion | Awaitable[list[FetchPartitionResult]]:
+    """Read every partition of ``requests``. Returns the results in the same order, or, when the
+    fetch must wait for data, the :class:`~kcompat.isr.completion.Completion` of them
+    (:class:`DelayedFetch`); a remote read (tiered storage) returns a coroutine."""
     targets = [_resolve(rm, params, r) for r in requests]
     reader = _Reader(rm, params)
     results = [reader.read(r, t) for r, t in zip(requests, targets)]
@@ -141,7 +143,7 @@ def fetch_messages(rm: "ReplicaManager", params: FetchParams, requests: list[Fet
             or rm.shutting_down:
         _count(rm, params, targets, results)
         return results
-    return DelayedFetch(rm, params, requests, targets, results).complete()
+    return DelayedFetch(rm, params, requests, targets, results).start()
 
 
 def _resolve(rm: "ReplicaManager", params: FetchParams, r: FetchPartitionRequest) -> "Partition | ErrorCode":
@@ -310,18 +312,28 @@ def _visible_end(p: "Partition", params: FetchParams) -> int:
 
 class DelayedFetch:
     """A fetch waiting until ``min_bytes`` are readable or ``max_wait_ms`` passes (Kafka
-    ``DelayedFetch``), holding the results of its first read.
+    ``DelayedFetch``). It holds the results of its first read.
 
-    What the fetch can read of each partition ends at its visible end (:func:`_visible_end`), so
-    the wait ends on what moves that end: an append for a follower, a high-watermark advance (or
-    an LSO advance for read_committed) for a consumer — an append alone, not yet replicated, makes
-    nothing readable for a consumer, and a high watermark that moves without an append must wake
-    it. The visible ends and the wake-ups are taken at construction, right after the first read:
-    a change before :meth:`complete` first runs must not go unnoticed until max_wait_ms.
+    What the fetch can read of each partition ends at its visible end (:func:`_visible_end`). The
+    wait ends on whatever moves that end:
+    - for a follower, an append;
+    - for a consumer, a high-watermark advance, or an LSO advance for read_committed. An append
+      alone, not yet replicated, makes nothing readable for a consumer, and a high watermark that
+      moves without an append must wake it.
 
-    A wake-up re-reads only the partitions whose visible end moved (or whose log start passed the
-    fetch offset) and keeps the others' results, refreshing their watermarks; a leadership
-    change re-reads everything."""
+    :meth:`start` takes the visible ends and registers for wake-ups right after the first read, so
+    no change in between goes unnoticed.
+
+    A wake-up is checked on the spot, inside the append or HW move that caused it, as Kafka's
+    purgatory does (``tryCompleteElseWatch`` / ``checkAndComplete``). When the fetch can answer,
+    its :class:`~kcompat.isr.completion.Completion` is set there and then, so its response is
+    written before the response of the request that woke it. The wake-up re-reads only the
+    partitions whose visible end moved (or whose log start passed the fetch offset). It keeps the
+    others' results and refreshes their watermarks. A leadership change re-reads everything.
+
+    A wake-up that arrives while the fetch is re-reading is checked again once the re-read ends,
+    never re-entered. A follower's read can move the HW, which wakes the same partition's
+    waiters."""
 
     def __init__(self, rm: "ReplicaManager", params: FetchParams, requests: list[FetchPartitionRequest],
                  targets: list, results: list[FetchPartitionResult]) -> None:
@@ -334,52 +346,90 @@ class DelayedFetch:
         self.roles = [(p.is_leader, p.leader_epoch) for _, p in self.watched]
         self.ends = [_visible_end(p, params) for _, p in self.watched]
         self.start_hws = [p.high_watermark for _, p in self.watched]
-        self.event = asyncio.Event()
-        for _, p in self.watched:
-            p.add_waiter(self.event.set)
-        rm.fetch_waiters.add(self.event.set)
+        self.need = max(params.min_bytes, 1)
+        self.completion = Completion(on_cancel=self._stop)
+        self._timer: asyncio.TimerHandle | None = None
+        self._checking = False   # inside _check: a wake-up now only asks for another check
+        self._again = False
 
-    async def complete(self) -> list[FetchPartitionResult]:
-        """Wait for wake-ups; answer once ``min_bytes`` are read, on an error, on a leadership
-        change, for a follower when a high watermark moved (so followers learn it promptly), or at
-        ``max_wait_ms`` with whatever there is."""
-        rm, params = self.rm, self.params
-        event = self.event
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + params.max_wait_ms / 1000.0
-        need = max(params.min_bytes, 1)
-        full = False
+    def start(self) -> Completion:
+        """Watch the partitions (appends, HW/LSO moves) and the replica manager (leadership
+        changes, shutdown), and start the ``max_wait_ms`` timer. Returns the completion of the
+        results."""
+        for _, p in self.watched:
+            p.add_waiter(self._signal)
+        self.rm.fetch_waiters.add(self._signal)
+        self._timer = asyncio.get_running_loop().call_later(self.params.max_wait_ms / 1000.0, self._expire)
+        return self.completion
+
+    def _signal(self) -> None:
+        """A wake-up: answer now if the fetch can (see the class docstring)."""
+        if self.completion.done:
+            return
+        if self._checking:
+            self._again = True
+            return
+        self._checking = True
         try:
-            while not rm.shutting_down:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
+            while True:
+                self._again = False
+                answer, full = self._check()
+                if answer or not self._again:
                     break
-                try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
-                event.clear()
-                if any(rm.get(p.topic, p.partition_id) is not p or (p.is_leader, p.leader_epoch) != role
-                       for (_, p), role in zip(self.watched, self.roles)):
-                    full = True
-                    break   # a leadership change: answer, the client finds the new leader
-                if params.replica_id >= 0 and any(p.high_watermark != h
-                                                  for (_, p), h in zip(self.watched, self.start_hws)):
-                    break   # a follower learns the new HW now, not after replica.fetch.wait.max.ms
-                total, answer_now = self._reread_changed()
-                if total >= need or answer_now:
-                    break
-        finally:
-            for _, p in self.watched:
-                p.remove_waiter(event.set)
-            rm.fetch_waiters.discard(event.set)
-        if full:
-            self.targets = [_resolve(rm, params, r) for r in self.requests]
-            self.results = _read_all(rm, params, self.requests, self.targets)[0]
-        else:
-            self._reread_changed()
-        _count(rm, params, self.targets, self.results)
-        return self.results
+        except Exception as e:   # noqa: BLE001 - the waker is handling another request
+            self._checking = False
+            self._stop()
+            self.completion.set_exception(e)
+            return
+        self._checking = False
+        if answer:
+            self._answer(full)
+
+    def _check(self) -> tuple[bool, bool]:
+        """(answer now, after a leadership change): answer on shutdown, on an error, on a
+        leadership change, for a follower when a high watermark moved (so followers learn it
+        promptly), or once ``min_bytes`` are read."""
+        rm, params = self.rm, self.params
+        if rm.shutting_down:
+            return True, False
+        if any(rm.get(p.topic, p.partition_id) is not p or (p.is_leader, p.leader_epoch) != role
+               for (_, p), role in zip(self.watched, self.roles)):
+            return True, True   # the client finds the new leader
+        if params.replica_id >= 0 and any(p.high_watermark != h
+                                          for (_, p), h in zip(self.watched, self.start_hws)):
+            return True, False  # a follower learns the new HW now, not after replica.fetch.wait.max.ms
+        total, answer_now = self._reread_changed()
+        return total >= self.need or answer_now, False
+
+    def _expire(self) -> None:
+        """``max_wait_ms`` passed: answer with whatever there is."""
+        self._timer = None
+        if not self.completion.done:
+            self._answer(False)
+
+    def _answer(self, full: bool) -> None:
+        self._stop()
+        rm, params = self.rm, self.params
+        try:
+            if full:
+                self.targets = [_resolve(rm, params, r) for r in self.requests]
+                self.results = _read_all(rm, params, self.requests, self.targets)[0]
+            else:
+                self._reread_changed()
+            _count(rm, params, self.targets, self.results)
+        except Exception as e:   # noqa: BLE001 - answered as the handler's failure
+            self.completion.set_exception(e)
+            return
+        self.completion.set_result(self.results)
+
+    def _stop(self) -> None:
+        """Stop watching and cancel the timer (answered, failed, or the client went away)."""
+        for _, p in self.watched:
+            p.remove_waiter(self._signal)
+        self.rm.fetch_waiters.discard(self._signal)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _changed(self) -> set[int]:
         """Indexes of the partitions whose visible end moved since their last read, or whose log
