@@ -2,17 +2,21 @@
  * of kcompat and Apache Kafka, in C so that the client costs little and the same on both.
  *
  *   rdkbench produce BOOTSTRAP TOPIC COUNT SIZE ACKS
- *       produce COUNT records of SIZE bytes (acks 1 or -1, linger.ms=5, max.in.flight=5, batch.size=1 MB, no
- *       compression, librdkafka's default partitioner: random for records without a key); prints
- *       "records=N seconds=S" (first produce() to the last delivery report).
+ *       produce COUNT records of SIZE bytes (acks 1 or -1, linger.ms=5, max.in.flight=5,
+ *       batch.size=1 MB, no compression, librdkafka's default partitioner: random for records
+ *       without a key); prints "records=N failed=F seconds=S client_cpu_s=C" (first produce() to
+ *       the last delivery report; C: this process's CPU seconds meanwhile).
  *   rdkbench consume BOOTSTRAP TOPIC PARTITIONS COUNT
  *       read COUNT records from the beginning of partitions 0..PARTITIONS-1 (assign, no group
- *       offsets; records taken from the consumer queue in chunks); prints "records=N bytes=B seconds=S" (assign to the last record; the topic's leaders are looked up before the clock starts).
+ *       offsets; the local queue unbounded so that fetching never pauses; records taken from the
+ *       queue in chunks); prints "records=N bytes=B seconds=S client_cpu_s=C" (assign to the last
+ *       record; the topic's leaders are looked up before the clock starts).
  *   rdkbench latency BOOTSTRAP TOPIC RATE SECONDS SIZE WARMUP
- *       one producer (acks=all, linger.ms=0, max.in.flight=5, as bench/cluster_clients.py) at RATE records/s for WARMUP+SECONDS s and a consumer
- *       (assign, from the beginning of the new topic, fetch.wait.max.ms=500) in the same process; each value starts with
- *       its send time; prints "count=N p50_ms=.. p99_ms=.. max_ms=.." over the records sent after
- *       WARMUP s.
+ *       one producer (acks=all, linger.ms=0, max.in.flight=5, as bench/cluster_clients.py) at
+ *       RATE records/s for WARMUP+SECONDS s and a consumer (assign, from the beginning of the new
+ *       topic, fetch.wait.max.ms=500) in the same process; each value starts with its send time;
+ *       prints "count=N expected=E duplicates=D p50_ms=.. p99_ms=.. max_ms=.." over the records
+ *       sent after WARMUP s (D: records read again, at an offset below one already read).
  *
  * Build: cc -O2 -o rdkbench rdkbench.c -lrdkafka (librdkafka-dev).
  */
@@ -22,7 +26,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+
+/* this process's CPU seconds (user + system, all threads) */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -74,7 +86,7 @@ static int produce(const char *bootstrap, const char *topic, long count, int siz
     rd_kafka_t *rk = producer(bootstrap, acks, "5", "5");
     char *value = malloc(size);
     memset(value, 'v', size);
-    double t0 = now_s();
+    double t0 = now_s(), cpu0 = cpu_s();
     for (long i = 0; i < count; i++) {
         while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(value, size), RD_KAFKA_V_END)
                == RD_KAFKA_RESP_ERR__QUEUE_FULL)
@@ -83,15 +95,23 @@ static int produce(const char *bootstrap, const char *topic, long count, int siz
     }
     while (rd_kafka_outq_len(rk) > 0) rd_kafka_poll(rk, 10);
     double secs = now_s() - t0;
-    printf("records=%ld failed=%ld seconds=%.4f\n", delivered, failed, secs);
+    printf("records=%ld failed=%ld seconds=%.4f client_cpu_s=%.3f\n", delivered, failed, secs, cpu_s() - cpu0);
     rd_kafka_destroy(rk);
     free(value);
     return failed ? 1 : 0;
 }
 
-static rd_kafka_t *consumer(const char *bootstrap, const char *wait_ms) {
+static rd_kafka_t *consumer(const char *bootstrap, const char *wait_ms, int prefetch_all) {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (prefetch_all) {
+        /* throughput runs: the client's local queue never stops its fetching. With the defaults
+         * (100,000 records or 64 MB queued) a partition over the limit waits
+         * fetch.queue.backoff.ms (1 s) before its next fetch, so 100 B records read from three
+         * brokers idled the client for seconds at a time and the figure measured neither broker */
+        set(conf, "queued.min.messages", "10000000");
+        set(conf, "queued.max.messages.kbytes", "2097151");
+    }
     set(conf, "bootstrap.servers", bootstrap);
     set(conf, "group.id", "rdkbench");
     set(conf, "enable.auto.commit", "false");
@@ -127,9 +147,9 @@ static void learn_leaders(rd_kafka_t *rk, const char *topic) {
 #define CONSUME_CHUNK 4096
 
 static int consume(const char *bootstrap, const char *topic, int partitions, long count) {
-    rd_kafka_t *rk = consumer(bootstrap, "500");
+    rd_kafka_t *rk = consumer(bootstrap, "500", 1);
     learn_leaders(rk, topic);
-    double t0 = now_s();
+    double t0 = now_s(), cpu0 = cpu_s();
     assign(rk, topic, partitions, RD_KAFKA_OFFSET_BEGINNING);
     long got = 0;
     long long bytes = 0;
@@ -160,7 +180,7 @@ static int consume(const char *bootstrap, const char *topic, int partitions, lon
     double secs = now_s() - t0;
     free(chunk);
     rd_kafka_queue_destroy(queue);
-    printf("records=%ld bytes=%lld seconds=%.4f\n", got, bytes, secs);
+    printf("records=%ld bytes=%lld seconds=%.4f client_cpu_s=%.3f\n", got, bytes, secs, cpu_s() - cpu0);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return 0;
@@ -180,7 +200,7 @@ struct lat {
 
 static void *lat_consumer(void *arg) {
     struct lat *l = arg;
-    rd_kafka_t *rk = consumer(l->bootstrap, "500");
+    rd_kafka_t *rk = consumer(l->bootstrap, "500", 0);
     assign(rk, l->topic, 1, RD_KAFKA_OFFSET_BEGINNING);   /* a new, empty topic */
     l->ready = 1;
     /* until every record produced is read (at most 60 s after the producer's end) */
