@@ -86,12 +86,12 @@ def driver(path: Path) -> Path:
 
 
 def drop_page_cache(enabled: bool) -> None:
-    """Write back and drop the page cache (root only; a no-op otherwise or when disabled).
+    """Write back and drop the page cache (root only; nothing otherwise or when disabled).
 
     On this VM, page-cache writes into memory the guest has not used lately cost 4-5x the CPU of
-    writes into recycled memory (perf: ``copy_folio_from_iter_atomic`` is 74% of a broker's
-    samples; a broker's system time for 1 GB produced goes from 2.5 s to 0.6 s after a drop), and
-    the cache only grows during a run, so whichever broker ran later paid more. Dropping the cache
+    writes into recycled memory. perf shows ``copy_folio_from_iter_atomic`` at 74% of a broker's
+    samples, and a broker's system time for 1 GB produced goes from 2.5 s to 0.6 s after a drop.
+    The cache only grows during a run, so whichever broker ran later paid more. Dropping it
     before each produce phase gives both brokers the same recycled memory to write into."""
     if not enabled or os.geteuid() != 0:
         return
