@@ -235,9 +235,12 @@ def run_system(system: str, nodes: int, args, pair: int = 0) -> dict:
         run.latency()
         run.figures["private memory MB"] = rss_anon_mb(run.pids)
         run.figures["loadavg"] = round(statistics.mean(run.loads), 2)
+    except BaseException:
+        print(f"  {system}: failed; its data and logs are kept in {root}", flush=True)
+        raise
     finally:
         run.stop()
-        shutil.rmtree(root, ignore_errors=True)   # the next system starts with this one's data gone
+    shutil.rmtree(root, ignore_errors=True)   # the next system starts with this one's data gone
     return run.figures
 
 
