@@ -110,13 +110,14 @@ def test_s3_backend_copies_serves_and_survives_an_outage(s3, tmp_path):
         _consume_all(broker.bootstrap, 3000)
 
         # the store goes away: local produce and fetch are unaffected, remote fetches fail
+        mark = len(broker.log_text())   # only failures from here on are the outage's
         proxy.refuse()
         copied = len(logs)
         _produce(broker.bootstrap, 3000, 1000)
         last = _fetch_at(broker.bootstrap, 3999)
         assert last.error_code == ErrorCode.NONE and last.records
         assert _fetch_at(broker.bootstrap, 0).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-        wait_for(lambda: "remote log task failed (attempt 2" in broker.log_text(), timeout=60)
+        wait_for(lambda: "remote log task failed (attempt 2" in broker.log_text()[mark:], timeout=60)
         # the store is back: the copier catches up and old offsets are readable again
         proxy.forward()
         wait_for(lambda: len(_objects(client, "log")) > copied + 2, timeout=60)
