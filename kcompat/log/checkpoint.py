@@ -119,26 +119,34 @@ def read_kafka_checkpoint(path: Path, parse_entry) -> list | None:
     that is not UTF-8, a version other than 0, a malformed count or line, a count that does not
     match the lines."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    return parse_kafka_checkpoint(data, parse_entry, str(path))
+
+
+def parse_kafka_checkpoint(data: bytes, parse_entry, source: str) -> list | None:
+    """:func:`read_kafka_checkpoint` of content already read (e.g. a copy from remote storage);
+    ``source`` names it in errors."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CheckpointError(f"{path}: not UTF-8 text: {e}") from None
+        raise CheckpointError(f"{source}: not UTF-8 text: {e}") from None
     lines = java_lines(text)
     if not lines:
         return None
     try:
         version = java_int(lines[0], 32)
     except ValueError:
-        raise CheckpointError(f"{path}: malformed version line {lines[0]!r}") from None
+        raise CheckpointError(f"{source}: malformed version line {lines[0]!r}") from None
     if version != 0:
-        raise CheckpointError(f"{path}: unsupported version {version}")
+        raise CheckpointError(f"{source}: unsupported version {version}")
     if len(lines) == 1:
         return None
     try:
         count = java_int(lines[1], 32)
     except ValueError:
-        raise CheckpointError(f"{path}: malformed entry count {lines[1]!r}") from None
+        raise CheckpointError(f"{source}: malformed entry count {lines[1]!r}") from None
     entries = []
     for line in lines[2:]:
         try:
@@ -146,10 +154,10 @@ def read_kafka_checkpoint(path: Path, parse_entry) -> list | None:
         except ValueError:
             entry = None
         if entry is None:
-            raise CheckpointError(f"{path}: malformed line {line!r}")
+            raise CheckpointError(f"{source}: malformed line {line!r}")
         entries.append(entry)
     if len(entries) != count:
-        raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
+        raise CheckpointError(f"{source}: expected {count} entries, found {len(entries)}")
     return entries
 
 

@@ -27,7 +27,7 @@ import bisect
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from kcompat.log.checkpoint import java_int, java_split, read_kafka_checkpoint, unreadable
+from kcompat.log.checkpoint import java_int, java_split, parse_kafka_checkpoint, read_kafka_checkpoint, unreadable
 from kcompat.log.errors import CheckpointError, LogDirError, OffsetOutOfRangeError
 from kcompat.log.fileio import atomic_write, logger
 from kcompat.protocol.records import BatchHeader
@@ -63,20 +63,11 @@ def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
 
 def parse_leader_epoch_checkpoint(data: bytes) -> list[EpochEntry]:
     """Entries of ``leader-epoch-checkpoint`` content (e.g. a copy from remote storage, KIP-405);
-    malformed lines and a bad header give no entries."""
-    lines = data.decode("ascii", "replace").splitlines()
-    if len(lines) < 2 or lines[0].strip() != "0":
+    content that is not a valid checkpoint gives no entries."""
+    try:
+        return parse_kafka_checkpoint(data, _epoch_entry, "remote leader-epoch checkpoint") or []
+    except CheckpointError:
         return []
-    entries = []
-    for line in lines[2:]:
-        try:
-            entry = _epoch_entry(line)
-        except ValueError:
-            return []
-        if entry is None:
-            return []
-        entries.append(entry)
-    return entries
 
 
 def _epoch_entry(line: str) -> EpochEntry | None:
