@@ -377,11 +377,11 @@ class DelayedFetch:
                 if answer or not self._again:
                     break
         except Exception as e:   # noqa: BLE001 - the waker is handling another request
-            self._checking = False
             self._stop()
             self.completion.set_exception(e)
             return
-        self._checking = False
+        finally:
+            self._checking = False
         if answer:
             self._answer(full)
 
