@@ -28,6 +28,7 @@ import socket
 import time
 from pathlib import Path
 
+from kcompat.broker.api_services import ApiServices, MetadataCache
 from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
@@ -130,6 +131,7 @@ class Broker:
         # cluster metadata: the image is built only from records the quorum commits (logs are
         # recovered with the broker defaults; topic configs reach them as ConfigRecords replay)
         self.image = MetadataImage()
+        self.metadata_cache = MetadataCache(self.image)   # brokers and leaders, for handlers and the broker
         QuorumRuntime.check_storage(metadata_dir)   # a damaged metadata dir refuses before any log is touched
         self.log_manager = LogManager(log_dirs, self.log_config_for)
         self.log_manager.startup(now, self.cluster_id, self.node_id)
@@ -174,6 +176,12 @@ class Broker:
         self.quorum.clients.ssl_context = controller_ssl(cfg)   # TLS to the voters' controller listener
         self.quorum.clients.sasl = controller_sasl(cfg)   # SASL on it (kcompat.security.sasl_client)
         self.quorum.start()
+        self.api_services = ApiServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, config=cfg, image=self.image,
+            metadata_cache=self.metadata_cache, now_ms=self.now_ms, authorizer=self.authorizer, quotas=self.quotas,
+            describe_topic_configs=self.describe_topic_configs, controller_service=self.controller_service,
+            controller=self.controller, cluster_control=self.cluster_control, quorum=self.quorum,
+            is_shutting_down=lambda: self.shutting_down)
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
         await self._wait_for_metadata()
@@ -208,6 +216,10 @@ class Broker:
             self.remote_log = RemoteLogManager(self, storage_from_config(cfg.get, log_dirs),
                                                RemoteLogMetadataManager(self))
             self.replica_manager.remote_reader = self.remote_log
+        self.api_services.attach_broker_side(
+            replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
+            groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,
+            producer_id_manager=self.producer_id_manager, auto_create_topics=self.auto_create_topics)
         self.lifecycle = BrokerLifecycle(self)
         self.log_dir_runtime.start()
         maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
@@ -348,10 +360,7 @@ class Broker:
 
     def leader_of(self, topic: str, partition: int) -> int | None:
         """The leader of a partition in the metadata image (None if unknown, -1 if none)."""
-        t = self.image.topics.get(topic)
-        if t is None or partition not in t.partitions:
-            return None
-        return t.partitions[partition].leader
+        return self.metadata_cache.leader_of(topic, partition)
 
     def is_leader(self, topic: str, partition: int) -> bool:
         return self.leader_of(topic, partition) == self.node_id
@@ -468,24 +477,16 @@ class Broker:
 
     def endpoint_of(self, node_id: int, listener_name: str) -> tuple[str, int] | None:
         """(host, port) of broker ``node_id`` on ``listener_name``; None if unknown."""
-        for node, host, port, _rack in self.live_broker_endpoints(listener_name):
-            if node == node_id:
-                return host, port
-        return None
+        return self.metadata_cache.endpoint_of(node_id, listener_name)
 
     def live_broker_ids(self) -> list[int]:
         """Registered, unfenced brokers (those that can host new replicas)."""
         return self.image.unfenced_brokers()
 
     def live_broker_endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
-        """(id, host, port, rack) on ``listener_name`` of every unfenced broker, as Metadata shows
-        them (Kafka's KRaftMetadataCache.getAliveBrokerNodes)."""
-        out = []
-        for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
-            ep = b.endpoints.get(listener_name)
-            if ep is not None and not b.fenced:
-                out.append((b.broker_id, ep.host, ep.port, b.rack))
-        return out
+        """(id, host, port, rack) on ``listener_name`` of every unfenced broker
+        (:meth:`MetadataCache.live_broker_endpoints`)."""
+        return self.metadata_cache.live_broker_endpoints(listener_name)
 
     # -- periodic work ---------------------------------------------------------------------------
 

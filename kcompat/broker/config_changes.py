@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.config import ConfigError
 from kcompat.config.group import validate_group_configs
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -20,42 +21,42 @@ from kcompat.protocol.errors import ErrorCode, KafkaError
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
 
-def current_configs(broker, resource_type: int, resource_name: str) -> dict[str, str]:
+def current_configs(services: ApiServices, resource_type: int, resource_name: str) -> dict[str, str]:
     """The dynamic configs a resource has now. Raises KafkaError for unknown resources."""
     if resource_type == TOPIC:
-        if resource_name not in broker.image.topics:
+        if resource_name not in services.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource_name} does not exist.")
-        return broker.image.topic_configs(resource_name)
+        return services.image.topic_configs(resource_name)
     if resource_type == BROKER:
-        if resource_name not in ("", str(broker.node_id)) and \
-                not (resource_name.isdigit() and int(resource_name) in broker.image.brokers):
+        if resource_name not in ("", str(services.node_id)) and \
+                not (resource_name.isdigit() and int(resource_name) in services.image.brokers):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                             f"Unexpected broker id, expected {services.node_id} or empty string, "
                              f"but received {resource_name}")
-        return broker.image.broker_configs(resource_name)
+        return services.image.broker_configs(resource_name)
     if resource_type == GROUP:
         if not resource_name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
-        return broker.image.group_config(resource_name)
+        return services.image.group_config(resource_name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
-def replace_configs(broker, resource_type: int, resource_name: str, new: dict[str, str], *,
+def replace_configs(services: ApiServices, resource_type: int, resource_name: str, new: dict[str, str], *,
                     validate_only: bool) -> None:
     """Make ``new`` the resource's complete set of dynamic configs (committed as ConfigRecords)."""
-    current = current_configs(broker, resource_type, resource_name)
-    now = broker.now_ms()
+    current = current_configs(services, resource_type, resource_name)
+    now = services.now_ms()
     if resource_type == TOPIC:
-        broker.controller.alter_topic_configs(resource_name, new, validate_only=validate_only, now_ms=now)
+        services.controller.alter_topic_configs(resource_name, new, validate_only=validate_only, now_ms=now)
         return
     if resource_type == GROUP:
-        normalized = validate_group_configs(new, broker.config)
-        broker.controller.alter_group_configs(resource_name, normalized, validate_only=validate_only, now_ms=now)
+        normalized = validate_group_configs(new, services.config)
+        services.controller.alter_group_configs(resource_name, normalized, validate_only=validate_only, now_ms=now)
         return
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})
-    broker.config.validate_dynamic_update(updates, per_broker=resource_name != "")
-    broker.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
+    services.config.validate_dynamic_update(updates, per_broker=resource_name != "")
+    services.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
 
 
 def alter_each(resources, change: Callable[[object], None]) -> list[tuple[object, ErrorCode, str | None]]:

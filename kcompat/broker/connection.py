@@ -324,7 +324,7 @@ class KafkaConnection(asyncio.Protocol):
             self._respond_error(slot, api, request, ErrorCode.ILLEGAL_SASL_STATE)
             asyncio.get_running_loop().call_soon(self.close, self.sasl.reject_reason)
             return
-        ctx = RequestContext(self.broker, self, header, version, self.listener_name, slot.request_bytes)
+        ctx = RequestContext(self.broker.api_services, self, header, version, self.listener_name, slot.request_bytes)
         try:
             result = api.handle(ctx, request)
             slot.handled = perf_counter()
@@ -522,7 +522,7 @@ class KafkaConnection(asyncio.Protocol):
         throttle = getattr(response, "throttle_time_ms", 0) or 0
         if slot.quota_client is not _EXEMPT and slot.received:
             handled = slot.handled or perf_counter()
-            request_ms = request_throttle_ms(self.broker, self, slot.quota_client, handled - slot.received)
+            request_ms = request_throttle_ms(self.broker.api_services, self, slot.quota_client, handled - slot.received)
             if request_ms > throttle:
                 throttle = request_ms
                 if hasattr(response, "throttle_time_ms"):

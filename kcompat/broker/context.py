@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.security.acl import AclOperation, ResourceType
 from kcompat.security.authorizer import StandardAuthorizer, all_operations
 from kcompat.security.principal import ANONYMOUS
@@ -26,18 +27,20 @@ NO_RESPONSE = _NoResponse()
 class RequestContext:
     """What a handler knows about the request besides its body.
 
-    ``broker`` is the :class:`kcompat.broker.broker.Broker`; ``api_version`` the request version;
+    ``services`` is what the handler may use (:class:`kcompat.broker.api_services.ApiServices`:
+    the metadata image, config, ReplicaManager, coordinators, ...), never the broker itself;
+    ``connection`` the :class:`kcompat.broker.connection.KafkaConnection`; ``api_version`` the request version;
     ``header`` the decoded RequestHeader (correlation id, client id); ``listener_name`` the
     listener the connection arrived on (its advertised address goes into Metadata responses);
     ``request_bytes`` the request's size on the wire (size prefix included), what Produce counts
     against ``producer_byte_rate``.
     """
 
-    __slots__ = ("broker", "connection", "header", "api_version", "listener_name", "request_bytes")
+    __slots__ = ("services", "connection", "header", "api_version", "listener_name", "request_bytes")
 
-    def __init__(self, broker, connection, header, api_version: int, listener_name: str,
+    def __init__(self, services: ApiServices, connection, header, api_version: int, listener_name: str,
                  request_bytes: int = 0) -> None:
-        self.broker = broker
+        self.services = services
         self.connection = connection
         self.header = header
         self.api_version = api_version
@@ -67,10 +70,8 @@ class RequestContext:
         those a broker forwards after authorizing them itself (kcompat forwards without
         Kafka's Envelope, so the controller does not see the client's principal); the
         controller listener's own CLUSTER_ACTION check is :mod:`kcompat.broker.controller_gate`."""
-        if self.broker is None:
-            return None
-        auth = authorizer_of(self.broker)
-        if auth is None or self.listener_name in self.broker.config.controller_listener_names:
+        auth = self.services.authorizer
+        if auth is None or self.listener_name in self.services.config.controller_listener_names:
             return None
         return auth
 
@@ -112,9 +113,3 @@ class RequestContext:
         if auth is None:
             return all_operations(resource_type)
         return auth.authorized_operations(self.principal, self.client_host, resource_type, name)
-
-
-def authorizer_of(broker) -> StandardAuthorizer | None:
-    """The broker's StandardAuthorizer (:attr:`Broker.authorizer`, made from its config at
-    construction), None without ``authorizer.class.name``."""
-    return getattr(broker, "authorizer", None)

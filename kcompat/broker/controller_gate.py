@@ -13,7 +13,7 @@ stay open, as in Kafka. Brokers' own principal needs CLUSTER_ACTION (or ``super.
 
 from __future__ import annotations
 
-from kcompat.broker.context import NO_RESPONSE, authorizer_of
+from kcompat.broker.context import NO_RESPONSE
 from kcompat.protocol.errors import ErrorCode
 from kcompat.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
@@ -33,7 +33,7 @@ class GatedHandler:
         return getattr(self._module, name)
 
     def handle(self, ctx, req):
-        auth = authorizer_of(ctx.broker)
+        auth = ctx.services.authorizer
         if auth is None or auth.authorize(ctx.principal, ctx.client_host, self._operation, ResourceType.CLUSTER,
                                           CLUSTER_NAME):
             return self._module.handle(ctx, req)

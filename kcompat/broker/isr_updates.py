@@ -24,14 +24,6 @@ log = logging.getLogger("kcompat.isr")
 VERSION = 3
 
 
-class _SelfContext:
-    """The request context of an AlterPartition this node sends to itself (active controller)."""
-
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.api_version = VERSION
-
-
 class IsrUpdates:
     """Pending ISR proposals of this broker and the task that sends them."""
 
@@ -82,10 +74,10 @@ class IsrUpdates:
             log.info("%s: proposing ISR %s (%s)", partition, list(change.proposed_isr), change.kind)
         req = Q(broker_id=broker.node_id, broker_epoch=epoch,
                 topics=[Q.TopicData(topic_id=tid, partitions=parts) for tid, parts in topics.items()])
-        ctx = _SelfContext(broker)
         try:
-            resp = await broker.controller_service.call(req, VERSION, lambda: alter_partition.local(ctx, req),
-                                                        alter_partition.error_response)
+            resp = await broker.controller_service.call(
+                req, VERSION, lambda: alter_partition.local(broker.api_services, VERSION, req),
+                alter_partition.error_response)
         except KafkaError as e:
             resp = alter_partition.error_response(req, VERSION, e.code)
         now = broker.now_ms()

@@ -11,23 +11,24 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from kcompat.broker.api_services import MetadataCache
 from kcompat.protocol.errors import ErrorCode
 
 PRODUCE_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER})
 FETCH_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
-def current_leader(broker, topic: str, partition: int) -> tuple[int, int]:
+def current_leader(metadata: MetadataCache, topic: str, partition: int) -> tuple[int, int]:
     """``(leader id, leader epoch)`` of ``topic``-``partition`` in the metadata image; ``(-1, -1)``
     when the partition is unknown or has no leader."""
-    t = broker.image.topics.get(topic)
+    t = metadata.image.topics.get(topic)
     p = t.partitions.get(partition) if t is not None else None
     if p is None or p.leader < 0:
         return -1, -1
     return p.leader, p.leader_epoch
 
 
-def add_leader_hints(broker, listener_name: str, partitions: Iterable[tuple[str, int, object]], errors: frozenset,
+def add_leader_hints(metadata: MetadataCache, listener_name: str, partitions: Iterable[tuple[str, int, object]], errors: frozenset,
                      leader_cls, endpoint_cls) -> list:
     """Fill ``current_leader`` (a ``leader_cls(leader_id=, leader_epoch=)``) of every partition
     response in ``partitions`` (``(topic name, partition index, response)``) whose error code is in
@@ -37,12 +38,12 @@ def add_leader_hints(broker, listener_name: str, partitions: Iterable[tuple[str,
     for topic, partition, resp in partitions:
         if resp.error_code not in errors:
             continue
-        leader_id, leader_epoch = current_leader(broker, topic, partition)
+        leader_id, leader_epoch = current_leader(metadata, topic, partition)
         resp.current_leader = leader_cls(leader_id=leader_id, leader_epoch=leader_epoch)
         if leader_id >= 0:
             leaders.add(leader_id)
     if not leaders:
         return []
     return [endpoint_cls(node_id=node, host=host, port=port, rack=rack)
-            for node, host, port, rack in broker.live_broker_endpoints(listener_name) if node in leaders]
+            for node, host, port, rack in metadata.live_broker_endpoints(listener_name) if node in leaders]
 

@@ -61,7 +61,7 @@ class BrokerLifecycle:
         cs = self.broker.controller_service
         while not self.broker.shutting_down:
             req = self._registration()
-            resp = await cs.call(req, 4, lambda: broker_registration.local(self.broker, req),
+            resp = await cs.call(req, 4, lambda: broker_registration.local(self.broker.api_services, req),
                                  broker_registration.error_response)
             if resp.error_code == ErrorCode.NONE:
                 self.broker_epoch = resp.broker_epoch
@@ -81,8 +81,8 @@ class BrokerLifecycle:
                                      offline_log_dirs=b.log_dir_runtime.offline_dir_ids())
         # a heartbeat stuck on an unresponsive controller must not outlive the session
         timeout_s = max(0.5, b.config.get("broker.session.timeout.ms") / 3000.0)
-        broker_heartbeat.touch_session(b, req)
-        resp = await b.controller_service.call(req, 1, lambda: broker_heartbeat.local(b, req),
+        broker_heartbeat.touch_session(b.api_services, req)
+        resp = await b.controller_service.call(req, 1, lambda: broker_heartbeat.local(b.api_services, req),
                                                broker_heartbeat.error_response, timeout_s=timeout_s)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning("the controller no longer knows this broker epoch (%s): registering again",
@@ -134,7 +134,7 @@ class BrokerLifecycle:
         """A new producer id block from the controller. Raises KafkaError."""
         b = self.broker
         req = AllocateProducerIdsRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch)
-        resp = await b.controller_service.call(req, 0, lambda: allocate_producer_ids.local(b, req),
+        resp = await b.controller_service.call(req, 0, lambda: allocate_producer_ids.local(b.api_services, req),
                                                allocate_producer_ids.error_response)
         if resp.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(resp.error_code), "could not allocate a producer id block")

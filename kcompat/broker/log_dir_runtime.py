@@ -161,7 +161,7 @@ class LogDirRuntime:
             Req.DirectoryData(id=dir_id, topics=[Req.TopicData(topic_id=tid, partitions=parts)
                                                  for tid, parts in topics.items()])
             for dir_id, topics in dirs.items()])
-        resp = await b.controller_service.call(req, 0, lambda: assign_replicas_to_dirs.local(b, req),
+        resp = await b.controller_service.call(req, 0, lambda: assign_replicas_to_dirs.local(b.api_services, req),
                                                assign_replicas_to_dirs.error_response)
         if resp.error_code != ErrorCode.NONE:
             log.info("AssignReplicasToDirs: %s (sent again later)", ErrorCode(resp.error_code).name)

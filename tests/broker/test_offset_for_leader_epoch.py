@@ -118,9 +118,9 @@ def test_checkpoint_file_and_answers_after_a_restart_that_rebuilds_it(tmp_path):
             b.stop()
 
 
-# -- the handler against a fake broker: cases a single-node broker cannot produce ----------------
-class FakeBroker:
-    """What the handler reads: hosted partitions, the metadata image, this node's id."""
+# -- the handler against fake services: cases a single-node broker cannot produce ----------------
+class FakeServices:
+    """The ApiServices the handler reads: hosted partitions, the metadata image, this node's id."""
 
     def __init__(self, partitions: dict, image: dict, node_id: int = 1) -> None:
         self._partitions = partitions
@@ -133,7 +133,7 @@ def call_handler(broker, version: int, *parts, topic: str = "t"):
     req = Q(replica_id=-1, topics=[Q.OffsetForLeaderTopic(topic=topic, partitions=[
         Q.OffsetForLeaderPartition(partition=i, current_leader_epoch=cur, leader_epoch=ep) for i, cur, ep in parts])])
     # a context without an authorizer: every check passes (RequestContext.authorize)
-    ctx = SimpleNamespace(broker=broker, api_version=version, authorize=lambda *_: True,
+    ctx = SimpleNamespace(services=broker, api_version=version, authorize=lambda *_: True,
                           authorize_cluster=lambda *_: True)
     resp = handler.handle(ctx, req)
     return [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in resp.topics[0].partitions]
@@ -151,7 +151,7 @@ def hosted(tmp_path):
     p0 = Partition("t", 0, uuid.UUID(int=5), log, leader_epoch=4)
     p1 = SimpleNamespace(leader_epoch=4)
     image = {"t": {0: SimpleNamespace(leader=1), 1: SimpleNamespace(leader=2), 2: SimpleNamespace(leader=2)}}
-    yield FakeBroker({("t", 0): p0, ("t", 1): p1}, image)
+    yield FakeServices({("t", 0): p0, ("t", 1): p1}, image)
     log.close()
 
 

@@ -126,7 +126,7 @@ def test_a_heartbeat_keeps_the_session_while_it_waits_behind_a_commit():
         clock[0] += 2500
         req = BrokerHeartbeatRequest(broker_id=2, broker_epoch=7, current_metadata_offset=8, want_fence=False,
                                      want_shut_down=False)
-        heartbeat = asyncio.ensure_future(broker_heartbeat.handle(SimpleNamespace(broker=broker, api_version=1), req))
+        heartbeat = asyncio.ensure_future(broker_heartbeat.handle(SimpleNamespace(services=broker, api_version=1), req))
         await _ticks()
         assert not heartbeat.done()                          # it waits its turn...
         assert broker.cluster_control.last_heartbeat[2] == clock[0]   # ...but its session runs from now

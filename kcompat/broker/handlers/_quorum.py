@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def to_quorum(ctx, req):
     """The future of the Raft core's response to ``req``."""
-    return ctx.broker.quorum.handle_request(req)
+    return ctx.services.quorum.handle_request(req)
 
 
 def top_level_error(response_cls):

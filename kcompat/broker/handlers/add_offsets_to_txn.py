@@ -19,7 +19,7 @@ def handle(ctx, req):
         return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(Op.READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.txn.add_offsets_to_txn(ctx, req)
+    return ctx.services.txn.add_offsets_to_txn(ctx, req)
 
 
 def error_response(req, version, code):

@@ -22,7 +22,7 @@ def handle(ctx, req):
     if version >= 4:
         if not ctx.authorize_cluster(Op.CLUSTER_ACTION):   # brokers' batched verification (KIP-890)
             return error_response(req, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        return ctx.broker.txn.add_partitions_to_txn(ctx, req)
+        return ctx.services.txn.add_partitions_to_txn(ctx, req)
     if not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
         return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     denied = {t.name for t in req.v3_and_below_topics if not ctx.authorize(Op.WRITE, TOPIC, t.name)}
@@ -31,7 +31,7 @@ def handle(ctx, req):
             *_topics([t for t in req.v3_and_below_topics if t.name in denied], ErrorCode.TOPIC_AUTHORIZATION_FAILED),
             *_topics([t for t in req.v3_and_below_topics if t.name not in denied],
                      ErrorCode.OPERATION_NOT_ATTEMPTED)])
-    return ctx.broker.txn.add_partitions_to_txn(ctx, req)
+    return ctx.services.txn.add_partitions_to_txn(ctx, req)
 
 
 def _topics(topics, code):

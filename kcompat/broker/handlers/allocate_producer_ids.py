@@ -6,6 +6,7 @@ that epoch.
 
 from __future__ import annotations
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.allocate_producer_ids import AllocateProducerIdsResponse as R
 
@@ -14,19 +15,19 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def local(broker, req) -> R:
+def local(services: ApiServices, req) -> R:
     """Allocate on this node, the active controller (inside ControllerService.run)."""
-    b = broker.image.brokers.get(req.broker_id)
+    b = services.image.brokers.get(req.broker_id)
     if b is None:
         return error_response(req, 0, ErrorCode.BROKER_ID_NOT_REGISTERED)
     if b.epoch != req.broker_epoch:
         return error_response(req, 0, ErrorCode.STALE_BROKER_EPOCH)
-    start, length = broker.controller.allocate_producer_ids(req.broker_id, broker.now_ms(), req.broker_epoch)
+    start, length = services.controller.allocate_producer_ids(req.broker_id, services.now_ms(), req.broker_epoch)
     return R(error_code=0, producer_id_start=start, producer_id_len=length)
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: local(ctx.broker, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: local(ctx.services, req), error_response)
 
 
 def error_response(req, version, code):

@@ -22,13 +22,13 @@ MAX_VERSION = 1
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.ALTER_CONFIGS):   # KafkaApis / ControllerApis: ALTER_CONFIGS on CLUSTER
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req):
-    broker = ctx.broker
-    records, response = quota_control.alter_client_quotas(broker.image.client_quotas, req)
-    broker.controller.commit(records, broker.now_ms())
+    services = ctx.services
+    records, response = quota_control.alter_client_quotas(services.image.client_quotas, req)
+    services.controller.commit(records, services.now_ms())
     return response
 
 

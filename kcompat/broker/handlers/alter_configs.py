@@ -21,7 +21,7 @@ MAX_VERSION = 2
 def handle(ctx, req):
     denied = config_resource_check(ctx, Op.ALTER_CONFIGS, req.resources)
     return answer_denied(ctx, req, "resources", denied, error_response, "responses",
-                         lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                         lambda: ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req),
                                                                       error_response))
 
 
@@ -30,7 +30,7 @@ def _local(ctx, req):
         new = {c.name: c.value for c in res.configs}
         if any(v is None for v in new.values()):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for AlterConfigs")
-        replace_configs(ctx.broker, res.resource_type, res.resource_name, new, validate_only=req.validate_only)
+        replace_configs(ctx.services, res.resource_type, res.resource_name, new, validate_only=req.validate_only)
 
     return R(throttle_time_ms=0, responses=[
         R.AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=res.resource_type,

@@ -5,6 +5,7 @@ from v3). Served on the controller listener; see :mod:`kcompat.kraft.partition_c
 
 from __future__ import annotations
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.kraft.partition_control import IsrChange, alter_partition
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.alter_partition import AlterPartitionResponse as R
@@ -14,11 +15,10 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def local(ctx, req) -> R:
-    """Run on the active controller (inside ControllerService.run)."""
-    broker = ctx.broker
-    version = ctx.api_version
-    image = broker.image
+def local(services: ApiServices, version: int, req) -> R:
+    """Run on the active controller (inside ControllerService.run), for a request of ``version``:
+    from a broker, or from this node's own :class:`kcompat.broker.isr_updates.IsrUpdates`."""
+    image = services.image
     out = []
     for t in req.topics:
         topic_id = t.topic_id if version >= 2 else getattr(image.topics.get(t.topic_name), "topic_id", None)
@@ -27,8 +27,8 @@ def local(ctx, req) -> R:
                              p.partition_epoch,
                              {m.broker_id: m.broker_epoch for m in p.new_isr_with_epochs} if version >= 3 else None)
                    for p in t.partitions]
-        results = alter_partition(image, broker.controller_service.sink, req.broker_id, req.broker_epoch, changes,
-                                  broker.now_ms(), version)
+        results = alter_partition(image, services.controller_service.sink, req.broker_id, req.broker_epoch, changes,
+                                  services.now_ms(), version)
         if topic_id is None:
             results = [r.__class__(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for r in results]
         out.append(R.TopicData(topic_name=t.topic_name, topic_id=t.topic_id, partitions=[
@@ -40,7 +40,7 @@ def local(ctx, req) -> R:
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: local(ctx.services, ctx.api_version, req), error_response)
 
 
 def error_response(req, version, code):

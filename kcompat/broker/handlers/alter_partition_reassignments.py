@@ -23,15 +23,15 @@ MAX_VERSION = 0
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.ALTER):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req) -> R:
     """On the active controller (inside ControllerService.run)."""
-    broker = ctx.broker
+    services = ctx.services
     wanted = [(t.name, [(p.partition_index, None if p.replicas is None else list(p.replicas)) for p in t.partitions])
               for t in req.topics]
-    results = broker.cluster_control.alter_reassignments(wanted, broker.now_ms())
+    results = services.cluster_control.alter_reassignments(wanted, services.now_ms())
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
         R.ReassignableTopicResponse(name=t.name, partitions=[
             R.ReassignablePartitionResponse(partition_index=p.partition, error_code=p.error, error_message=p.message)

@@ -30,16 +30,16 @@ def handle(ctx, req):
         for t in d.topics:
             for p in t.partitions:
                 wanted[(t.name, p)] = d.path
-    broker = ctx.broker
+    services = ctx.services
     results: dict[tuple[str, int], int] = {}
     if not ctx.authorize_cluster(Op.ALTER):
         results = {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in wanted}
     else:
-        jbod = broker.replica_manager.log_dirs
-        now = broker.now_ms()
+        jbod = services.replica_manager.log_dirs
+        now = services.now_ms()
         for (topic, index), path in wanted.items():
             results[(topic, index)] = jbod.alter_replica_log_dir(
-                topic, index, path, in_metadata=broker.image.has_partition(topic, index), now_ms=now)
+                topic, index, path, in_metadata=services.image.has_partition(topic, index), now_ms=now)
     by_topic: dict[str, list] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append(R.AlterReplicaLogDirPartitionResult(partition_index=index,

@@ -18,7 +18,7 @@ MAX_VERSION = 0
 def handle(ctx, req):
     if not ctx.authorize(Op.READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.groups.share_admin.alter_offsets(ctx, req)
+    return ctx.services.groups.share_admin.alter_offsets(ctx, req)
 
 
 def error_response(req, version, code):

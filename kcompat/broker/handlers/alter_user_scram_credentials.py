@@ -21,13 +21,13 @@ MAX_VERSION = 0
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.ALTER):   # KafkaApis: ALTER on CLUSTER
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req):
-    broker = ctx.broker
-    records, response = scram_control.alter_credentials(broker.image, req)
-    broker.controller.commit(records, broker.now_ms())
+    services = ctx.services
+    records, response = scram_control.alter_credentials(services.image, req)
+    services.controller.commit(records, services.now_ms())
     return response
 
 

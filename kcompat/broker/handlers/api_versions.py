@@ -34,7 +34,7 @@ def handle(ctx, req):
                   for k, lo, hi in apis.advertised(_controller(ctx))],
         throttle_time_ms=0)
     if version >= 3:
-        image = ctx.broker.image
+        image = ctx.services.image
         level = image.features.get("metadata.version", 0)
         resp.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
             name="metadata.version", min_version=METADATA_VERSION_MIN, max_version=level or 20)]

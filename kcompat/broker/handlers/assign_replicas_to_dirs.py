@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.kraft.directories import assign_replicas_to_dirs
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.assign_replicas_to_dirs import AssignReplicasToDirsResponse as R
@@ -19,14 +20,14 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def local(broker, req) -> R:
+def local(services: ApiServices, req) -> R:
     """On the active controller (inside ControllerService.run)."""
     wanted = [(d.id, t.topic_id, p.partition_index) for d in req.directories for t in d.topics for p in t.partitions]
     try:
-        records, results = assign_replicas_to_dirs(broker.image, req.broker_id, req.broker_epoch, wanted)
+        records, results = assign_replicas_to_dirs(services.image, req.broker_id, req.broker_epoch, wanted)
     except KafkaError as e:
         return error_response(req, 0, e.code)
-    broker.controller.commit(records, broker.now_ms())
+    services.controller.commit(records, services.now_ms())
     done = sum(1 for code in results.values() if code == ErrorCode.NONE)
     log.info("broker %d: %d replica(s) assigned to log dirs (%d changed)", req.broker_id, done, len(records))
     dirs: dict = {}
@@ -39,7 +40,7 @@ def local(broker, req) -> R:
 
 
 def handle(ctx, req):
-    return ctx.broker.controller_service.handle(ctx, req, lambda: local(ctx.broker, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: local(ctx.services, req), error_response)
 
 
 def error_response(req, version, code):

@@ -6,6 +6,7 @@ controller; see :meth:`kcompat.kraft.cluster_control.ClusterControl.heartbeat`.
 
 from __future__ import annotations
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.protocol.errors import KafkaError
 from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatResponse as R
 
@@ -14,11 +15,11 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def local(broker, req) -> R:
+def local(services: ApiServices, req) -> R:
     """Handle on this node, the active controller (inside ControllerService.run)."""
     try:
-        res = broker.cluster_control.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
-                                               req.want_fence, req.want_shut_down, broker.now_ms(),
+        res = services.cluster_control.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
+                                               req.want_fence, req.want_shut_down, services.now_ms(),
                                                offline_dirs=req.offline_log_dirs or ())
     except KafkaError as e:
         return error_response(req, 0, e.code)
@@ -26,18 +27,18 @@ def local(broker, req) -> R:
              should_shut_down=res.should_shut_down)
 
 
-def touch_session(broker, req) -> None:
+def touch_session(services: ApiServices, req) -> None:
     """On the active controller, the heartbeat keeps the broker's session from the moment it
     arrives, before it waits its turn behind earlier controller operations and their commits
     (:meth:`~kcompat.kraft.cluster_control.ClusterControl.touch`): on a loaded controller those can
     take longer than a session, and brokers that heartbeat on time must not be fenced for it."""
-    if broker.controller_service.active:
-        broker.cluster_control.touch(req.broker_id, req.broker_epoch, broker.now_ms())
+    if services.controller_service.active:
+        services.cluster_control.touch(req.broker_id, req.broker_epoch, services.now_ms())
 
 
 def handle(ctx, req):
-    touch_session(ctx.broker, req)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: local(ctx.broker, req), error_response)
+    touch_session(ctx.services, req)
+    return ctx.services.controller_service.handle(ctx, req, lambda: local(ctx.services, req), error_response)
 
 
 def error_response(req, version, code):

@@ -19,7 +19,7 @@ def handle(ctx, req):
     denied = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in req.group_ids
               if not ctx.authorize(Op.DESCRIBE, GROUP, g)]
     return answer_denied(ctx, req, "group_ids", denied, error_response, "groups",
-                         lambda: then(ctx.broker.groups.consumer_group_describe(ctx, req),
+                         lambda: then(ctx.services.groups.consumer_group_describe(ctx, req),
                                       lambda resp: _with_operations(ctx, resp, req.include_authorized_operations)))
 
 

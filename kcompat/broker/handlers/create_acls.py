@@ -11,7 +11,7 @@ UNKNOWN_SERVER_ERROR, an UNKNOWN code closes the connection (the request does no
 
 from __future__ import annotations
 
-from kcompat.broker.context import NO_RESPONSE, authorizer_of
+from kcompat.broker.context import NO_RESPONSE
 from kcompat.kraft.acl_control import create_acls
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_acls import CreateAclsResponse as R
@@ -28,7 +28,7 @@ def handle(ctx, req):
         # Kafka fails to parse the request ("CreatableAcls contain unknown elements") and closes
         ctx.connection.close("CreateAcls with an UNKNOWN resource type, pattern type, operation or permission")
         return NO_RESPONSE
-    if authorizer_of(ctx.broker) is None:
+    if ctx.services.authorizer is None:
         return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
@@ -38,7 +38,7 @@ def handle(ctx, req):
         # Kafka's ResourcePattern / AccessControlEntry refuse ANY and MATCH with an
         # IllegalArgumentException, answered as UNKNOWN_SERVER_ERROR
         return _all(req, ErrorCode.UNKNOWN_SERVER_ERROR, None)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _filter_only(c) -> bool:
@@ -48,11 +48,11 @@ def _filter_only(c) -> bool:
 
 
 def _local(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     bindings = [AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
                               c.operation, c.permission_type) for c in req.creations]
-    records, results = create_acls(broker.image, bindings)
-    broker.controller.commit(records, broker.now_ms())
+    records, results = create_acls(services.image, bindings)
+    services.controller.commit(records, services.now_ms())
     # Kafka answers a successful creation with an empty message, not null
     return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=code, error_message="" if msg is None else msg)
                                           for code, msg in results])

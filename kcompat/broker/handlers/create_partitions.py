@@ -27,18 +27,18 @@ def handle(ctx, req):
     denied = [(t, code, None) for t, code in denied]   # Kafka's refusal here carries no message
     throttled, finish = mutation_denied(ctx, req.topics, lambda t: _added(ctx, t), STRICT_QUOTA_SINCE, denied)
     return then(answer_denied(ctx, req, "topics", denied + throttled, error_response, "results",
-                              lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                              lambda: ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req),
                                                                            error_response)), finish)
 
 
 def _added(ctx, t) -> int:
     """Partitions the request adds to the topic (what controller_mutation_rate counts)."""
-    topic = ctx.broker.image.topics.get(t.name)
+    topic = ctx.services.image.topics.get(t.name)
     return max(0, t.count - len(topic.partitions)) if topic is not None else 0
 
 
 def _local(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
@@ -48,8 +48,8 @@ def _local(ctx, req):
         else:
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             try:
-                broker.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only,
-                                                    now_ms=broker.now_ms())
+                services.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only,
+                                                    now_ms=services.now_ms())
             except KafkaError as e:
                 code, message = e.code, e.message
         results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))

@@ -30,7 +30,7 @@ def handle(ctx, req):
               for t in req.topics if not cluster_create and not ctx.authorize(Op.CREATE, TOPIC, t.name)]
     throttled, finish = mutation_denied(ctx, req.topics, lambda t: _partitions(ctx, t), STRICT_QUOTA_SINCE, denied)
     return then(answer_denied(ctx, req, "topics", denied + throttled, error_response, "topics",
-                              lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                              lambda: ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req),
                                                                            error_response)),
                 lambda resp: finish(_configs_described(ctx, resp)))
 
@@ -39,7 +39,7 @@ def _partitions(ctx, t) -> int:
     """Partitions a new topic will have (what controller_mutation_rate counts)."""
     if t.assignments:
         return len(t.assignments)
-    return ctx.broker.config.get("num.partitions") if t.num_partitions == -1 else max(t.num_partitions, 0)
+    return ctx.services.config.get("num.partitions") if t.num_partitions == -1 else max(t.num_partitions, 0)
 
 
 def _configs_described(ctx, resp):
@@ -55,13 +55,13 @@ def _configs_described(ctx, resp):
 
 
 def _local(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     new_topics = [NewTopic(name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
                            assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
                            configs={c.name: c.value for c in t.configs})
                   for t in req.topics]
-    results = broker.controller.create_topics(new_topics, validate_only=req.validate_only, now_ms=broker.now_ms())
+    results = services.controller.create_topics(new_topics, validate_only=req.validate_only, now_ms=services.now_ms())
     out = []
     for res in results:
         r = R.CreatableTopicResult(name=res.name, topic_id=ZERO_UUID, error_code=res.error,
@@ -75,7 +75,7 @@ def _local(ctx, req):
             if version >= 5:
                 r.configs = [R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                                      config_source=e.source, is_sensitive=e.is_sensitive)
-                             for e in broker.describe_topic_configs(res.configs)]
+                             for e in services.describe_topic_configs(res.configs)]
         out.append(r)
     return R(throttle_time_ms=0, topics=out)
 

@@ -10,7 +10,7 @@ take LITERAL or ANY (read as LITERAL) pattern types only.
 
 from __future__ import annotations
 
-from kcompat.broker.context import NO_RESPONSE, authorizer_of
+from kcompat.broker.context import NO_RESPONSE
 from kcompat.kraft.acl_control import delete_acls
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.delete_acls import DeleteAclsResponse as R
@@ -26,7 +26,7 @@ def handle(ctx, req):
         # Kafka fails to parse the request ("Filters contain UNKNOWN elements") and closes
         ctx.connection.close("DeleteAcls with an UNKNOWN filter element")
         return NO_RESPONSE
-    if authorizer_of(ctx.broker) is None:
+    if ctx.services.authorizer is None:
         return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
@@ -36,16 +36,16 @@ def handle(ctx, req):
                         "Version 0 does not support pattern types other than LITERAL and ANY")
         for f in req.filters:
             f.pattern_type_filter = PatternType.LITERAL
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     filters = [AclBindingFilter.of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                                    f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in req.filters]
-    records, results = delete_acls(broker.image, filters)
-    broker.controller.commit(records, broker.now_ms())
+    records, results = delete_acls(services.image, filters)
+    services.controller.commit(records, services.now_ms())
     return R(throttle_time_ms=0, filter_results=[
         R.DeleteAclsFilterResult(error_code=code, error_message=msg, matching_acls=[
             R.DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=a.resource_type,

@@ -17,7 +17,7 @@ def handle(ctx, req):
     denied = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in req.groups_names
               if not ctx.authorize(Op.DELETE, GROUP, g)]
     return answer_denied(ctx, req, "groups_names", denied, error_response, "results",
-                         lambda: ctx.broker.groups.delete_groups(ctx, req))
+                         lambda: ctx.services.groups.delete_groups(ctx, req))
 
 
 def error_response(req, version, code):

@@ -19,7 +19,7 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     topics = []
     for t in req.topics:
         parts = []
@@ -28,7 +28,7 @@ def handle(ctx, req):
             if not deletable:
                 parts.append(_error(dp.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            p = broker.replica_manager.get(t.name, dp.partition_index)
+            p = services.replica_manager.get(t.name, dp.partition_index)
             if p is None:
                 parts.append(_error(dp.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -40,7 +40,7 @@ def handle(ctx, req):
             parts.append(R.DeleteRecordsPartitionResult(partition_index=dp.partition_index, low_watermark=low,
                                                         error_code=ErrorCode.NONE))
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
-    broker.log_manager.checkpoint()
+    services.log_manager.checkpoint()
     return R(throttle_time_ms=0, topics=topics)
 
 

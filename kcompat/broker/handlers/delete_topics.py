@@ -22,7 +22,7 @@ STRICT_QUOTA_SINCE = 5   # controller_mutation_rate refuses topics from v5 (KIP-
 
 
 def handle(ctx, req):
-    image = ctx.broker.image
+    image = ctx.services.image
 
     def name_of(item) -> str | None:
         if isinstance(item, str):
@@ -43,19 +43,19 @@ def handle(ctx, req):
         return len(t.partitions) if t is not None else 0
     throttled, finish = mutation_denied(ctx, getattr(req, attr), partitions, STRICT_QUOTA_SINCE, denied)
     return then(answer_denied(ctx, req, attr, denied + throttled, error_response, "responses",
-                              lambda: ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req),
+                              lambda: ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req),
                                                                            error_response)), finish)
 
 
 def _local(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     if version >= 6:
         names = [t.name for t in req.topics if t.name is not None]
         ids = [t.topic_id for t in req.topics if t.name is None]
     else:
         names, ids = list(req.topic_names), []
-    by_name, by_id = broker.controller.delete_topics(names, ids, now_ms=broker.now_ms())
+    by_name, by_id = services.controller.delete_topics(names, ids, now_ms=services.now_ms())
     results = []
     for name, tid, code, message in by_name + by_id:
         results.append(R.DeletableTopicResult(name=name, topic_id=tid or ZERO_UUID, error_code=code,

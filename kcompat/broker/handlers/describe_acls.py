@@ -9,7 +9,7 @@ pattern.
 
 from __future__ import annotations
 
-from kcompat.broker.context import NO_RESPONSE, authorizer_of
+from kcompat.broker.context import NO_RESPONSE
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_acls import DescribeAclsResponse as R
 from kcompat.security.acl import AclBindingFilter, AclOperation, PatternType
@@ -31,12 +31,12 @@ def handle(ctx, req):
     if reason is not None:   # Kafka fails to parse the request and closes the connection
         ctx.connection.close(f"DescribeAcls: {reason}")
         return NO_RESPONSE
-    if authorizer_of(ctx.broker) is None:
+    if ctx.services.authorizer is None:
         return _error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     resources: dict[tuple, list] = {}
-    for _, a in ctx.broker.image.acls.matching(flt):
+    for _, a in ctx.services.image.acls.matching(flt):
         resources.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
             R.AclDescription(principal=a.principal, host=a.host, operation=a.operation,
                              permission_type=a.permission_type))

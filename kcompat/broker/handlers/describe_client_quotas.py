@@ -23,7 +23,7 @@ MAX_VERSION = 1
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.DESCRIBE_CONFIGS):   # KafkaApis: DESCRIBE_CONFIGS on CLUSTER
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return quota_control.describe_client_quotas(ctx.broker.image.client_quotas, req)
+    return quota_control.describe_client_quotas(ctx.services.image.client_quotas, req)
 
 
 def error_response(req, version, code):

@@ -19,17 +19,17 @@ ENDPOINT_BROKERS = 1
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     if ctx.api_version >= 1 and req.endpoint_type != ENDPOINT_BROKERS:
         return R(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                  error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
                                "of type CONTROLLER",
-                 endpoint_type=req.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
+                 endpoint_type=req.endpoint_type, cluster_id=services.cluster_id, controller_id=-1, brokers=[])
     ops = cluster_operations(ctx) if req.include_cluster_authorized_operations else AUTHORIZED_OPS_NOT_REQUESTED
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_BROKERS,
-             cluster_id=broker.cluster_id, controller_id=broker.node_id,
+             cluster_id=services.cluster_id, controller_id=services.node_id,
              brokers=[R.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=r)
-                      for n, h, p, r in broker.live_broker_endpoints(ctx.listener_name)],
+                      for n, h, p, r in services.metadata_cache.live_broker_endpoints(ctx.listener_name)],
              cluster_authorized_operations=ops)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.kraft.controller import validate_topic_name
@@ -35,12 +36,12 @@ def handle(ctx, req):
 
 
 def _permitted(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     results = []
     for res in req.resources:
         try:
-            entries = _describe(broker, res, req.include_synonyms, version >= 3 and req.include_documentation)
+            entries = _describe(services, res, req.include_synonyms, version >= 3 and req.include_documentation)
         except KafkaError as e:
             results.append(_error(res, e.code, e.message))
             continue
@@ -63,28 +64,28 @@ def _permitted(ctx, req):
     return R(throttle_time_ms=0, results=results)
 
 
-def _describe(broker, res, synonyms: bool, documentation: bool):
+def _describe(services: ApiServices, res, synonyms: bool, documentation: bool):
     keys = res.configuration_keys
     if res.resource_type == TOPIC:
         name = res.resource_name
         validate_topic_name(name)
-        if name not in broker.image.topics:
+        if name not in services.image.topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
-        return broker.describe_topic_configs(broker.image.topic_configs(name), keys=keys,
+        return services.describe_topic_configs(services.image.topic_configs(name), keys=keys,
                                              include_synonyms=synonyms, include_documentation=documentation)
     if res.resource_type == BROKER:
         name = res.resource_name
-        if name not in ("", str(broker.node_id)):
+        if name not in ("", str(services.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
-        return describe_broker(broker.config, name, include_synonyms=synonyms, keys=keys,
+                             f"Unexpected broker id, expected {services.node_id} or empty string, but received {name}")
+        return describe_broker(services.config, name, include_synonyms=synonyms, keys=keys,
                                include_documentation=documentation)
     if res.resource_type == BROKER_LOGGER:
         return _loggers(keys)
     if res.resource_type == GROUP:
         if not res.resource_name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-        return describe_group(broker.image.group_config(res.resource_name), broker.config, include_synonyms=synonyms,
+        return describe_group(services.image.group_config(res.resource_name), services.config, include_synonyms=synonyms,
                               keys=keys, include_documentation=documentation)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 

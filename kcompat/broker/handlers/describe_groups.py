@@ -17,7 +17,7 @@ def handle(ctx, req):
     denied = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in req.groups if not ctx.authorize(Op.DESCRIBE, GROUP, g)]
     include_ops = ctx.api_version >= 3 and req.include_authorized_operations
     return answer_denied(ctx, req, "groups", denied, error_response, "groups",
-                         lambda: then(ctx.broker.groups.describe_groups(ctx, req),
+                         lambda: then(ctx.services.groups.describe_groups(ctx, req),
                                       lambda resp: _with_operations(ctx, resp, include_ops)))
 
 

@@ -20,6 +20,7 @@ Version 0 (the same as 1, which only added throttling after the response) was re
 
 from __future__ import annotations
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_log_dirs import DescribeLogDirsResponse as R
@@ -35,9 +36,9 @@ def handle(ctx, req):
     if not ctx.authorize_cluster(Op.DESCRIBE):     # KafkaApis: DESCRIBE on CLUSTER
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
-    broker = ctx.broker
+    services = ctx.services
     results = []
-    for d in broker.log_manager.describe_dirs(wanted):
+    for d in services.log_manager.describe_dirs(wanted):
         if d.error is not None:
             results.append(R.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=d.path,
                                                    topics=[]))
@@ -46,20 +47,20 @@ def handle(ctx, req):
         for (topic, index), log in d.logs.items():
             topics.setdefault(topic, []).append(R.DescribeLogDirsPartition(
                 partition_index=index, partition_size=log.size_in_bytes,
-                offset_lag=_offset_lag(broker, topic, index, log.log_end_offset), is_future_key=False))
+                offset_lag=_offset_lag(services, topic, index, log.log_end_offset), is_future_key=False))
         for (topic, index), log in d.future_logs.items():
             topics.setdefault(topic, []).append(R.DescribeLogDirsPartition(
                 partition_index=index, partition_size=log.size_in_bytes,
-                offset_lag=broker.replica_manager.log_dirs.future_lag(topic, index), is_future_key=True))
+                offset_lag=services.replica_manager.log_dirs.future_lag(topic, index), is_future_key=True))
         results.append(R.DescribeLogDirsResult(
             error_code=ErrorCode.NONE, log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes,
             topics=[R.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in topics.items()]))
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
 
 
-def _offset_lag(broker, topic: str, index: int, log_end_offset: int) -> int:
+def _offset_lag(services: ApiServices, topic: str, index: int, log_end_offset: int) -> int:
     """``ReplicaManager.getLogEndOffsetLag`` for a current (not future) log."""
-    partition = broker.replica_manager.get(topic, index)
+    partition = services.replica_manager.get(topic, index)
     if partition is None:
         return INVALID_OFFSET_LAG
     return max(partition.high_watermark - log_end_offset, 0)

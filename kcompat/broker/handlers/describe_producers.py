@@ -20,7 +20,7 @@ def handle(ctx, req):
         parts = []
         readable = ctx.authorize(Op.READ, TOPIC, t.name)
         for index in t.partition_indexes:
-            p = ctx.broker.replica_manager.get(t.name, index) if readable else None
+            p = ctx.services.replica_manager.get(t.name, index) if readable else None
             if not readable:
                 parts.append(R.PartitionResponse(partition_index=index,
                                                  error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,

@@ -22,10 +22,10 @@ MAX_VERSION = 2
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.DESCRIBE):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    broker = ctx.broker
-    if broker.quorum.is_leader:
-        return broker.quorum.handle_request(req)
-    return broker.controller_service.forward(req, ctx.api_version, error_response)
+    services = ctx.services
+    if services.quorum.is_leader:
+        return services.quorum.handle_request(req)
+    return services.controller_service.forward(req, ctx.api_version, error_response)
 
 
 def error_response(req, version, code):

@@ -19,7 +19,7 @@ def handle(ctx, req):
     denied = [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in req.groups
               if not ctx.authorize(Op.DESCRIBE, GROUP, g.group_id)]
     return answer_denied(ctx, req, "groups", denied, error_response, "groups",
-                         lambda: ctx.broker.groups.share_admin.describe_offsets(ctx, req))
+                         lambda: ctx.services.groups.share_admin.describe_offsets(ctx, req))
 
 
 def error_response(req, version, code):

@@ -35,8 +35,8 @@ MAX_VERSION = 0
 
 
 def handle(ctx, req):
-    broker = ctx.broker
-    image = broker.image
+    services = ctx.services
+    image = services.image
     cursor = req.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not req.topics
@@ -44,7 +44,7 @@ def handle(ctx, req):
     names = {n for n in names if n >= cursor_topic}
     if cursor is not None and (cursor.partition_index < 0 or (not fetch_all and cursor.topic_name not in names)):
         return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST)
-    remaining = max(min(broker.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
+    remaining = max(min(services.config.get("max.request.partition.size.limit"), req.response_partition_limit), 1)
     topics_out = []
     refused = []   # Kafka lists the topics that may not be described after the others
     next_cursor = None

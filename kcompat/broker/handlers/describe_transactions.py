@@ -18,7 +18,7 @@ def handle(ctx, req):
     denied = [(t, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for t in req.transactional_ids
               if not ctx.authorize(Op.DESCRIBE, TRANSACTIONAL_ID, t)]
     return answer_denied(ctx, req, "transactional_ids", denied, error_response, "transaction_states",
-                         lambda: then(ctx.broker.txn.describe_transactions(ctx, req), lambda r: _topics_described(ctx, r)))
+                         lambda: then(ctx.services.txn.describe_transactions(ctx, req), lambda r: _topics_described(ctx, r)))
 
 
 def _topics_described(ctx, resp):

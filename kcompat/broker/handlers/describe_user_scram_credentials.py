@@ -20,7 +20,7 @@ MAX_VERSION = 0
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.DESCRIBE):   # KafkaApis: DESCRIBE on CLUSTER
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return scram_control.describe_credentials(ctx.broker.image, req)
+    return scram_control.describe_credentials(ctx.services.image, req)
 
 
 def error_response(req, version, code):

@@ -27,17 +27,17 @@ MAX_VERSION = 2
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.ALTER):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req) -> R:
     """On the active controller (inside ControllerService.run)."""
-    broker = ctx.broker
+    services = ctx.services
     election_type = req.election_type if ctx.api_version >= 1 else 0
     wanted = None if req.topic_partitions is None else \
         [(t.topic, list(t.partitions)) for t in req.topic_partitions]
     try:
-        results = broker.cluster_control.elect_leaders(election_type, wanted, broker.now_ms())
+        results = services.cluster_control.elect_leaders(election_type, wanted, services.now_ms())
     except KafkaError as e:
         return error_response(req, ctx.api_version, e.code, e.message)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[

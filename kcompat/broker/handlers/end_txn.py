@@ -18,7 +18,7 @@ MAX_VERSION = 4
 def handle(ctx, req):
     if not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
         return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    return ctx.broker.txn.end_txn(ctx, req)
+    return ctx.services.txn.end_txn(ctx, req)
 
 
 def error_response(req, version, code):

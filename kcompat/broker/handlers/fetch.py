@@ -28,13 +28,13 @@ FOLLOWER_READS_MIN_VERSION = 11   # Fetch v11 carries rack_id: Kafka's ClientMet
 
 
 def _fetch(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     if version >= 7 and req.session_id != 0:
         return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     params = _params(ctx, req, version)
     keys, requests = _requests(ctx, req, version, params.replica_id)
-    results = broker.replica_manager.fetch_messages(params, requests)
+    results = services.replica_manager.fetch_messages(params, requests)
     return then(results, lambda done: _response(ctx, keys, requests, done))
 
 
@@ -56,13 +56,13 @@ def _params(ctx, req, version: int) -> FetchParams:
     else:
         replica_id, replica_epoch = req.replica_id, -1
     follower_reads = version >= FOLLOWER_READS_MIN_VERSION and replica_id < 0
-    selector = ctx.broker.config.get("replica.selector.class") if follower_reads and req.rack_id else None
+    selector = ctx.services.config.get("replica.selector.class") if follower_reads and req.rack_id else None
     return FetchParams(
         replica_id=replica_id, replica_epoch=replica_epoch, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
         max_bytes=req.max_bytes, isolation_level=req.isolation_level if replica_id < 0 else 0,
         follower_reads=follower_reads, rack_id=req.rack_id if version >= FOLLOWER_READS_MIN_VERSION else None,
         selector=selector or None,
-        racks=lambda: {node: rack for node, _h, _p, rack in ctx.broker.live_broker_endpoints(ctx.listener_name)},
+        racks=lambda: {node: rack for node, _h, _p, rack in ctx.services.metadata_cache.live_broker_endpoints(ctx.listener_name)},
         zero_copy=getattr(ctx.connection, "zero_copy", False))
 
 
@@ -74,7 +74,7 @@ def _requests(ctx, req, version: int, replica_id: int) -> tuple[list, list[Fetch
         readable = lambda name: follower_ok   # noqa: E731
     else:
         readable = lambda name: ctx.authorize(Op.READ, TOPIC, name)   # noqa: E731
-    by_id = ctx.broker.image.topics_by_id
+    by_id = ctx.services.image.topics_by_id
     keys = []
     requests = []
     allowed: dict[str, bool] = {}
@@ -132,7 +132,7 @@ def _response(ctx, keys: list, requests: list[FetchPartitionRequest], results: l
         responses = [R.FetchableTopicResponse(topic=k, partitions=v) for k, v in by_topic.items()]
     resp = R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
     if version >= 16:
-        by_id = ctx.broker.image.topics_by_id
+        by_id = ctx.services.image.topics_by_id
 
         def name(t) -> str:
             if version < 13:
@@ -141,7 +141,7 @@ def _response(ctx, keys: list, requests: list[FetchPartitionRequest], results: l
             return topic.name if topic is not None else ""
 
         named = ((name(t), p.partition_index, p) for t in responses for p in t.partitions)
-        resp.node_endpoints = add_leader_hints(ctx.broker, ctx.listener_name, named, FETCH_HINT_ERRORS,
+        resp.node_endpoints = add_leader_hints(ctx.services.metadata_cache, ctx.listener_name, named, FETCH_HINT_ERRORS,
                                                R.LeaderIdAndEpoch, R.NodeEndpoint)
     return resp
 

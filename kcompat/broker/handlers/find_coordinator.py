@@ -42,33 +42,33 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
     if key_type == SHARE and not ctx.authorize_cluster(Op.CLUSTER_ACTION):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == GROUP:
-        broker = ctx.broker
+        services = ctx.services
         if not key and ctx.api_version < 4:
             return ErrorCode.INVALID_REQUEST, "Invalid group id", -1, "", -1
-        leader = broker.groups.coordinator_node(key)
-        endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
+        leader = services.groups.coordinator_node(key)
+        endpoint = None if leader is None else services.metadata_cache.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         host, port = endpoint
         return ErrorCode.NONE, None, leader, host, port
     if key_type == TRANSACTION:
-        broker = ctx.broker
+        services = ctx.services
         if not key:
             return ErrorCode.INVALID_REQUEST, "Invalid transactional id", -1, "", -1
-        leader = broker.txn.coordinator_node(key)
-        endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
+        leader = services.txn.coordinator_node(key)
+        endpoint = None if leader is None else services.metadata_cache.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         host, port = endpoint
         return ErrorCode.NONE, None, leader, host, port
     if key_type == SHARE and ctx.api_version >= 6:
-        broker = ctx.broker
+        services = ctx.services
         try:
             parse_share_key(key)
         except ValueError as e:
             return ErrorCode.INVALID_REQUEST, str(e), -1, "", -1
-        leader = broker.share_state.coordinator_node(key)
-        endpoint = None if leader is None else broker.endpoint_of(leader, ctx.listener_name)
+        leader = services.share_state.coordinator_node(key)
+        endpoint = None if leader is None else services.metadata_cache.endpoint_of(leader, ctx.listener_name)
         if endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
         host, port = endpoint

@@ -15,7 +15,7 @@ MAX_VERSION = 4
 def handle(ctx, req):
     if not ctx.authorize(Op.READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.groups.heartbeat(ctx, req)
+    return ctx.services.groups.heartbeat(ctx, req)
 
 
 def error_response(req, version, code):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.broker.config_changes import (BROKER_LOGGER, GROUP, TOPIC, alter_each, current_configs,
                                            replace_configs)
@@ -38,13 +39,13 @@ def handle(ctx, req):
 def _permitted(ctx, req):
     if all(res.resource_type == BROKER_LOGGER for res in req.resources):
         return _local(ctx, req)  # logger levels belong to this process
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req):
     def change(res) -> None:
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
-        _alter(ctx.broker, res, ops, req.validate_only)
+        _alter(ctx.services, res, ops, req.validate_only)
 
     return R(throttle_time_ms=0, responses=[
         R.AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=res.resource_type,
@@ -52,15 +53,15 @@ def _local(ctx, req):
         for res, code, message in alter_each(req.resources, change)])
 
 
-def _alter(broker, res, ops, validate_only: bool) -> None:
+def _alter(services: ApiServices, res, ops, validate_only: bool) -> None:
     if res.resource_type == BROKER_LOGGER:
         _set_log_levels(ops, validate_only)
         return
-    current = current_configs(broker, res.resource_type, res.resource_name)
+    current = current_configs(services, res.resource_type, res.resource_name)
     kind = {TOPIC: "topic", GROUP: "group"}.get(res.resource_type, "broker")
-    new = apply_incremental(current, ops, resource=kind, remote_storage_system_enabled=broker.config.get(
+    new = apply_incremental(current, ops, resource=kind, remote_storage_system_enabled=services.config.get(
         "remote.log.storage.system.enable"))
-    replace_configs(broker, res.resource_type, res.resource_name, new, validate_only=validate_only)
+    replace_configs(services, res.resource_type, res.resource_name, new, validate_only=validate_only)
 
 
 def _set_log_levels(ops, validate_only: bool) -> None:

@@ -30,9 +30,9 @@ def handle(ctx, req):
                                              or ctx.authorize_by_resource_type(Op.WRITE, TOPIC)):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if req.transactional_id is not None:
-        return ctx.broker.txn.init_producer_id(ctx, req)
+        return ctx.services.txn.init_producer_id(ctx, req)
     try:
-        producer_id = ctx.broker.producer_id_manager.generate()
+        producer_id = ctx.services.producer_id_manager.generate()
     except KafkaError as e:  # no producer id block yet: COORDINATOR_LOAD_IN_PROGRESS, retried
         return error_response(req, ctx.api_version, e.code)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

@@ -15,7 +15,7 @@ MAX_VERSION = 5
 def handle(ctx, req):
     if not ctx.authorize(Op.READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.groups.leave_group(ctx, req)
+    return ctx.services.groups.leave_group(ctx, req)
 
 
 def error_response(req, version, code):

@@ -6,7 +6,6 @@ DESCRIBE (Kafka's ListGroups).
 """
 
 from kcompat.broker.authz import GROUP, Op, then
-from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_groups import ListGroupsResponse as R
 
 API_KEY = 16
@@ -16,8 +15,8 @@ MAX_VERSION = 5
 
 def handle(ctx, req):
     if ctx.authorize_cluster(Op.DESCRIBE):
-        return ctx.broker.groups.list_groups(ctx, req)
-    return then(ctx.broker.groups.list_groups(ctx, req), lambda resp: _describable(ctx, resp))
+        return ctx.services.groups.list_groups(ctx, req)
+    return then(ctx.services.groups.list_groups(ctx, req), lambda resp: _describable(ctx, resp))
 
 
 def _describable(ctx, resp):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import TOPIC, Op
 from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.protocol.errors import ErrorCode
@@ -53,7 +54,7 @@ def timestamp_unsupported(timestamp: int, version: int) -> bool:
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     isolation = req.isolation_level if version >= 2 else 0
     seen = Counter((t.name, lp.partition_index) for t in req.topics for lp in t.partitions)
@@ -72,10 +73,10 @@ def handle(ctx, req):
             if timestamp_unsupported(lp.timestamp, version):
                 parts.append(_error(lp.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
-            parts.append(_one(broker, t.name, lp, isolation, version, req.replica_id))
+            parts.append(_one(services, t.name, lp, isolation, version, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     if any(isinstance(part, _RemoteLookup) for t in topics for part in t.partitions):
-        return _with_remote_lookups(broker, topics)
+        return _with_remote_lookups(services, topics)
     return R(throttle_time_ms=0, topics=topics)
 
 
@@ -88,18 +89,18 @@ class _RemoteLookup:
         self.partition, self.index, self.timestamp, self.fetchable, self.local = p, index, timestamp, fetchable, local
 
 
-async def _with_remote_lookups(broker, topics):
+async def _with_remote_lookups(services: ApiServices, topics):
     for t in topics:
         for i, part in enumerate(t.partitions):
             if isinstance(part, _RemoteLookup):
-                t.partitions[i] = await _remote_lookup(broker, part)
+                t.partitions[i] = await _remote_lookup(services, part)
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def _remote_lookup(broker, look: _RemoteLookup):
+async def _remote_lookup(services: ApiServices, look: _RemoteLookup):
     p = look.partition
     try:
-        found = await broker.remote_log.offset_for_timestamp(p, look.timestamp)
+        found = await services.remote_log.offset_for_timestamp(p, look.timestamp)
     except Exception as e:   # the store failed: Kafka answers the partition with the error
         log.warning("%s-%d: remote timestamp lookup failed: %s", p.topic, p.partition_id, e)
         return _error(look.index, ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -109,10 +110,10 @@ async def _remote_lookup(broker, look: _RemoteLookup):
     return _ok(look.index, found[1], found[0], p.leader_epoch)
 
 
-def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int = -1):
-    p = broker.replica_manager.get(topic, lp.partition_index)
+def _one(services: ApiServices, topic: str, lp, isolation: int, version: int, replica_id: int = -1):
+    p = services.replica_manager.get(topic, lp.partition_index)
     if p is None:
-        if broker.leader_of(topic, lp.partition_index) is not None:
+        if services.metadata_cache.leader_of(topic, lp.partition_index) is not None:
             return _error(lp.partition_index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return _error(lp.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not p.is_leader and replica_id != DEBUGGING_REPLICA_ID:
@@ -146,7 +147,7 @@ def _one(broker, topic: str, lp, isolation: int, version: int, replica_id: int =
         found = p.log.offset_for_timestamp(ts)
     except STORAGE_ERRORS as e:
         return _error(lp.partition_index, storage_kafka_error(e).code)
-    if p.log.config.remote_storage_enable and getattr(broker, "remote_log", None) is not None \
+    if p.log.config.remote_storage_enable and services.remote_log is not None \
             and p.log_start_offset < p.log.local_log_start_offset:
         return _RemoteLookup(p, lp.partition_index, ts, fetchable, found)
     if found is None or found[0] >= fetchable:

@@ -24,7 +24,7 @@ MAX_VERSION = 0
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.DESCRIBE):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req) -> R:
@@ -35,7 +35,7 @@ def _local(ctx, req) -> R:
             R.OngoingPartitionReassignment(partition_index=o.partition, replicas=o.replicas,
                                            adding_replicas=o.adding, removing_replicas=o.removing)
             for o in ongoing])
-        for name, ongoing in list_reassignments(ctx.broker.image, wanted)])
+        for name, ongoing in list_reassignments(ctx.services.image, wanted)])
 
 
 def error_response(req, version, code, message: str | None = None) -> R:

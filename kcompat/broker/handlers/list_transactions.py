@@ -5,7 +5,6 @@ With an authorizer only transactional ids the principal may DESCRIBE are listed.
 """
 
 from kcompat.broker.authz import Op, TRANSACTIONAL_ID, then
-from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_transactions import ListTransactionsResponse as R
 
 API_KEY = 66
@@ -14,7 +13,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx, req):
-    return then(ctx.broker.txn.list_transactions(ctx, req), lambda resp: _describable(ctx, resp))
+    return then(ctx.services.txn.list_transactions(ctx, req), lambda resp: _describable(ctx, resp))
 
 
 def _describable(ctx, resp):

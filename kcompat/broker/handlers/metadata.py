@@ -38,10 +38,10 @@ def handle(ctx, req):
     """Answer at once, or first auto-create the requested topics that do not exist (through the
     active controller) and then answer."""
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     if req.topics and (req.allow_auto_topic_creation if version >= 4 else True) \
-            and broker.config.get("auto.create.topics.enable"):
-        missing = [t.name for t in req.topics if t.name is not None and t.name not in broker.image.topics
+            and services.config.get("auto.create.topics.enable"):
+        missing = [t.name for t in req.topics if t.name is not None and t.name not in services.image.topics
                    and t.name not in INTERNAL_TOPICS and _valid_name(t.name)
                    and ctx.authorize(Op.DESCRIBE, TOPIC, t.name) and may_create_topic(ctx, t.name)]
         if missing and not (version < 12 and any(t.topic_id != ZERO_UUID for t in req.topics)):
@@ -50,7 +50,7 @@ def handle(ctx, req):
 
 
 async def _create_then_answer(ctx, req, names: list[str]):
-    results = await ctx.broker.auto_create_topics(names)
+    results = await ctx.services.auto_create_topics(names)
     return _answer(ctx, req, {r.name: r.error for r in results
                               if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)})
 
@@ -64,9 +64,9 @@ def _valid_name(name: str) -> bool:
 
 
 def _answer(ctx, req, create_errors: dict):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
-    image = broker.image
+    image = services.image
     topics_out = []
     want_all = req.topics is None or (version == 0 and not req.topics)
     include_ops = version >= 8 and req.include_topic_authorized_operations
@@ -99,9 +99,9 @@ def _answer(ctx, req, create_errors: dict):
     resp = R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
-                 for node, host, port, rack in broker.live_broker_endpoints(ctx.listener_name)],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+                 for node, host, port, rack in services.metadata_cache.live_broker_endpoints(ctx.listener_name)],
+        cluster_id=services.cluster_id,
+        controller_id=services.node_id,
         topics=topics_out,
         cluster_authorized_operations=(cluster_operations(ctx) if version >= 8 and
                                        req.include_cluster_authorized_operations
@@ -117,16 +117,16 @@ def cluster_operations(ctx) -> int:
 
 
 def _lookup(ctx, name: str, allow_create: bool, include_ops: bool, create_errors: dict):
-    broker = ctx.broker
+    services = ctx.services
     if not ctx.authorize(Op.DESCRIBE, TOPIC, name):
         return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if name in broker.image.topics:
+    if name in services.image.topics:
         return _topic(ctx, name, include_ops)
     if not _valid_name(name):
         return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if name in create_errors:
         return _error_topic(name, create_errors[name])
-    if allow_create and broker.config.get("auto.create.topics.enable") and name not in INTERNAL_TOPICS:
+    if allow_create and services.config.get("auto.create.topics.enable") and name not in INTERNAL_TOPICS:
         if not may_create_topic(ctx, name):
             return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         # created but not in this node's image yet: Kafka's answer for a topic being created
@@ -140,8 +140,8 @@ def _error_topic(name: str, code: ErrorCode):
 
 
 def _topic(ctx, name: str, include_ops: bool):
-    broker = ctx.broker
-    t = broker.image.topics[name]
+    services = ctx.services
+    t = services.image.topics[name]
     partitions = []
     for pid in sorted(t.partitions):
         p = t.partitions[pid]
@@ -151,7 +151,7 @@ def _topic(ctx, name: str, include_ops: bool):
         partitions.append(R.MetadataResponsePartition(
             error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=pid,
             leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-            offline_replicas=broker.image.offline_replicas(p)))
+            offline_replicas=services.image.offline_replicas(p)))
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=name, topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,

@@ -19,7 +19,7 @@ def handle(ctx, req):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics if not ctx.authorize(Op.READ, TOPIC, t.name)]
     return answer_denied(ctx, req, "topics", denied, error_response, "topics",
-                         lambda: ctx.broker.groups.offset_commit(ctx, req))
+                         lambda: ctx.services.groups.offset_commit(ctx, req))
 
 
 def error_response(req, version, code):

@@ -19,7 +19,7 @@ def handle(ctx, req):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics if not ctx.authorize(Op.READ, TOPIC, t.name)]
     return then(answer_denied(ctx, req, "topics", denied, _topic_errors, "topics",
-                              lambda: ctx.broker.groups.offset_delete(ctx, req)), _group_error_only)
+                              lambda: ctx.services.groups.offset_delete(ctx, req)), _group_error_only)
 
 
 def _group_error_only(resp):

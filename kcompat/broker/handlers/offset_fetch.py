@@ -15,7 +15,7 @@ MAX_VERSION = 9
 
 def handle(ctx, req):
     version = ctx.api_version
-    groups = ctx.broker.groups
+    groups = ctx.services.groups
     if version < 8:
         if not ctx.authorize(Op.DESCRIBE, GROUP, req.group_id):
             return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)

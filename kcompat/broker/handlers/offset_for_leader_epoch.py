@@ -24,6 +24,7 @@ DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, TOPIC
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochResponse as R
@@ -34,7 +35,7 @@ MAX_VERSION = 4
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     if version >= 3 and req.replica_id >= 0:   # a follower
         follower_ok = ctx.authorize_cluster(Op.CLUSTER_ACTION)
@@ -42,15 +43,15 @@ def handle(ctx, req):
     else:
         allowed = lambda name: ctx.authorize(Op.DESCRIBE, TOPIC, name)  # noqa: E731
     topics = [R.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
-        _one(broker, t.topic, op, version) if allowed(t.topic) else _error(op.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        _one(services, t.topic, op, version) if allowed(t.topic) else _error(op.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for op in t.partitions])
               for t in req.topics]
     return R(throttle_time_ms=0, topics=topics)
 
 
-def _one(broker, topic: str, op, version: int):
-    p = broker.replica_manager.get(topic, op.partition)
-    t = broker.image.topics.get(topic)
+def _one(services: ApiServices, topic: str, op, version: int):
+    p = services.replica_manager.get(topic, op.partition)
+    t = services.image.topics.get(topic)
     meta = t.partitions.get(op.partition) if t is not None else None
     if p is None:
         return _error(op.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER if meta is not None
@@ -59,7 +60,7 @@ def _one(broker, topic: str, op, version: int):
     if current >= 0 and current != p.leader_epoch:
         return _error(op.partition, ErrorCode.FENCED_LEADER_EPOCH if current < p.leader_epoch
                       else ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if meta is None or meta.leader != broker.node_id:
+    if meta is None or meta.leader != services.node_id:
         return _error(op.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     cache = p.log.leader_epoch_cache
     if p.leader_epoch >= 0 and (cache.latest_epoch is None or cache.latest_epoch < p.leader_epoch):

@@ -55,7 +55,7 @@ ADVERTISED_MIN_VERSION = 0
 def handle(ctx, req):
     """Append at once, or first auto-create the topics that do not exist yet (kcompat, as the
     single-node issue asks; Kafka creates topics only from Metadata)."""
-    broker = ctx.broker
+    services = ctx.services
     # the batch headers are read only when the principal lacks WRITE on the transactional id
     if req.transactional_id and not ctx.authorize(Op.WRITE, TRANSACTIONAL_ID, req.transactional_id) \
             and _has_transactional_records(req):
@@ -63,8 +63,8 @@ def handle(ctx, req):
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
             return NO_RESPONSE
         return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if broker.config.get("auto.create.topics.enable"):
-        missing = [td.name for td in req.topic_data if td.name not in broker.image.topics and _valid(td.name)
+    if services.config.get("auto.create.topics.enable"):
+        missing = [td.name for td in req.topic_data if td.name not in services.image.topics and _valid(td.name)
                    and ctx.authorize(Op.WRITE, TOPIC, td.name) and may_create_topic(ctx, td.name)]
         if missing:
             return _create_then_append(ctx, req, list(dict.fromkeys(missing)))
@@ -72,7 +72,7 @@ def handle(ctx, req):
 
 
 async def _create_then_append(ctx, req, names: list[str]):
-    await ctx.broker.auto_create_topics(names)
+    await ctx.services.auto_create_topics(names)
     result = _verify_then_append(ctx, req)
     return await result if asyncio.iscoroutine(result) else result
 
@@ -85,13 +85,13 @@ def _verify_then_append(ctx, req):
     """Append; first, if a transactional batch opens the producer's transaction in a partition
     led here while the transaction coordinator is another broker, ask that coordinator (KIP-890
     part 1, Kafka ``ReplicaManager.appendRecordsWithTransactionVerification``)."""
-    broker = ctx.broker
+    services = ctx.services
     tid = req.transactional_id
-    verifying = tid and broker.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
-    node = broker.txn.remote_coordinator(tid) if verifying else None
+    verifying = tid and services.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
+    node = services.txn.remote_coordinator(tid) if verifying else None
     if node is None:
         return _append_all(ctx, req)
-    by_producer = broker.replica_manager.transactions_to_verify(_entries(req))
+    by_producer = services.replica_manager.transactions_to_verify(_entries(req))
     if not by_producer:
         return _append_all(ctx, req)
     return _append_after_remote_verification(ctx, req, node, by_producer)
@@ -101,7 +101,7 @@ async def _append_after_remote_verification(ctx, req, node: int, by_producer: di
     timeout_s = max(0.1, min(req.timeout_ms, 30_000) / 1000.0)
     verified: dict[tuple[str, int], int] = {}
     for (producer_id, producer_epoch), tps in by_producer.items():
-        verified.update(await ctx.broker.txn.verify_remote(node, req.transactional_id, producer_id,
+        verified.update(await ctx.services.txn.verify_remote(node, req.transactional_id, producer_id,
                                                            producer_epoch, tps, timeout_s))
     result = _append_all(ctx, req, verified)
     return await result if asyncio.iscoroutine(result) else result
@@ -134,7 +134,7 @@ def _append_all(ctx, req, verified: dict | None = None):
     """Append the partitions of the topics the principal may write (ReplicaManager.append_records);
     the others fail with TOPIC_AUTHORIZATION_FAILED. ``verified``: ``{(topic, partition): error
     code}`` from the remote transaction coordinator for batches that needed KIP-890 verification."""
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     writable = {td.name: ctx.authorize(Op.WRITE, TOPIC, td.name) for td in req.topic_data}
     entries = [e for e in _entries(req) if writable[e[0]]]
     for td in req.topic_data:
@@ -184,7 +184,7 @@ def _with_leader_hints(ctx, response):
     """v10+: NOT_LEADER_OR_FOLLOWER partitions name their current leader (KIP-951)."""
     if ctx.api_version >= 10:
         response.node_endpoints = add_leader_hints(
-            ctx.broker, ctx.listener_name,
+            ctx.services.metadata_cache, ctx.listener_name,
             ((t.name, p.index, p) for t in response.responses for p in t.partition_responses),
             PRODUCE_HINT_ERRORS, R.LeaderIdAndEpoch, R.NodeEndpoint)
     return response

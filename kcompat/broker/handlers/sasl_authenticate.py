@@ -31,7 +31,7 @@ def handle(ctx, req):
     if code != ErrorCode.NONE:
         # the answer goes out now; the close follows connection.failed.authentication.delay.ms
         # later (Kafka's delayed close of a failed authentication, which also slows down guessing)
-        delay_ms = ctx.broker.config.get("connection.failed.authentication.delay.ms")
+        delay_ms = ctx.services.config.get("connection.failed.authentication.delay.ms")
         asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, conn.close, "SASL authentication failed")
     elif session.state == COMPLETE:
         conn.authenticated(session.principal)

@@ -20,7 +20,7 @@ MAX_VERSION = 2
 def handle(ctx, req):
     if not ctx.authorize(Op.READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    by_id = ctx.broker.image.topics_by_id
+    by_id = ctx.services.image.topics_by_id
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
               if t.topic_id in by_id and not ctx.authorize(Op.READ, TOPIC, by_id[t.topic_id].name)]
     return answer_denied(ctx, req, "topics", denied, _topic_errors, "responses",

@@ -20,7 +20,7 @@ def handle(ctx, req):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not all(ctx.authorize(Op.DESCRIBE, TOPIC, t) for t in req.subscribed_topic_names or ()):
         return error_response(req, ctx.api_version, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    return ctx.broker.groups.share_group_heartbeat(ctx, req)
+    return ctx.services.groups.share_group_heartbeat(ctx, req)
 
 
 def error_response(req, version, code):

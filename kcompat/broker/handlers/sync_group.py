@@ -17,7 +17,7 @@ MAX_VERSION = 5
 def handle(ctx, req):
     if not ctx.authorize(Op.READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return ctx.broker.groups.sync_group(ctx, req)
+    return ctx.services.groups.sync_group(ctx, req)
 
 
 def error_response(req, version, code):

@@ -46,38 +46,38 @@ def handle(ctx, req):
 
 
 def _permitted(ctx, req):
-    broker = ctx.broker
-    groups = broker.groups
+    services = ctx.services
+    groups = services.groups
     tid = req.transactional_id
     node = None
-    if (tid and broker.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
-            and req.group_id and any(broker.image.has_partition(t.name, p.partition_index)
+    if (tid and services.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
+            and req.group_id and any(services.image.has_partition(t.name, p.partition_index)
                                      for t in req.topics for p in t.partitions)):
         partition = groups.coordinator.partition_for(req.group_id)
         # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
         if groups.coordinator.owns(partition):
-            node = broker.txn.remote_coordinator(tid)
+            node = services.txn.remote_coordinator(tid)
     if node is None:
         return groups.txn_offset_commit(ctx, req)
     return _commit_after_remote_verification(ctx, req, node, partition)
 
 
 async def _commit_after_remote_verification(ctx, req, node: int, partition: int):
-    broker = ctx.broker
-    topic = broker.groups.TOPIC
-    timeout_s = broker.config.get("request.timeout.ms") / 1000.0
-    codes = await broker.txn.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
+    services = ctx.services
+    topic = services.groups.TOPIC
+    timeout_s = services.config.get("request.timeout.ms") / 1000.0
+    codes = await services.txn.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
                                            [(topic, partition)], timeout_s)
     code = codes.get((topic, partition), 0)
     if not code:
-        return await broker.groups.txn_offset_commit(ctx, req)
+        return await services.groups.txn_offset_commit(ctx, req)
     error = TXN_VERIFY_ERRORS.get(ErrorCode(code), ErrorCode(code))
     # partitions that do not exist are UNKNOWN_TOPIC_OR_PARTITION whatever the verification says,
     # as the coordinator answers them before verifying
     return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
         R.TxnOffsetCommitResponsePartition(
             partition_index=p.partition_index,
-            error_code=int(error if broker.image.has_partition(t.name, p.partition_index)
+            error_code=int(error if services.image.has_partition(t.name, p.partition_index)
                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         for p in t.partitions]) for t in req.topics])
 

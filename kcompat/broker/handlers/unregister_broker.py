@@ -24,14 +24,14 @@ MAX_VERSION = 0
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.ALTER):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
+    return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 
 def _local(ctx, req) -> R:
     """On the active controller (inside ControllerService.run)."""
-    broker = ctx.broker
+    services = ctx.services
     try:
-        broker.cluster_control.unregister(req.broker_id, broker.now_ms())
+        services.cluster_control.unregister(req.broker_id, services.now_ms())
     except KafkaError as e:
         return error_response(req, ctx.api_version, e.code, e.message)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None)

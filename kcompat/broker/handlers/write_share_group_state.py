@@ -22,7 +22,7 @@ MAX_VERSION = 1
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.CLUSTER_ACTION):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    return ctx.broker.share_state.write_state(req, ctx.api_version)
+    return ctx.services.share_state.write_state(req, ctx.api_version)
 
 
 def error_response(req, version, code):

@@ -25,9 +25,9 @@ MAX_VERSION = 1
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.CLUSTER_ACTION):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    broker = ctx.broker
-    now = broker.now_ms()
-    timeout_ms = broker.config.get("request.timeout.ms")
+    services = ctx.services
+    now = services.now_ms()
+    timeout_ms = services.config.get("request.timeout.ms")
     results = []
     waits = []   # (partition result, awaitable ErrorCode)
     for m in req.markers:
@@ -39,10 +39,10 @@ def handle(ctx, req):
                 wait = None
                 try:
                     if t.name == OFFSETS_TOPIC:
-                        wait = broker.groups.write_txn_marker(index, m.producer_id, m.producer_epoch,
+                        wait = services.groups.write_txn_marker(index, m.producer_id, m.producer_epoch,
                                                               m.coordinator_epoch, commit)
                     else:
-                        p = broker.replica_manager.get(t.name, index)
+                        p = services.replica_manager.get(t.name, index)
                         if p is None:
                             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                         if not p.is_leader:

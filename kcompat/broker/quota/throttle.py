@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import then
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.protocol.errors import ErrorCode
@@ -47,10 +48,10 @@ def produce_quota(handle):
     carries the throttle time (acks=0: no response, the mute all the same)."""
     @functools.wraps(handle)
     def wrapper(ctx, req):
-        manager = ctx.broker.quotas.produce
+        manager = ctx.services.quotas.produce
         if not manager.enabled:
             return handle(ctx, req)
-        throttle = manager.record(_user(ctx), ctx.client_id, ctx.request_bytes, ctx.broker.now_ms())
+        throttle = manager.record(_user(ctx), ctx.client_id, ctx.request_bytes, ctx.services.now_ms())
         ctx.connection.mute_for(throttle)
         result = handle(ctx, req)
         if throttle <= 0 or result is NO_RESPONSE:
@@ -64,7 +65,7 @@ def fetch_quota(handle, empty_response):
     ``empty_response(throttle_ms)``: the throttled answer."""
     @functools.wraps(handle)
     def wrapper(ctx, req):
-        manager = ctx.broker.quotas.fetch
+        manager = ctx.services.quotas.fetch
         if not manager.enabled or is_follower_fetch(req):
             return handle(ctx, req)
         window_bytes = manager.max_value_in_window(_user(ctx), ctx.client_id)
@@ -78,7 +79,7 @@ def fetch_quota(handle, empty_response):
         def account(response):
             size = sum(len(p.records) for t in response.responses or () for p in t.partitions
                        if p.records is not None)
-            now = ctx.broker.now_ms()
+            now = ctx.services.now_ms()
             user = _user(ctx)
             throttle = manager.record(user, ctx.client_id, size, now)
             if throttle <= 0:
@@ -101,15 +102,15 @@ def request_quota_exempt(api_key: int, request) -> bool:
     return api_key == 1 and is_follower_fetch(request)
 
 
-def request_throttle_ms(broker, connection, client_id: str | None, handler_seconds: float) -> int:
+def request_throttle_ms(services: ApiServices, connection, client_id: str | None, handler_seconds: float) -> int:
     """Record ``handler_seconds`` of request handling for the connection's client against
     ``request_percentage`` (as percent-seconds, Kafka's ``nanosToPercentage``); the throttle
     time, ms, at most one quota window (0 without a request quota)."""
-    manager = broker.quotas.request
+    manager = services.quotas.request
     if not manager.enabled:
         return 0
     user = getattr(connection, "principal", ANONYMOUS).name
-    return manager.record(user, client_id, handler_seconds * 100.0, broker.now_ms())
+    return manager.record(user, client_id, handler_seconds * 100.0, services.now_ms())
 
 
 class MutationQuota:
@@ -120,10 +121,10 @@ class MutationQuota:
     __slots__ = ("_manager", "_user", "_client_id", "_now", "strict", "throttle_ms")
 
     def __init__(self, ctx, strict: bool) -> None:
-        self._manager = ctx.broker.quotas.controller_mutation
+        self._manager = ctx.services.quotas.controller_mutation
         self._user = _user(ctx)
         self._client_id = ctx.client_id
-        self._now = ctx.broker.now_ms
+        self._now = ctx.services.now_ms
         self.strict = strict
         self.throttle_ms = 0
 
@@ -145,8 +146,8 @@ class MutationQuota:
 def mutation_quota(ctx, strict_since: int) -> MutationQuota | None:
     """The request's mutation quota, None when no ``controller_mutation_rate`` is set or the
     request came over a controller listener (brokers check it before forwarding)."""
-    manager = ctx.broker.quotas.controller_mutation
-    if not manager.enabled or ctx.listener_name in ctx.broker.config.controller_listener_names:
+    manager = ctx.services.quotas.controller_mutation
+    if not manager.enabled or ctx.listener_name in ctx.services.config.controller_listener_names:
         return None
     return MutationQuota(ctx, ctx.api_version >= strict_since)
 

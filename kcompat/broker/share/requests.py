@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+from kcompat.broker.api_services import ApiServices
 from kcompat.broker.leader_hints import current_leader
 from kcompat.broker.share.partitions import FetchedPartition
 from kcompat.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
@@ -40,16 +41,16 @@ def _acks(topics, image) -> tuple[dict, dict]:
     return acks, errors
 
 
-def _leader(broker, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
-    t = broker.image.topics_by_id.get(topic_id)
-    return current_leader(broker, t.name, partition) if t is not None else (-1, -1)
+def _leader(services: ApiServices, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+    t = services.image.topics_by_id.get(topic_id)
+    return current_leader(services.metadata_cache, t.name, partition) if t is not None else (-1, -1)
 
 
-def _endpoints(broker, ctx, leaders: set[int], endpoint_cls) -> list:
+def _endpoints(services: ApiServices, ctx, leaders: set[int], endpoint_cls) -> list:
     if not leaders:
         return []
     return [endpoint_cls(node_id=node, host=host, port=port, rack=rack)
-            for node, host, port, rack in broker.live_broker_endpoints(ctx.listener_name) if node in leaders]
+            for node, host, port, rack in services.metadata_cache.live_broker_endpoints(ctx.listener_name) if node in leaders]
 
 
 async def share_fetch(ctx, req) -> FR:
@@ -58,9 +59,9 @@ async def share_fetch(ctx, req) -> FR:
     SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED. Per
     partition: UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER (with the current leader), and the
     acknowledgement's error in ``acknowledge_error_code``."""
-    broker = ctx.broker
-    manager, sessions = broker.share.partitions, broker.share.sessions
-    now = broker.now_ms()
+    services = ctx.services
+    manager, sessions = services.share.partitions, services.share.sessions
+    now = services.now_ms()
     group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
     lock_ms = manager.record_lock_duration_ms(group_id) if group_id else 0
 
@@ -70,7 +71,7 @@ async def share_fetch(ctx, req) -> FR:
 
     if not group_id or not member_id:
         return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
-    image = broker.image
+    image = services.image
     requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     acks, ack_errors = _acks(req.topics, image)
     forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
@@ -100,7 +101,7 @@ async def share_fetch(ctx, req) -> FR:
     ack_results = dict(ack_errors)
     applied = await manager.apply_acknowledgements(group_id, member_id, acks) if acks else ({}, [])
     if epoch == FINAL_EPOCH:
-        broker.share.close_session(group_id, member_id)
+        services.share.close_session(group_id, member_id)
         fetch_from: list = []
     elif req.is_renew_ack if ctx.api_version >= 2 else False:
         fetch_from = []   # KIP-1222: a renew-only request does not fetch
@@ -112,7 +113,7 @@ async def share_fetch(ctx, req) -> FR:
             group_id, member_id, fetch_from, max_records=req.max_records if req.max_records > 0 else 500,
             batch_size=req.batch_size, record_limit=ctx.api_version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE,
             max_bytes=req.max_bytes if req.max_bytes > 0 else 2**31 - 1, max_wait_ms=req.max_wait_ms,
-            is_shutting_down=lambda: broker.shutting_down)
+            is_shutting_down=services.is_shutting_down)
     ack_results.update(await manager.acknowledged(applied))   # durable before the answer
     unknown = {tp: FetchedPartition(ErrorCode.UNKNOWN_TOPIC_ID) for tp in requested if tp[0] not in image.topics_by_id}
     full = epoch == INITIAL_EPOCH
@@ -126,7 +127,7 @@ async def share_fetch(ctx, req) -> FR:
         if not full and ack is None and (f is None or (f.error == ErrorCode.NONE and not f.acquired)):
             continue   # an incremental response lists only partitions with news
         f = f or FetchedPartition()
-        leader_id, leader_epoch = _leader(broker, *tp)
+        leader_id, leader_epoch = _leader(services, *tp)
         if f.error in HINT_ERRORS and leader_id >= 0:
             leaders.add(leader_id)
         by_topic.setdefault(tp[0], []).append(FR.PartitionData(
@@ -138,7 +139,7 @@ async def share_fetch(ctx, req) -> FR:
                                                  delivery_count=a.delivery_count) for a in f.acquired]))
     return FR(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=lock_ms,
               responses=[FR.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-              node_endpoints=_endpoints(broker, ctx, leaders, FR.NodeEndpoint))
+              node_endpoints=_endpoints(services, ctx, leaders, FR.NodeEndpoint))
 
 
 async def share_acknowledge(ctx, req) -> AR:
@@ -146,8 +147,8 @@ async def share_acknowledge(ctx, req) -> AR:
     session. Top-level errors: INVALID_REQUEST, SHARE_SESSION_NOT_FOUND,
     INVALID_SHARE_SESSION_EPOCH (also for epoch 0: a session is opened by ShareFetch only). Per
     partition: INVALID_RECORD_STATE, UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER (with the leader)."""
-    broker = ctx.broker
-    manager, sessions = broker.share.partitions, broker.share.sessions
+    services = ctx.services
+    manager, sessions = services.share.partitions, services.share.sessions
     group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
     lock_ms = manager.record_lock_duration_ms(group_id) if group_id else 0
 
@@ -162,18 +163,18 @@ async def share_acknowledge(ctx, req) -> AR:
     if epoch == FINAL_EPOCH:
         code = sessions.check_final(group_id, member_id)
     else:
-        code, _session = sessions.advance(group_id, member_id, epoch, broker.now_ms(), ctx.connection)
+        code, _session = sessions.advance(group_id, member_id, epoch, services.now_ms(), ctx.connection)
     if code != ErrorCode.NONE:
         return top(code)
-    acks, results = _acks(req.topics, broker.image)
+    acks, results = _acks(req.topics, services.image)
     if acks:
         results.update(await manager.acknowledge(group_id, member_id, acks))
     if epoch == FINAL_EPOCH:
-        broker.share.close_session(group_id, member_id)
+        services.share.close_session(group_id, member_id)
     by_topic: dict[uuid.UUID, list] = {}
     leaders: set[int] = set()
     for tp, code in results.items():
-        leader_id, leader_epoch = _leader(broker, *tp)
+        leader_id, leader_epoch = _leader(services, *tp)
         if code in HINT_ERRORS and leader_id >= 0:
             leaders.add(leader_id)
         by_topic.setdefault(tp[0], []).append(AR.PartitionData(
@@ -181,4 +182,4 @@ async def share_acknowledge(ctx, req) -> AR:
             current_leader=AR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)))
     return AR(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=lock_ms,
               responses=[AR.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-              node_endpoints=_endpoints(broker, ctx, leaders, AR.NodeEndpoint))
+              node_endpoints=_endpoints(services, ctx, leaders, AR.NodeEndpoint))
