@@ -208,6 +208,7 @@ class Broker:
                                   config=cfg, now_ms=self.now_ms)   # ShareFetch / ShareAcknowledge
         if cfg.get("transaction.partition.verification.enable"):
             self.replica_manager.txn_verifier = self.txn.verify
+            self.replica_manager.remote_txn_verification = self.txn   # coordinators on other brokers
             for p in self.replica_manager.partitions.values():
                 p.txn_verifier = self.txn.verify
         self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)

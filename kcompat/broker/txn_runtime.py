@@ -282,9 +282,9 @@ class TxnRuntime(CoordinatorRuntime):
         transaction; 0 or the Kafka error code for the batch.
 
         Answered here where this broker is the transaction's coordinator. When the coordinator is
-        another broker the Produce handler has already asked it (:meth:`verify_remote`) for the
-        batch that opens the transaction in the partition, and later batches need no check, so
-        this accepts; so it does for a TxnOffsetCommit (``__consumer_offsets``), which the
+        another broker, ``ReplicaManager.handle_produce_append`` has already asked it
+        (:meth:`verify_remote`) for the batch that opens the transaction in the partition, and
+        later batches need no check, so this accepts; so it does for a TxnOffsetCommit (``__consumer_offsets``), which the
         TxnOffsetCommit handler has verified with the remote coordinator already."""
         if self.remote_coordinator(transactional_id) is not None:
             return 0

@@ -1,5 +1,9 @@
 """The produce path of :class:`kcompat.isr.replica_manager.ReplicaManager`: Kafka's
-``ReplicaManager.appendRecords`` and ``DelayedProduce``.
+``ReplicaManager.handleProduceAppend``, ``appendRecords`` and ``DelayedProduce``.
+
+:func:`handle_produce_append` first verifies, with a transaction coordinator on another broker,
+the transactional batches that open their producer's transaction in a partition (KIP-890 part 1),
+then calls :func:`append_records`.
 
 :func:`append_records` appends one batch per partition to the partitions led here and answers
 per partition (:class:`ProducePartitionResult`):
@@ -19,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable
+import inspect
+from typing import TYPE_CHECKING, Awaitable, Protocol
 
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
@@ -165,3 +170,48 @@ def transactions_to_verify(rm: "ReplicaManager", entries: list[tuple[str, int, o
             by_producer.setdefault(producer, []).append((topic, index))
     return by_producer
 
+
+
+class RemoteTxnVerification(Protocol):
+    """The transaction coordinator as the produce path asks it (KIP-890 part 1; Kafka's
+    ``AddPartitionsToTxnManager``): :class:`kcompat.broker.txn_runtime.TxnRuntime`."""
+
+    def remote_coordinator(self, transactional_id: str) -> int | None:
+        """The coordinator's node id when it is another live broker, else None."""
+
+    def verify_remote(self, node: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                      partitions: list[tuple[str, int]], timeout_s: float) -> Awaitable[dict[tuple[str, int], int]]:
+        """``{(topic, partition): error code}`` from AddPartitionsToTxn ``verify_only`` to ``node``."""
+
+
+def handle_produce_append(rm: "ReplicaManager", entries: list[tuple[str, int, object]], *, acks: int,
+                          timeout_ms: int, transactional_id: str | None
+                          ) -> list[ProducePartitionResult] | Awaitable[list[ProducePartitionResult]]:
+    """Kafka's ``ReplicaManager.handleProduceAppend``: :func:`append_records`, after asking the
+    transaction coordinator when it is another broker (``rm.remote_txn_verification``) about the
+    batches that open their producer's transaction in a partition led here (only with
+    ``transaction.partition.verification.enable``, ``rm.txn_verifier`` set). A batch it refuses
+    fails with its error code; the others are appended. The wait for the coordinator is at most
+    ``timeout_ms`` (at least 100 ms, at most 30 s)."""
+    verification = rm.remote_txn_verification
+    node = None
+    if transactional_id and rm.txn_verifier is not None and verification is not None:
+        node = verification.remote_coordinator(transactional_id)
+    by_producer = transactions_to_verify(rm, entries) if node is not None else None
+    if not by_producer:
+        return rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
+    return _append_after_remote_verification(rm, verification, node, by_producer, entries, acks=acks,
+                                             timeout_ms=timeout_ms, transactional_id=transactional_id)
+
+
+async def _append_after_remote_verification(rm: "ReplicaManager", verification: RemoteTxnVerification, node: int,
+                                            by_producer: dict, entries, *, acks: int, timeout_ms: int,
+                                            transactional_id: str) -> list[ProducePartitionResult]:
+    timeout_s = max(0.1, min(timeout_ms, 30_000) / 1000.0)
+    verified: dict[tuple[str, int], int] = {}
+    for (producer_id, producer_epoch), tps in by_producer.items():
+        verified.update(await verification.verify_remote(node, transactional_id, producer_id, producer_epoch,
+                                                         tps, timeout_s))
+    results = rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+                                verified=verified)
+    return await results if inspect.isawaitable(results) else results

@@ -59,6 +59,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         # KIP-890 verification of transactional produce, given to every partition (None: off)
         self.txn_verifier = None
+        # ...and the transaction coordinator when it is on another broker (handle_produce_append)
+        self.remote_txn_verification: _append.RemoteTxnVerification | None = None
         # (partition, leader id or -1, leader epoch) -> None: start/stop fetching (-1 or us: stop)
         self.follower_listener: Callable[[Partition, int, int], None] | None = None
         # (partition, PendingIsrChange) -> None: send AlterPartition to the controller
@@ -85,10 +87,14 @@ class ReplicaManager:
         return _append.append_records(self, entries, acks=acks, timeout_ms=timeout_ms,
                                       transactional_id=transactional_id, now_ms=self._now_ms(), verified=verified)
 
-    def transactions_to_verify(self, entries: list[tuple[str, int, object]]) -> dict[tuple[int, int], list]:
-        """The transactional batches to verify with a remote coordinator first (KIP-890):
-        :func:`kcompat.isr.append_records.transactions_to_verify`."""
-        return _append.transactions_to_verify(self, entries)
+    def handle_produce_append(self, entries: list[tuple[str, int, object]], *, acks: int, timeout_ms: int,
+                              transactional_id: str | None
+                              ) -> list[ProducePartitionResult] | Awaitable[list[ProducePartitionResult]]:
+        """A Produce request's appends, as Kafka's ``ReplicaManager.handleProduceAppend``: verified
+        with a remote transaction coordinator first where KIP-890 asks it, then
+        :meth:`append_records`; see :func:`kcompat.isr.append_records.handle_produce_append`."""
+        return _append.handle_produce_append(self, entries, acks=acks, timeout_ms=timeout_ms,
+                                             transactional_id=transactional_id)
 
     def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest]
                        ) -> list[FetchPartitionResult] | Awaitable[list[FetchPartitionResult]]:

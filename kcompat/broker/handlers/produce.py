@@ -17,7 +17,7 @@ are :meth:`kcompat.isr.replica_manager.ReplicaManager.append_records` (Kafka's
   existing topic is UNKNOWN_TOPIC_OR_PARTITION;
 - a transactional batch that opens its producer's transaction in a partition is verified with
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
-  ``verify_only`` when the coordinator is another broker;
+  ``verify_only`` when the coordinator is another broker (``ReplicaManager.handle_produce_append``);
 - per-partition validation (:mod:`kcompat.log.validation`) and idempotence live in
   :class:`kcompat.isr.partition.Partition`;
 - with an authorizer: WRITE on the transactional id when the batches are transactional
@@ -68,43 +68,17 @@ def handle(ctx, req):
                    and ctx.authorize(Op.WRITE, TOPIC, td.name) and may_create_topic(ctx, td.name)]
         if missing:
             return _create_then_append(ctx, req, list(dict.fromkeys(missing)))
-    return _verify_then_append(ctx, req)
+    return _append_all(ctx, req)
 
 
 async def _create_then_append(ctx, req, names: list[str]):
     await ctx.services.auto_create_topics(names)
-    result = _verify_then_append(ctx, req)
+    result = _append_all(ctx, req)
     return await result if asyncio.iscoroutine(result) else result
 
 
 def _entries(req) -> list[tuple[str, int, object]]:
     return [(td.name, pd.index, pd.records) for td in req.topic_data for pd in td.partition_data]
-
-
-def _verify_then_append(ctx, req):
-    """Append; first, if a transactional batch opens the producer's transaction in a partition
-    led here while the transaction coordinator is another broker, ask that coordinator (KIP-890
-    part 1, Kafka ``ReplicaManager.appendRecordsWithTransactionVerification``)."""
-    services = ctx.services
-    tid = req.transactional_id
-    verifying = tid and services.replica_manager.txn_verifier is not None  # transaction.partition.verification.enable
-    node = services.txn.remote_coordinator(tid) if verifying else None
-    if node is None:
-        return _append_all(ctx, req)
-    by_producer = services.replica_manager.transactions_to_verify(_entries(req))
-    if not by_producer:
-        return _append_all(ctx, req)
-    return _append_after_remote_verification(ctx, req, node, by_producer)
-
-
-async def _append_after_remote_verification(ctx, req, node: int, by_producer: dict):
-    timeout_s = max(0.1, min(req.timeout_ms, 30_000) / 1000.0)
-    verified: dict[tuple[str, int], int] = {}
-    for (producer_id, producer_epoch), tps in by_producer.items():
-        verified.update(await ctx.services.txn.verify_remote(node, req.transactional_id, producer_id,
-                                                           producer_epoch, tps, timeout_s))
-    result = _append_all(ctx, req, verified)
-    return await result if asyncio.iscoroutine(result) else result
 
 
 def _has_transactional_records(req) -> bool:
@@ -130,10 +104,10 @@ def _valid(name: str) -> bool:
     return True
 
 
-def _append_all(ctx, req, verified: dict | None = None):
-    """Append the partitions of the topics the principal may write (ReplicaManager.append_records);
-    the others fail with TOPIC_AUTHORIZATION_FAILED. ``verified``: ``{(topic, partition): error
-    code}`` from the remote transaction coordinator for batches that needed KIP-890 verification."""
+def _append_all(ctx, req):
+    """Append the partitions of the topics the principal may write
+    (:meth:`ReplicaManager.handle_produce_append`, which verifies transactional batches with a
+    remote transaction coordinator first, KIP-890); the others fail with TOPIC_AUTHORIZATION_FAILED."""
     rm = ctx.services.replica_manager
     writable = {td.name: ctx.authorize(Op.WRITE, TOPIC, td.name) for td in req.topic_data}
     entries = [e for e in _entries(req) if writable[e[0]]]
@@ -141,8 +115,8 @@ def _append_all(ctx, req, verified: dict | None = None):
         if not writable[td.name]:
             for pd in td.partition_data:
                 rm.stats.produce_failed(td.name, len(pd.records or b""))
-    results = rm.append_records(entries, acks=req.acks, timeout_ms=req.timeout_ms,
-                                transactional_id=req.transactional_id, verified=verified)
+    results = rm.handle_produce_append(entries, acks=req.acks, timeout_ms=req.timeout_ms,
+                                       transactional_id=req.transactional_id)
     return then(results, lambda done: _respond(ctx, req, writable, done))
 
 
