@@ -270,9 +270,12 @@ def frame_target(controller: bool) -> Target:
     config = BrokerConfig({"queued.max.requests": "500", "process.roles": "broker,controller", "node.id": "1",
                            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
                            "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093"})
-    broker = SimpleNamespace(config=config, connections=set(), request_stats=RequestStats(),
-                             quotas=QuotaManagers(config.get),
-                             connection_quotas=ConnectionQuotas(config.get, config.controller_listener_names, None))
+    quotas = QuotaManagers(config.get)
+    broker = SimpleNamespace(config=config, connections=set(), request_stats=RequestStats(), quotas=quotas,
+                             connection_quotas=ConnectionQuotas(config.get, config.controller_listener_names, None),
+                             # what the (stub) handlers and the request quota see: kcompat.broker.api_services
+                             api_services=SimpleNamespace(config=config, quotas=quotas, authorizer=None,
+                                                          now_ms=lambda: NOW_MS))
     stubs = {k: SimpleNamespace(API_KEY=k, MIN_VERSION=m.MIN_VERSION, MAX_VERSION=m.MAX_VERSION,
                                 error_response=getattr(m, "error_response", None),
                                 handle=lambda ctx, req: NO_RESPONSE)
