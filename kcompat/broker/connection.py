@@ -406,7 +406,8 @@ class KafkaConnection(asyncio.Protocol):
             slot.reserved = 0
             if slot.buffers is not None and not self._closing:
                 if sendfile_writer.has_file_ranges(slot.buffers):
-                    self._send_file_ranges(slot)
+                    if self._send_file_ranges(slot):
+                        continue
                     break
                 transport.writelines(slot.buffers)
                 self.last_active = monotonic()
@@ -416,28 +417,46 @@ class KafkaConnection(asyncio.Protocol):
             # frames left in the buffer while we were at the in-flight limit
             asyncio.get_running_loop().call_soon(self._process_buffer)
 
-    def _send_file_ranges(self, slot: _Slot) -> None:
+    def _send_file_ranges(self, slot: _Slot) -> bool:
         """Write a response holding file ranges with sendfile (:mod:`kcompat.broker.sendfile_writer`;
-        only zero-copy connections get such responses); later responses wait until it is done."""
-        if self._sendfile is None:
-            self._sendfile = sendfile_writer.SendfileWriter(self.transport)
-        self._sending = asyncio.ensure_future(self._sendfile.write(slot.buffers))
+        only zero-copy connections get such responses): at once as far as the socket takes it,
+        the rest by a task while later responses wait. True if it was all written at once."""
+        writer = self._sendfile
+        if writer is None:
+            writer = self._sendfile = sendfile_writer.SendfileWriter(self.transport)
+        try:
+            done = writer.start(slot.buffers)
+        except OSError as e:
+            self._send_failed(e)
+            return False
+        if done:
+            self._file_ranges_written(slot, writer.zero_copied)
+            return True
+        self._sending = asyncio.ensure_future(writer.finish())
         self._sending.add_done_callback(lambda task, s=slot: self._file_ranges_sent(s, task))
+        return False
 
     def _file_ranges_sent(self, slot: _Slot, task: asyncio.Task) -> None:
+        """The task writing the rest of a response with file ranges ended."""
         self._sending = None
-        slot.buffers = None
         if task.cancelled() or self._closing:
             return
         exc = task.exception()
         if exc is not None:
-            self.close(f"sending a response with sendfile failed: {exc}")
+            self._send_failed(exc)
             return
+        self._file_ranges_written(slot, task.result())
+        self._flush()
+
+    def _file_ranges_written(self, slot: _Slot, zero_copied: int) -> None:
+        slot.buffers = None
         self._stats.zero_copy_responses += 1
-        self._stats.zero_copy_bytes += task.result()
+        self._stats.zero_copy_bytes += zero_copied
         self.last_active = monotonic()
         self._record(slot)
-        self._flush()
+
+    def _send_failed(self, exc: BaseException) -> None:
+        self.close(f"sending a response with sendfile failed: {exc}")
 
     def _cancel_send(self) -> None:
         if self._sending is not None:

@@ -9,9 +9,14 @@ sendfile, so the write is done here on a duplicate of the connection's socket fd
 
 - the connection hands over a response only when all earlier responses are written (responses
   leave in request order) and holds back later ones until this one is done;
+- :meth:`SendfileWriter.start` writes at once, in the caller's turn of the event loop, as much as
+  the socket takes (usually the whole response: no task, no later turn); :meth:`SendfileWriter.finish`
+  writes the rest, waiting as needed;
 - the transport's own write buffer is drained first (its bytes go before ours);
 - a full socket buffer (EAGAIN) waits for the socket to become writable (``loop.add_writer`` on
   the duplicate fd), which is the back-pressure: nothing is read or buffered meanwhile;
+- bytes followed by a file range are sent with ``MSG_MORE``, so the response header leaves with
+  the range's first bytes, not in a packet (and a wake-up of the client) of its own;
 - no ``TCP_CORK`` and no larger send buffer: on this project's 2-core machine both measured slower
   (bench/vs_kafka.py, 1 KiB consume);
 - a range that ended early (its file was truncated without detaching it: never expected) raises
@@ -30,6 +35,7 @@ import socket
 from kcompat.log import FileRecords
 
 IOV_MAX = 1024
+MSG_MORE = getattr(socket, "MSG_MORE", 0)   # Linux: hold a partial packet for the bytes that follow
 
 
 class RangeTruncated(OSError):
@@ -49,45 +55,126 @@ def zero_copy_capable(transport) -> bool:
 
 
 class SendfileWriter:
-    """Writes the responses holding file ranges of one connection, on a duplicate of its socket
-    fd made at the first such response and closed by :meth:`close` (the connection's end: until
-    then the duplicate keeps the socket open)."""
+    """Writes the responses holding file ranges of one connection, one at a time, on a duplicate
+    of its socket fd made at the first such response and closed by :meth:`close` (the
+    connection's end: until then the duplicate keeps the socket open).
 
-    __slots__ = ("transport", "sock")
+    A response is ``buffers``: bytes-like parts and :class:`FileRecords`, in order. :meth:`start`
+    takes it and writes what the socket takes now; if that was not all of it, :meth:`finish`
+    writes the rest. :attr:`zero_copied` is then the bytes of the response sent by sendfile."""
+
+    __slots__ = ("transport", "sock", "zero_copied", "_parts", "_next", "_sent", "_blocked")
 
     def __init__(self, transport) -> None:
         self.transport = transport
         self.sock: socket.socket | None = None
+        self.zero_copied = 0
+        self._parts: list = []     # the response's non-empty parts
+        self._next = 0             # index of the first part not wholly sent
+        self._sent = 0             # bytes of that part sent
+        self._blocked = False      # the last write attempt found the socket full
 
-    async def write(self, buffers: list) -> int:
-        """Write ``buffers`` (bytes-like and FileRecords, in order) to the socket; returns the
-        bytes sent by sendfile. Raises OSError (the peer went away, :class:`RangeTruncated`)."""
+    def start(self, buffers: list) -> bool:
+        """Take a response (the previous one must be done) and write as much of it as the socket
+        takes without waiting. True if all of it was written; else call :meth:`finish`. Raises
+        OSError (the peer went away, :class:`RangeTruncated`)."""
+        if self.sock is None:
+            self.sock = socket.socket(fileno=os.dup(self.transport.get_extra_info("socket").fileno()))
+            self.sock.setblocking(False)   # as the transport's (the flag is shared by both fds)
+        self._parts = [part for part in buffers if type(part) is FileRecords or len(part)]
+        self._next = self._sent = self.zero_copied = 0
+        self._blocked = False
+        if self.transport.get_write_buffer_size():
+            return False   # the transport's own bytes go first (finish)
+        return self._advance()
+
+    async def finish(self) -> int:
+        """Write the rest of the response :meth:`start` took, waiting for the socket as needed;
+        returns :attr:`zero_copied`. Raises OSError as :meth:`start`."""
         loop = asyncio.get_running_loop()
-        sock = self.sock
-        if sock is None:
-            sock = self.sock = socket.socket(fileno=os.dup(self.transport.get_extra_info("socket").fileno()))
-            sock.setblocking(False)   # as the transport's (the flag is shared by both fds)
         while self.transport.get_write_buffer_size():
-            await _writable(loop, sock)
+            await _writable(loop, self.sock)
             await asyncio.sleep(0)   # the transport writes its buffer on the same wake-up
-        zero_copied = 0
-        pending: list = []
-        for part in buffers:
-            if type(part) is FileRecords:
-                await _writev(loop, sock, pending)
-                pending = []
-                zero_copied += await _send_range(loop, sock, part)
-            elif len(part):
-                pending.append(part)
-        await _writev(loop, sock, pending)
-        return zero_copied
+        while self._blocked or not self._advance():
+            await _writable(loop, self.sock)
+            self._blocked = False
+        return self.zero_copied
 
     def close(self) -> None:
-        """Stop watching and close the duplicate fd (a write in progress is cancelled by the caller)."""
+        """Stop watching, close the duplicate fd and the ranges not sent (a write in progress is
+        cancelled by the caller)."""
+        self._release()
         if self.sock is not None:
             sock, self.sock = self.sock, None
             asyncio.get_running_loop().remove_writer(sock.fileno())
             sock.close()
+
+    def _advance(self) -> bool:
+        """Write parts from ``_next`` on until done (True) or the socket is full (False)."""
+        parts = self._parts
+        try:
+            while self._next < len(parts):
+                part = parts[self._next]
+                sent = self._send_range(part) if type(part) is FileRecords else self._send_buffers()
+                if not sent:
+                    self._blocked = True
+                    return False
+        except BaseException:
+            self._release()
+            raise
+        self._parts = []
+        return True
+
+    def _send_buffers(self) -> bool:
+        """Send the run of bytes-like parts at ``_next`` in one ``sendmsg`` (``MSG_MORE`` if a
+        part follows the run); False if the socket took none of it."""
+        parts = self._parts
+        end = self._next
+        while end < len(parts) and type(parts[end]) is not FileRecords and end - self._next < IOV_MAX:
+            end += 1
+        views = [memoryview(part).cast("B") for part in parts[self._next:end]]
+        views[0] = views[0][self._sent:]
+        try:
+            n = self.sock.sendmsg(views, (), MSG_MORE if end < len(parts) else 0)
+        except BlockingIOError:
+            return False
+        for view in views:
+            if n < len(view):
+                self._sent += n
+                return True
+            n -= len(view)
+            self._next += 1
+            self._sent = 0
+        return True
+
+    def _send_range(self, records: FileRecords) -> bool:
+        """sendfile the range at ``_next`` (or send its detached copy), closing it once sent;
+        False if the socket is full before its end."""
+        size = len(records)
+        out = self.sock.fileno()
+        while self._sent < size:
+            try:
+                if records.data is not None:   # detached before a truncation: send the copy
+                    n = self.sock.sendmsg([memoryview(records.data)[self._sent:]])
+                else:
+                    n = os.sendfile(out, records.fd, records.position + self._sent, size - self._sent)
+                    if n == 0:
+                        raise RangeTruncated(f"{records} ended after {self._sent} of {size} bytes")
+                    self.zero_copied += n
+            except BlockingIOError:
+                return False
+            self._sent += n
+        records.close()
+        self._next += 1
+        self._sent = 0
+        return True
+
+    def _release(self) -> None:
+        """Close the ranges of the response not sent yet (a failed or abandoned write)."""
+        for part in self._parts[self._next:]:
+            if type(part) is FileRecords:
+                part.close()
+        self._parts = []
 
 
 async def _writable(loop, sock: socket.socket) -> None:
@@ -105,42 +192,3 @@ async def _writable(loop, sock: socket.socket) -> None:
     finally:
         if not ready.done() and sock.fileno() >= 0:   # cancelled, the socket still open
             loop.remove_writer(fd)
-
-
-async def _writev(loop, sock: socket.socket, buffers: list) -> None:
-    views = [memoryview(b).cast("B") for b in buffers]
-    while views:
-        try:
-            n = sock.sendmsg(views[:IOV_MAX])
-        except BlockingIOError:
-            await _writable(loop, sock)
-            continue
-        while n:
-            if n >= len(views[0]):
-                n -= len(views.pop(0))
-            else:
-                views[0] = views[0][n:]
-                n = 0
-
-
-async def _send_range(loop, sock: socket.socket, records: FileRecords) -> int:
-    """sendfile the range (or write its detached copy); returns the bytes sent by sendfile."""
-    size = len(records)
-    sent = 0
-    out = sock.fileno()
-    try:
-        while sent < size:
-            if records.data is not None:   # detached before a truncation: send the copy
-                await _writev(loop, sock, [memoryview(records.data)[sent:]])
-                return sent
-            try:
-                n = os.sendfile(out, records.fd, records.position + sent, size - sent)
-            except BlockingIOError:
-                await _writable(loop, sock)
-                continue
-            if n == 0:
-                raise RangeTruncated(f"{records} ended after {sent} of {size} bytes")
-            sent += n
-        return sent
-    finally:
-        records.close()
