@@ -26,7 +26,7 @@ from kcompat.log.retention import LogRetention
 from kcompat.log.segment import BatchInfo, LogSegment
 from kcompat.log.snapshots import SnapshotStore
 from kcompat.log.txn_index import AbortedTxn
-from kcompat.protocol.records import HEADER_SIZE, parse_header
+from kcompat.protocol.records import HEADER_SIZE, BatchHeader, parse_header
 
 
 class Log(LogReads, LogRetention, LogCleaning, LogFlush):
@@ -57,7 +57,7 @@ class Log(LogReads, LogRetention, LogCleaning, LogFlush):
         self._last_flush_ms = now_ms
         self._pending_roll_flush = recovery_point < segments[-1].base_offset
         self._open_inactive: OrderedDict[int, LogSegment] = OrderedDict()
-        self._read_cache: OrderedDict[int, tuple[LogSegment, int]] = OrderedDict()
+        self._read_cache: OrderedDict[int, tuple[LogSegment, int, BatchHeader | None]] = OrderedDict()
         self._max_ts_cache: tuple[int, int] | None = None
         self._corrupt_seen: set[tuple[int, str]] = set()
         self._txn_unwritten: set[LogSegment] = set()   # .txnindex files behind their entries

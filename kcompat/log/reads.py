@@ -17,7 +17,7 @@ from kcompat.log.segment import LogSegment
 from kcompat.protocol.records import BatchHeader, CorruptRecordError
 
 MAX_OPEN_INACTIVE = 8    # fds of old segments kept open per log (LRU)
-READ_CACHE_SIZE = 64     # remembered "next batch" positions of recent reads
+READ_CACHE_SIZE = 64     # remembered "next batch" positions (and headers) of recent reads
 
 
 class LogReads:
@@ -29,7 +29,9 @@ class LogReads:
     _leo: int
     _log_start_offset: int
     _open_inactive: OrderedDict[int, LogSegment]
-    _read_cache: OrderedDict[int, tuple[LogSegment, int]]
+    # next offset -> (segment, position, header of the batch there if read): cleared when data
+    # at a position can change (truncation, cleaning, deletion: Log._invalidate)
+    _read_cache: OrderedDict[int, tuple[LogSegment, int, BatchHeader | None]]
     _max_ts_cache: tuple[int, int] | None
     _corrupt_seen: set[tuple[int, str]]
 
@@ -87,16 +89,18 @@ class LogReads:
             if mpos < end_limit:
                 end_limit, next_key = mpos, mbase
         limit = pos + max_bytes
+        after: BatchHeader | None = None   # the header of the batch at the cut, if read
         if limit >= end_limit:
             cut, key = end_limit, next_key
         else:
-            cut, key = seg.boundary_before(pos, limit)
+            cut, after = seg.boundary_before(pos, limit)
+            key = after.base_offset if after is not None else None
         if cut <= pos:
             if not min_one:
                 return b""
-            cut, key = pos + h.size, None
+            cut, key, after = pos + h.size, None, None
         if zero_copy and cut - pos >= ZERO_COPY_MIN_BYTES and not seg.verifier.needs_check(pos, cut):
-            self._remember_next(key, seg, cut)
+            self._remember_next(key, seg, cut, after)
             return seg.file_records(pos, cut - pos)
         data = seg.read(pos, cut - pos)
         if seg.verifier.needs_check(pos, cut):
@@ -106,13 +110,15 @@ class LogReads:
                 if good == 0:
                     raise CorruptRecordError(f"{seg.log_path}: {problem}")
                 data, key = data[:good], None
-        self._remember_next(key, seg, cut)
+        self._remember_next(key, seg, cut, after)
         return data
 
-    def _remember_next(self, key: int | None, seg: LogSegment, position: int) -> None:
-        """The next read will likely start at offset ``key``: remember where it is."""
+    def _remember_next(self, key: int | None, seg: LogSegment, position: int,
+                       header: BatchHeader | None = None) -> None:
+        """The next read will likely start at offset ``key``: remember where it is (and the
+        header of the batch there, if read)."""
         if key is not None:
-            self._read_cache[key] = (seg, position)
+            self._read_cache[key] = (seg, position, header)
             self._read_cache.move_to_end(key)
             if len(self._read_cache) > READ_CACHE_SIZE:
                 self._read_cache.popitem(last=False)
@@ -130,14 +136,15 @@ class LogReads:
         the first batch after it): the read cache, else the offset index + a header scan."""
         hit = self._read_cache.get(offset)
         if hit is not None:
-            seg, pos = hit
+            seg, pos, h = hit
             i = bisect.bisect_left(self._bases, seg.base_offset)
             if i < len(self._segments) and self._segments[i] is seg:
                 if pos >= seg.size and i + 1 < len(self._segments):
-                    i, seg, pos = i + 1, self._segments[i + 1], 0
+                    i, seg, pos, h = i + 1, self._segments[i + 1], 0, None
                 if pos < seg.size:
                     self._touch(seg)
-                    h = seg.header_at(pos)
+                    if h is None or pos + h.size > seg.size:
+                        h = seg.header_at(pos)
                     if h.base_offset <= offset <= h.last_offset:
                         return i, seg, pos, h
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)

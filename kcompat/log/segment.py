@@ -386,9 +386,9 @@ class LogSegment(SegmentTimestamps):
         return self.size, None
 
     @rebuilds_bad_index
-    def boundary_before(self, start: int, limit: int) -> tuple[int, int | None]:
+    def boundary_before(self, start: int, limit: int) -> tuple[int, BatchHeader | None]:
         """The last batch boundary ``b`` with ``start <= b <= limit`` (``start`` must be a
-        boundary), and the base offset of the batch starting at ``b`` if it was read. Starts
+        boundary), and the header of the batch starting at ``b`` if it was read. Starts
         from the index entry nearest below ``limit``, so it reads at most about
         ``index.interval.bytes`` of headers."""
         self.ensure_indexes()
@@ -398,7 +398,7 @@ class LogSegment(SegmentTimestamps):
         cut = max(start, entry[1]) if entry else start
         for pos, h in headers:
             if pos + h.size > limit:
-                return cut, h.base_offset
+                return cut, h
             cut = pos + h.size
         return cut, None
 

@@ -412,12 +412,23 @@ w_crecords = w_ncrecords
 # uuid
 # ---------------------------------------------------------------------------------------------
 
+_UUIDS: dict[bytes, _uuid.UUID] = {}   # decoded UUIDs (immutable) by their bytes
+_UUIDS_MAX = 4096                      # then the cache starts over
+
+
 def r_uuid(buf, off: int):
-    """UUID: 16 bytes, returned as :class:`uuid.UUID`."""
+    """UUID: 16 bytes, returned as :class:`uuid.UUID`. The same topic ids come in request after
+    request, so the decoded objects are shared (``uuid.UUID`` builds one in about a microsecond)."""
     end = off + 16
     if end > len(buf):
         raise DecodeError("truncated uuid")
-    return _uuid.UUID(bytes=bytes(buf[off:end])), end
+    raw = bytes(buf[off:end])
+    u = _UUIDS.get(raw)
+    if u is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        u = _UUIDS[raw] = _uuid.UUID(bytes=raw)
+    return u, end
 
 
 def w_uuid(out: bytearray, v) -> None:

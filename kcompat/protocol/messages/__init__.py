@@ -106,9 +106,15 @@ API_TABLE = {
 
 API_NAMES = {key: entry[0] for key, entry in API_TABLE.items()}
 
+_CLASSES: dict = {}   # api key -> (request class, response class), once imported
+
 
 def api_classes(api_key: int):
-    """Return ``(request_class, response_class)`` for ``api_key``; KeyError if unknown."""
-    _title, mod, req, resp = API_TABLE[api_key]
-    module = importlib.import_module(f'kcompat.protocol.messages.{mod}')
-    return getattr(module, req), getattr(module, resp)
+    """Return ``(request_class, response_class)`` for ``api_key``; KeyError if unknown. The
+    module is imported on the first call for the key (every request asks: then a dict lookup)."""
+    classes = _CLASSES.get(api_key)
+    if classes is None:
+        _title, mod, req, resp = API_TABLE[api_key]
+        module = importlib.import_module(f'kcompat.protocol.messages.{mod}')
+        classes = _CLASSES[api_key] = (getattr(module, req), getattr(module, resp))
+    return classes
