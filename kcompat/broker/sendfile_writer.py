@@ -15,10 +15,11 @@ sendfile, so the write is done here on a duplicate of the connection's socket fd
 - the transport's own write buffer is drained first (its bytes go before ours);
 - a full socket buffer (EAGAIN) waits for the socket to become writable (``loop.add_writer`` on
   the duplicate fd), which is the back-pressure: nothing is read or buffered meanwhile;
-- bytes followed by a file range are sent with ``MSG_MORE``, so the response header leaves with
-  the range's first bytes, not in a packet (and a wake-up of the client) of its own;
-- no ``TCP_CORK`` and no larger send buffer: on this project's 2-core machine both measured slower
-  (bench/vs_kafka.py, 1 KiB consume);
+- no ``TCP_CORK``, no ``MSG_MORE`` on the bytes before a range and no larger send buffer: on this
+  project's 2-core machine each measured slower (consuming 1 KiB records from one broker;
+  ``MSG_MORE``, which sends the response header with the range's first bytes instead of in a
+  packet of its own: 9% more broker CPU per GB and 4% fewer MB/s, medians of 20 alternating pairs
+  of passes);
 - a range that ended early (its file was truncated without detaching it: never expected) raises
   :class:`RangeTruncated`, and the connection is closed, as Kafka does ("Size of FileRecords has
   been truncated during write"), since the response's sizes were already sent.
@@ -35,7 +36,6 @@ import socket
 from kcompat.log import FileRecords
 
 IOV_MAX = 1024
-MSG_MORE = getattr(socket, "MSG_MORE", 0)   # Linux: hold a partial packet for the bytes that follow
 
 
 class RangeTruncated(OSError):
@@ -126,8 +126,8 @@ class SendfileWriter:
         return True
 
     def _send_buffers(self) -> bool:
-        """Send the run of bytes-like parts at ``_next`` in one ``sendmsg`` (``MSG_MORE`` if a
-        part follows the run); False if the socket took none of it."""
+        """Send the run of bytes-like parts at ``_next`` in one ``sendmsg``; False if the
+        socket took none of it."""
         parts = self._parts
         end = self._next
         while end < len(parts) and type(parts[end]) is not FileRecords and end - self._next < IOV_MAX:
@@ -135,7 +135,7 @@ class SendfileWriter:
         views = [memoryview(part).cast("B") for part in parts[self._next:end]]
         views[0] = views[0][self._sent:]
         try:
-            n = self.sock.sendmsg(views, (), MSG_MORE if end < len(parts) else 0)
+            n = self.sock.sendmsg(views)
         except BlockingIOError:
             return False
         for view in views:
