@@ -16,6 +16,24 @@ def proc_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def proc_run_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid``'s live threads, nanosecond precision (the first field of
+    ``/proc/PID/task/TID/schedstat``: time on a CPU), for runs too short for ``stat``'s 10 ms
+    ticks; threads that ended no longer count. 0.0 once the process is gone."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total / 1e9
+
+
 def busy_cpu_seconds() -> float:
     """Non-idle CPU time of the whole machine so far (/proc/stat), to spot other load."""
     with open("/proc/stat") as f:
