@@ -131,7 +131,7 @@ def _response(ctx, keys: list, requests: list[FetchPartitionRequest], results: l
     else:
         responses = [R.FetchableTopicResponse(topic=k, partitions=v) for k, v in by_topic.items()]
     resp = R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
-    if version >= 16:
+    if version >= 16 and any(r.error in FETCH_HINT_ERRORS for r in results):
         by_id = ctx.services.image.topics_by_id
 
         def name(t) -> str:
