@@ -12,7 +12,10 @@ of Kafka's ``bin/kafka-run-class.sh`` (G1, ``MaxGCPauseMillis=20``, ...).
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
 
 from conformance import maven, procs
 from conformance.reference import ReferenceKafka
@@ -49,7 +52,9 @@ class KafkaClusterNode(ReferenceKafka):
 class KafkaCluster:
     """``n`` Kafka nodes (ids 1..n) under ``root``; ``overrides`` are server properties of every
     node (e.g. ``min.insync.replicas``). ``start()`` formats and starts them in parallel (a quorum
-    needs a majority before any node serves) and returns once each answers Metadata with brokers;
+    needs a majority before any node serves) and returns once each answers Metadata with brokers
+    and every node is listed (registered and unfenced, as ``kcompat.testing.cluster.Cluster``
+    waits for its brokers): a node's port opens before its registration is done;
     ``stop()`` sends SIGTERM (controlled shutdown) and waits."""
 
     def __init__(self, root: Path, version: str = "3.9.2", n: int = 3, overrides: dict[str, str] | None = None,
@@ -87,7 +92,23 @@ class KafkaCluster:
         if errors:
             self.stop()
             raise errors[0]
+        try:
+            self._wait_for_brokers()
+        except Exception:
+            self.stop()
+            raise
         return self
+
+    def _wait_for_brokers(self, timeout: float = 60.0) -> None:
+        """Until Metadata lists every node as a broker (RuntimeError after ``timeout`` seconds)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        want = {node.node_id for node in self.nodes}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if set(admin.list_topics(timeout=10).brokers) == want:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"Kafka cluster: not every node registered as a broker within {timeout:.0f} s")
 
     def stop(self) -> None:
         """SIGTERM every node at once (one at a time, the last ones would wait for a quorum that
