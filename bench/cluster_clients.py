@@ -20,7 +20,7 @@ import struct
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from proc_stats import busy_cpu_seconds
@@ -107,8 +107,26 @@ def wait_quiet(meter: LoadMeter, limit: float = 0.2, window: float = 1.0, timeou
 # -- topics ---------------------------------------------------------------------------------------
 
 def create_topic(bootstrap: str, topic: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+    """Create ``topic`` and wait until every partition is led with a full ISR.
+
+    The admin client reads the cluster's Metadata first: librdkafka 2.10+ retires its bootstrap
+    connections once it has learned the brokers, and a CreateTopics in flight on one of them
+    fails with _DESTROY_BROKER (seen against Kafka's 3-node cluster). If that still happens the
+    request is sent again, and TOPIC_ALREADY_EXISTS then means the first one was done."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, rf, config=configs)], operation_timeout=30)[topic].result(60)
+    admin.list_topics(timeout=10)
+    for attempt in range(3):
+        try:
+            admin.create_topics([NewTopic(topic, partitions, rf, config=configs)],
+                                operation_timeout=30)[topic].result(60)
+            break
+        except KafkaException as e:
+            code = e.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS and attempt > 0:
+                break
+            if code != KafkaError._DESTROY_BROKER or attempt == 2:
+                raise
+            print(f"  create_topic {topic}: {e.args[0].str()}; sending it again", flush=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # every partition led, as the clients will see it
         md = admin.list_topics(topic, timeout=10).topics.get(topic)
