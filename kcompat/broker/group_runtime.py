@@ -24,9 +24,11 @@ from kcompat.broker.coordinator_runtime import CoordinatorRuntime
 from kcompat.broker.share_group_admin import ShareGroupAdmin
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
+from kcompat.group.coordinator_types import TXN_VERIFY_ERRORS
 from kcompat.group.share_groups import ShareProtocolConfig
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -197,9 +199,48 @@ class GroupRuntime(CoordinatorRuntime):
         return self.run(lambda reply_to, now: self.coordinator.offset_commit(reply_to, req, ctx.api_version, now),
                         self._partitions([req.group_id]))
 
-    def txn_offset_commit(self, ctx, req) -> asyncio.Future:
+    def txn_offset_commit(self, ctx, req):
+        """Write transactional offsets (KIP-98/447); with ``transaction.partition.verification.enable``
+        (KIP-890 part 1), when this broker coordinates the group and the transaction's coordinator
+        is another broker, first ask that one (AddPartitionsToTxn ``verify_only``) whether the
+        group's ``__consumer_offsets`` partition is in the transaction (Kafka's
+        ``GroupCoordinatorService.commitTransactionalOffsets``, verifying through the
+        ReplicaManager); the local coordinator is asked on the append path (:meth:`_verify_txn`).
+        A refusal answers every partition with ``TXN_VERIFY_ERRORS`` of the code
+        (UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist)."""
+        tid = req.transactional_id
+        broker = self.broker
+        if (tid and broker.replica_manager.txn_verifier is not None and req.group_id
+                and any(broker.image.has_partition(t.name, p.partition_index) for t in req.topics for p in t.partitions)):
+            partition = self.coordinator.partition_for(req.group_id)
+            # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
+            node = broker.txn.remote_coordinator(tid) if self.coordinator.owns(partition) else None
+            if node is not None:
+                return self._txn_offset_commit_after_verification(ctx, req, node, partition)
+        return self._txn_offset_commit(ctx, req)
+
+    def _txn_offset_commit(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.txn_offset_commit(
             reply_to, req, ctx.api_version, now), self._partitions([req.group_id]))
+
+    async def _txn_offset_commit_after_verification(self, ctx, req, node: int, partition: int):
+        broker = self.broker
+        timeout_s = broker.config.get("request.timeout.ms") / 1000.0
+        codes = await broker.txn.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
+                                               [(self.TOPIC, partition)], timeout_s)
+        code = codes.get((self.TOPIC, partition), 0)
+        if not code:
+            return await self._txn_offset_commit(ctx, req)
+        error = TXN_VERIFY_ERRORS.get(ErrorCode(code), ErrorCode(code))
+        # partitions that do not exist are UNKNOWN_TOPIC_OR_PARTITION whatever the verification
+        # says, as the coordinator answers them before verifying
+        R = TxnOffsetCommitResponse
+        return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            R.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index,
+                error_code=int(error if broker.image.has_partition(t.name, p.partition_index)
+                               else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            for p in t.partitions]) for t in req.topics])
 
     def offset_fetch(self, ctx, req) -> asyncio.Future:
         ids = [g.group_id for g in req.groups] if ctx.api_version >= 8 else [req.group_id]

@@ -284,8 +284,9 @@ class TxnRuntime(CoordinatorRuntime):
         Answered here where this broker is the transaction's coordinator. When the coordinator is
         another broker, ``ReplicaManager.handle_produce_append`` has already asked it
         (:meth:`verify_remote`) for the batch that opens the transaction in the partition, and
-        later batches need no check, so this accepts; so it does for a TxnOffsetCommit (``__consumer_offsets``), which the
-        TxnOffsetCommit handler has verified with the remote coordinator already."""
+        later batches need no check, so this accepts; so it does for a TxnOffsetCommit
+        (``__consumer_offsets``), which :meth:`GroupRuntime.txn_offset_commit` has verified with
+        the remote coordinator already."""
         if self.remote_coordinator(transactional_id) is not None:
             return 0
         return self.coordinator.verify(transactional_id, producer_id, producer_epoch, topic, partition)
