@@ -137,7 +137,8 @@ class Broker:
         self.log_manager.startup(now, self.cluster_id, self.node_id)
         self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,
                                               policy_for=self.policy_for, now_ms=self.now_ms,
-                                              leader_of=self.leader_of, topic_exists=lambda name: name in self.image.topics)
+                                              leader_of=self.metadata_cache.leader_of,
+                                              topic_exists=lambda name: name in self.image.topics)
         self.log_manager.high_watermark_of = self._high_watermark_of
         self.publisher = MetadataPublisher(self)
         # replication throttles (KIP-73): the topic configs reach them through the publisher

@@ -42,6 +42,12 @@ def add_leader_hints(metadata: MetadataCache, listener_name: str, partitions: It
         resp.current_leader = leader_cls(leader_id=leader_id, leader_epoch=leader_epoch)
         if leader_id >= 0:
             leaders.add(leader_id)
+    return leader_endpoints(metadata, listener_name, leaders, endpoint_cls)
+
+
+def leader_endpoints(metadata: MetadataCache, listener_name: str, leaders: set[int], endpoint_cls) -> list:
+    """``endpoint_cls(node_id=, host=, port=, rack=)`` of each live broker in ``leaders`` on
+    ``listener_name``, sorted by node id (a response's ``node_endpoints``, KIP-951)."""
     if not leaders:
         return []
     return [endpoint_cls(node_id=node, host=host, port=port, rack=rack)

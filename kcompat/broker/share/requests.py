@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from kcompat.broker.api_services import ApiServices
-from kcompat.broker.leader_hints import current_leader
+from kcompat.broker.leader_hints import current_leader, leader_endpoints
 from kcompat.broker.share.partitions import FetchedPartition
 from kcompat.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
 from kcompat.protocol.errors import ErrorCode
@@ -44,13 +44,6 @@ def _acks(topics, image) -> tuple[dict, dict]:
 def _leader(services: ApiServices, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
     t = services.image.topics_by_id.get(topic_id)
     return current_leader(services.metadata_cache, t.name, partition) if t is not None else (-1, -1)
-
-
-def _endpoints(services: ApiServices, ctx, leaders: set[int], endpoint_cls) -> list:
-    if not leaders:
-        return []
-    return [endpoint_cls(node_id=node, host=host, port=port, rack=rack)
-            for node, host, port, rack in services.metadata_cache.live_broker_endpoints(ctx.listener_name) if node in leaders]
 
 
 async def share_fetch(ctx, req) -> FR:
@@ -139,7 +132,7 @@ async def share_fetch(ctx, req) -> FR:
                                                  delivery_count=a.delivery_count) for a in f.acquired]))
     return FR(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=lock_ms,
               responses=[FR.ShareFetchableTopicResponse(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-              node_endpoints=_endpoints(services, ctx, leaders, FR.NodeEndpoint))
+              node_endpoints=leader_endpoints(services.metadata_cache, ctx.listener_name, leaders, FR.NodeEndpoint))
 
 
 async def share_acknowledge(ctx, req) -> AR:
@@ -182,4 +175,4 @@ async def share_acknowledge(ctx, req) -> AR:
             current_leader=AR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)))
     return AR(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=lock_ms,
               responses=[AR.ShareAcknowledgeTopicResponse(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-              node_endpoints=_endpoints(services, ctx, leaders, AR.NodeEndpoint))
+              node_endpoints=leader_endpoints(services.metadata_cache, ctx.listener_name, leaders, AR.NodeEndpoint))
