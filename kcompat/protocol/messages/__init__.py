@@ -7,6 +7,7 @@ Modules are imported lazily on first use so that start-up does not pay for ~90 A
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 # api key -> (API name, module, request class name, response class name)
@@ -106,15 +107,11 @@ API_TABLE = {
 
 API_NAMES = {key: entry[0] for key, entry in API_TABLE.items()}
 
-_CLASSES: dict = {}   # api key -> (request class, response class), once imported
 
-
+@functools.cache
 def api_classes(api_key: int):
     """Return ``(request_class, response_class)`` for ``api_key``; KeyError if unknown. The
-    module is imported on the first call for the key (every request asks: then a dict lookup)."""
-    classes = _CLASSES.get(api_key)
-    if classes is None:
-        _title, mod, req, resp = API_TABLE[api_key]
-        module = importlib.import_module(f'kcompat.protocol.messages.{mod}')
-        classes = _CLASSES[api_key] = (getattr(module, req), getattr(module, resp))
-    return classes
+    module is imported on the first call for the key (every request asks: then a cache hit)."""
+    _title, mod, req, resp = API_TABLE[api_key]
+    module = importlib.import_module(f'kcompat.protocol.messages.{mod}')
+    return getattr(module, req), getattr(module, resp)
