@@ -63,7 +63,7 @@ class SendfileWriter:
     takes it and writes what the socket takes now; if that was not all of it, :meth:`finish`
     writes the rest. :attr:`zero_copied` is then the bytes of the response sent by sendfile."""
 
-    __slots__ = ("transport", "sock", "zero_copied", "_parts", "_next", "_sent", "_blocked")
+    __slots__ = ("transport", "sock", "zero_copied", "_parts", "_next", "_sent")
 
     def __init__(self, transport) -> None:
         self.transport = transport
@@ -72,7 +72,6 @@ class SendfileWriter:
         self._parts: list = []     # the response's non-empty parts
         self._next = 0             # index of the first part not wholly sent
         self._sent = 0             # bytes of that part sent
-        self._blocked = False      # the last write attempt found the socket full
 
     def start(self, buffers: list) -> bool:
         """Take a response (the previous one must be done) and write as much of it as the socket
@@ -83,7 +82,6 @@ class SendfileWriter:
             self.sock.setblocking(False)   # as the transport's (the flag is shared by both fds)
         self._parts = [part for part in buffers if type(part) is FileRecords or len(part)]
         self._next = self._sent = self.zero_copied = 0
-        self._blocked = False
         if self.transport.get_write_buffer_size():
             return False   # the transport's own bytes go first (finish)
         return self._advance()
@@ -95,9 +93,8 @@ class SendfileWriter:
         while self.transport.get_write_buffer_size():
             await _writable(loop, self.sock)
             await asyncio.sleep(0)   # the transport writes its buffer on the same wake-up
-        while self._blocked or not self._advance():
+        while not self._advance():   # after a full socket in start(), one more EAGAIN first
             await _writable(loop, self.sock)
-            self._blocked = False
         return self.zero_copied
 
     def close(self) -> None:
@@ -117,7 +114,6 @@ class SendfileWriter:
                 part = parts[self._next]
                 sent = self._send_range(part) if type(part) is FileRecords else self._send_buffers()
                 if not sent:
-                    self._blocked = True
                     return False
         except BaseException:
             self._release()
