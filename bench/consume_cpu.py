@@ -45,7 +45,7 @@ sys.path.insert(0, str(BENCH))
 
 import cluster_clients as cc  # noqa: E402
 from proc_stats import proc_run_seconds  # noqa: E402
-from vs_kafka import driver  # noqa: E402
+from vs_kafka import driver, run_driver  # noqa: E402
 
 from kcompat.testing.ports import free_ports  # noqa: E402
 
@@ -84,17 +84,10 @@ class TreeBroker:
         self.log.close()
 
 
-def rdkbench(rdk: Path, *argv) -> dict[str, float]:
-    out = subprocess.run([str(rdk), *map(str, argv)], capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"rdkbench {argv[0]} failed: {out.stderr[-2000:]}")
-    return {k: float(v) for k, v in (kv.split("=") for kv in out.stdout.split())}
-
-
 def consume_pass(rdk: Path, broker: TreeBroker, topic: str, count: int) -> dict[str, float]:
     """One consume of ``topic`` from the beginning: MB/s, broker and client CPU s per GB."""
     before = proc_run_seconds(broker.proc.pid)
-    r = rdkbench(rdk, "consume", broker.bootstrap, topic, 1, count)
+    r = run_driver(rdk, "consume", broker.bootstrap, topic, 1, count)
     cpu = proc_run_seconds(broker.proc.pid) - before
     gb = r["bytes"] / 1e9
     return {"MB/s": r["bytes"] / 1e6 / r["seconds"], "broker s/GB": cpu / gb,
@@ -117,7 +110,7 @@ def main(argv=None) -> int:
         with TreeBroker(args.before, data_a, port_a) as b:
             for topic, size in TOPICS:
                 cc.create_topic(b.bootstrap, topic, 1, 1, {})
-                rdkbench(rdk, "produce", b.bootstrap, topic, counts[topic], size, 1)
+                run_driver(rdk, "produce", b.bootstrap, topic, counts[topic], size, 1)
         shutil.copytree(data_a, data_b)
         with TreeBroker(args.before, data_a, port_a) as a, TreeBroker(args.after, data_b, port_b) as b:
             for topic, _size in TOPICS:

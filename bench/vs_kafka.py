@@ -85,6 +85,14 @@ def driver(path: Path) -> Path:
     return path
 
 
+def run_driver(rdk, *argv) -> dict[str, float]:
+    """Run ``rdkbench`` with ``argv``; its ``key=value`` output as floats (RuntimeError if it failed)."""
+    out = subprocess.run([str(rdk), *map(str, argv)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"rdkbench {argv[0]} failed: {out.stderr[-2000:]}")
+    return {k: float(v) for k, v in (kv.split("=") for kv in out.stdout.split())}
+
+
 def drop_page_cache(enabled: bool) -> None:
     """Write back and drop the page cache (root only; nothing otherwise or when disabled).
 
@@ -164,14 +172,10 @@ class Run:
 
     def _driver(self, *argv) -> tuple[dict, dict]:
         a = self.meter.snapshot()
-        out = subprocess.run([self.rdk, *map(str, argv)], capture_output=True, text=True, timeout=600)
-        b = self.meter.snapshot()
-        if out.returncode != 0:
-            raise RuntimeError(f"rdkbench {argv[0]} failed: {out.stderr[-2000:]}")
-        fields = dict(kv.split("=") for kv in out.stdout.split())
-        load = cc.LoadMeter.between(a, b)
+        r = run_driver(self.rdk, *argv)
+        load = cc.LoadMeter.between(a, self.meter.snapshot())
         self.loads.append(load["loadavg"][1])
-        return {k: float(v) for k, v in fields.items()}, load
+        return r, load
 
     def produce(self, label: str, count: int, size: int, acks: str) -> None:
         topic = self.topic(f"p-{size}-{acks.replace('-', 'm')}")
