@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kcompat.protocol.records import iter_batches
 from kcompat.testing.cluster import Cluster, wait_until
 from tests.tiered.helpers import (
-    TIERED_BROKER, TIERED_TOPIC, complete_segments_have_companions, consume_from_zero, remote_objects,
+    TIERED_BROKER, TIERED_TOPIC, complete_segments_have_companions, consume_from_zero, local_segments,
+    remote_objects,
 )
 
 VALUE = 1000
@@ -45,6 +46,16 @@ def _segments(store: Path) -> list[tuple[int, int]]:
         last = [h for _pos, h in iter_batches(data)][-1]
         out.append((int(path.name.split("-")[0]), last.last_offset))
     return sorted(out)
+
+
+def _log_end_offset(partition_dir: Path) -> int:
+    """The log end offset of a stopped replica's local log: one past the last batch of its last
+    non-empty segment."""
+    for base, size in reversed(local_segments(partition_dir)):
+        if size:
+            data = (partition_dir / f"{base:020d}.log").read_bytes()
+            return [h for _pos, h in iter_batches(data)][-1].last_offset + 1
+    return 0
 
 
 def _leader(admin: AdminClient) -> tuple[int, list[int]]:
@@ -100,7 +111,14 @@ def test_leader_killed_mid_copy_new_leader_continues(tmp_path):
             assert s2 > s1 and e2 > e1, f"segment {s2}-{e2} copied twice or inside {s1}-{e1}"
         assert complete_segments_have_companions([str(p) for p in store.rglob("*") if p.is_file()])
         assert consume_from_zero(cluster.bootstrap, "tc", total, _value)[1] == total
-        # the old leader comes back behind the new leader's local log start and catches up
+        # the old leader comes back behind the new leader's local log start and catches up. The
+        # store reaching the last closed segment does not mean the new leader's local retention has
+        # already deleted its copies past the old leader's log end: wait for that, or the old
+        # leader would find its next offset still local and simply fetch it
+        old_leo = _log_end_offset(tmp_path / "c" / f"node{old}" / "tc-0")
+        new_dir = tmp_path / "c" / f"node{new}" / "tc-0"
+        wait_until(lambda: (local_segments(new_dir) or [(0, 0)])[0][0] > old_leo, 60,
+                   f"the new leader's local log start past the old leader's log end {old_leo}")
         cluster.restart(old)
         wait_until(lambda: sorted(_leader(admin)[1]) == [1, 2, 3], 120, "the old leader back in the ISR")
         assert _leader(admin)[0] == new
