@@ -11,7 +11,7 @@ linear-time check). Targets, by group:
 - ``header``: RequestHeader v1 and v2, as the connection reads them. Allowed: DecodeError.
 - ``frame``: the connection itself (kcompat/broker/connection.py ``KafkaConnection``) on a broker
   and on a controller listener, handlers stubbed: framing, header, KIP-511, unknown keys and
-  versions, body decoding, the error responses it builds. Nothing may escape ``data_received``;
+  versions, body decoding, the error responses it builds. Nothing may escape ``buffer_updated``;
   a closed connection must have logged why; a complete frame is never left unanswered.
 - ``batch``: ``records.parse_header`` / ``iter_batches`` / ``crc_valid`` / ``iter_records`` /
   ``scan_records`` over a buffer of batches. Allowed: CorruptRecordError.
@@ -222,6 +222,7 @@ class _Transport:
     def __init__(self) -> None:
         self.closed = False
         self.written = 0
+        self.reading = True
 
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 1) if name == "peername" else default
@@ -236,10 +237,24 @@ class _Transport:
         self.closed = True
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
+
+
+def _feed(conn, transport: _Transport, data: bytes) -> bytes:
+    """Deliver ``data`` to ``conn`` as a transport does to an ``asyncio.BufferedProtocol``: into
+    the buffers its ``get_buffer`` gives, as many reads as it takes, until the bytes run out, the
+    connection pauses reading or it is closed; returns the bytes not delivered."""
+    pos = 0
+    while pos < len(data) and transport.reading and not transport.closed:
+        with conn.get_buffer(-1) as buf:
+            n = min(len(buf), len(data) - pos)
+            buf[:n] = data[pos:pos + n]
+        pos += n
+        conn.buffer_updated(n)
+    return data[pos:]
 
 
 class _CloseLog(logging.Handler):
@@ -303,16 +318,20 @@ def frame_target(controller: bool) -> Target:
         c.handlers = stubs
         t = _Transport()
         c.connection_made(t)
-        c.data_received(data)
-        await asyncio.sleep(0)  # frames left at the in-flight limit are processed by call_soon
-        await asyncio.sleep(0)
+        undelivered = data
+        while True:
+            undelivered = _feed(c, t, undelivered)
+            await asyncio.sleep(0)  # frames left at the in-flight limit are processed by call_soon
+            await asyncio.sleep(0)
+            if not undelivered or t.closed or not t.reading:
+                break
         if t.closed:
             reasons = [r for r in close_log.records if "closing connection" in r]
             if not reasons:
                 raise FrameProblem(f"closed without a log line: {close_log.records}")
             outcome = "closed:" + reasons[0].split(": ", 1)[-1][:50]
         else:
-            rest = c._buf
+            rest = c._frames.unframed()
             if len(rest) >= 4 and len(rest) - 4 >= struct.unpack_from(">i", rest, 0)[0] >= 0:
                 raise FrameProblem(f"a complete frame of {len(rest)} bytes was left unanswered")
             outcome = f"open:{bool(t.written)}"

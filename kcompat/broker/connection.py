@@ -3,6 +3,9 @@
 Framing: every request is an int32 size followed by that many bytes (request header + body). A
 size above ``socket.request.max.bytes`` (or negative) closes the connection with a log line, as
 Kafka's SocketServer does (KAFKA-14063: never allocate what the peer announces before checking).
+The connection is an ``asyncio.BufferedProtocol`` reading into a
+:class:`kcompat.broker.frame_buffer.FrameBuffer`: a large frame, such as a produced batch, goes
+from the socket into the buffer it is decoded from and appended with no copy in Python.
 
 Many requests may be in flight on one connection; their responses are written strictly in request
 order (a long-polling fetch holds back later responses on the same connection, as in Kafka). At
@@ -33,6 +36,7 @@ from collections import deque
 from time import monotonic, perf_counter
 
 from kcompat.broker import apis, sendfile_writer
+from kcompat.broker.frame_buffer import FrameBuffer, FrameSizeError
 from kcompat.broker.context import NO_RESPONSE, RequestContext
 from kcompat.broker.quota.throttle import request_quota_exempt, request_throttle_ms
 from kcompat.broker.request_stats import RequestStats
@@ -49,7 +53,6 @@ log = logging.getLogger("kcompat.broker.connection")
 _I32 = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
-LARGE_FRAME = 64 * 1024   # larger frames are assembled once complete (KafkaConnection._collect)
 # Fairness under pipelining: one connection's buffered requests are taken a few at a time, the
 # rest on a later turn of the event loop, so a client that pipelines many requests does not keep
 # the others waiting; while more than BACKLOG_BYTES wait unframed, the connection is not read.
@@ -91,7 +94,7 @@ class _Slot:
         self.quota_client = _EXEMPT  # client id the request_percentage quota records, if any
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     """asyncio/uvloop protocol for one client connection to a kcompat listener."""
 
     def __init__(self, broker, listener_name: str) -> None:
@@ -101,9 +104,7 @@ class KafkaConnection(asyncio.Protocol):
         self.handlers = apis.handlers_for(self.is_controller_listener)
         self.transport = None
         self.peer = "?"
-        self._buf = bytearray()
-        self._parts: list[bytes] = []   # the rest of a large frame as received (_collect)
-        self._need = 0                  # bytes of that frame still to come
+        self._frames = FrameBuffer()
         self._pending: deque[_Slot] = deque()
         self._max_request_bytes = broker.config.get("socket.request.max.bytes")
         self._max_in_flight = max(1, broker.config.get("queued.max.requests"))
@@ -157,44 +158,16 @@ class KafkaConnection(asyncio.Protocol):
             self._unmute.cancel()
             self._unmute = None
 
-    def data_received(self, data) -> None:
-        self.last_active = monotonic()
-        if self._need:
-            self._collect(data)
-        else:
-            self._buf += data
-            self._process_buffer()
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport reads next (``asyncio.BufferedProtocol``)."""
+        return self._frames.get_buffer()
 
-    def _collect(self, data) -> None:
-        """More of a large frame whose start is in ``_buf``: kept as received until the frame is
-        complete, then copied once into a buffer of the frame's size. (Appending chunk by chunk
-        to a growing bytearray reallocates and copies a 1 MB frame many times over, which doubled
-        the broker's CPU per produced GB depending on the heap's layout; allocating the announced
-        size up front would let a peer make the broker allocate what it never sends.)"""
-        self._parts.append(data)
-        self._need -= len(data)
-        if self._need > 0:
-            return
-        buf = self._buf
-        size = _I32.unpack_from(buf, 0)[0]
-        frame = bytearray(size)
-        filled = len(buf) - 4
-        with memoryview(buf) as view:
-            frame[:filled] = view[4:]
-        rest = b""
-        for part in self._parts:
-            take = min(size - filled, len(part))
-            with memoryview(part) as view:
-                frame[filled:filled + take] = view[:take]
-                if take < len(part):
-                    rest = bytes(view[take:])
-            filled += take
-        self._parts.clear()
-        self._need = 0
-        self._buf = bytearray(rest)
-        if self._closing:
-            return
-        self._handle_frame(frame)
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were read into the buffer :meth:`get_buffer` gave."""
+        self.last_active = monotonic()
+        frame = self._frames.received(nbytes)
+        if frame is not None and not self._closing:
+            self._handle_frame(frame)
         self._process_buffer()
 
     def pause_writing(self) -> None:
@@ -209,33 +182,23 @@ class KafkaConnection(asyncio.Protocol):
     # -- framing ---------------------------------------------------------------------------------
 
     def _process_buffer(self) -> None:
-        if self._need:
-            return   # a large frame is being collected: nothing to frame until it is complete
-        buf = self._buf
-        pos = 0
-        n = len(buf)
+        frames = self._frames
         taken = 0
-        while not self._closing and n - pos >= 4 and len(self._pending) < self._max_in_flight \
+        while not self._closing and frames.has_unframed() and len(self._pending) < self._max_in_flight \
                 and not self._holds and self._limits.may_read(self):
             if taken == FRAMES_PER_TURN:
-                self._next_turn(n - pos)
+                self._next_turn(frames.unframed_size())
                 break
-            size = _I32.unpack_from(buf, pos)[0]
-            if size < 0 or size > self._max_request_bytes:
-                self.close(f"request frame of {size} bytes exceeds {self._frame_limit_name} "
+            try:
+                frame = frames.next_frame(self._max_request_bytes)  # writable: produce rewrites offsets in place
+            except FrameSizeError as e:
+                self.close(f"request frame of {e.size} bytes exceeds {self._frame_limit_name} "
                            f"({self._max_request_bytes})")
                 return
-            if n - pos - 4 < size:
-                if size > LARGE_FRAME:
-                    # collect the rest of it as it comes (_collect)
-                    self._need = 4 + size - (n - pos)
+            if frame is None:
                 break
-            frame = buf[pos + 4:pos + 4 + size]  # a writable copy: produce rewrites offsets in place
-            pos += 4 + size
             taken += 1
             self._handle_frame(frame)
-        if pos:
-            del buf[:pos]
         self._update_reading()
 
     def _next_turn(self, backlog: int) -> None:
@@ -413,7 +376,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.last_active = monotonic()
                 self._record(slot)
         self._update_reading()
-        if self._buf and not self._reading_paused:
+        if self._frames.has_unframed() and not self._reading_paused:
             # frames left in the buffer while we were at the in-flight limit
             asyncio.get_running_loop().call_soon(self._process_buffer)
 
@@ -578,7 +541,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._holds.discard(reason)
         self._update_reading()
-        if not self._holds and self._buf and not self._closing:
+        if not self._holds and self._frames.has_unframed() and not self._closing:
             asyncio.get_running_loop().call_soon(self._process_buffer)
 
     def idle_since(self, deadline: float) -> bool:
