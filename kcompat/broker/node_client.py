@@ -15,6 +15,7 @@ import logging
 import struct
 from typing import Callable
 
+from kcompat.broker.frame_buffer import FrameBuffer, FrameSizeError
 from kcompat.protocol.messages import api_classes
 from kcompat.protocol.messages.headers import RequestHeader, ResponseHeader
 
@@ -22,37 +23,44 @@ log = logging.getLogger("kcompat.broker.node_client")
 
 _I32 = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 200 * 1024 * 1024
+# a response's buffer is allocated whole up to this size (a fetch response of
+# replica.fetch.response.max.bytes, 10 MiB, fits): the peer is a node this one asked
+RESPONSE_UPFRONT = 16 * 1024 * 1024
 
 
 class NodeConnectionError(ConnectionError):
     """The connection failed or closed before the response arrived."""
 
 
-class _ClientProtocol(asyncio.Protocol):
+class _ClientProtocol(asyncio.BufferedProtocol):
+    """Responses are read with a :class:`FrameBuffer`: a large one (a follower's fetch response)
+    goes from the socket into the buffer it is decoded from, with no copy in Python."""
+
     def __init__(self, owner: "NodeConnection") -> None:
         self.owner = owner
-        self.buf = bytearray()
+        self.frames = FrameBuffer(upfront=RESPONSE_UPFRONT)
 
     def connection_lost(self, exc) -> None:
         self.owner._lost(exc)
 
-    def data_received(self, data) -> None:
-        buf = self.buf
-        buf += data
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            size = _I32.unpack_from(buf, pos)[0]
-            if size < 0 or size > MAX_RESPONSE_BYTES:
-                self.owner.close(f"response frame of {size} bytes")
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frames = self.frames
+        frame = frames.received(nbytes)
+        while frame is not None or frames.has_unframed():
+            if frame is not None:
+                self.owner._on_frame(frame)
+                if self.owner.closed:
+                    return
+            try:
+                frame = frames.next_frame(MAX_RESPONSE_BYTES)
+            except FrameSizeError as e:
+                self.owner.close(f"response frame of {e.size} bytes")
                 return
-            if n - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4:pos + 4 + size])
-            pos += 4 + size
-            self.owner._on_frame(frame)
-        if pos:
-            del buf[:pos]
+            if frame is None:
+                return
 
 
 class NodeConnection:
@@ -118,7 +126,7 @@ class NodeConnection:
     async def send(self, request, version: int, timeout_s: float = 30.0):
         return await asyncio.wait_for(self.send_nowait(request, version), timeout_s)
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: bytearray) -> None:
         view = memoryview(frame)
         correlation = _I32.unpack_from(frame, 0)[0]
         entry = self._pending.pop(correlation, None)
