@@ -364,9 +364,6 @@ class Broker:
         """The leader of a partition in the metadata image (None if unknown, -1 if none)."""
         return self.metadata_cache.leader_of(topic, partition)
 
-    def is_leader(self, topic: str, partition: int) -> bool:
-        return self.leader_of(topic, partition) == self.node_id
-
     # -- quorum events ---------------------------------------------------------------------------
 
     @property
