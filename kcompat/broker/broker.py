@@ -52,6 +52,7 @@ from kcompat.broker.quota.connections import ConnectionQuotas
 from kcompat.broker.replica_fetcher import ReplicaFetcherManager
 from kcompat.broker.group_runtime import GroupRuntime
 from kcompat.broker.txn_runtime import TxnRuntime
+from kcompat.broker.coordinator_runtime import CoordinatorServices
 from kcompat.broker.share.service import ShareService
 from kcompat.broker.share_persister import SharePersister
 from kcompat.broker.share_state_runtime import ShareStateRuntime
@@ -200,10 +201,17 @@ class Broker:
                                                 stable_offset_of=self._stable_offset_of,
                                                 producer_last_offsets_of=self._producer_last_offsets_of)
             self.cleaner_driver.start()   # advances a cleaning as soon as its worker step finishes
-        self.groups = GroupRuntime(self)
-        self.txn = TxnRuntime(self)
-        self.share_state = ShareStateRuntime(self)       # the share coordinator (__share_group_state)
+        self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)
+        coordinator_services = CoordinatorServices(
+            node_id=self.node_id, config=cfg, image=self.image, metadata_cache=self.metadata_cache,
+            now_ms=self.now_ms, replica_manager=self.replica_manager, log_manager=self.log_manager,
+            producer_id_manager=self.producer_id_manager, live_broker_ids=self.live_broker_ids,
+            voter_count=lambda: len(self.quorum.voters), create_topics=self.controller_service.create_topics)
+        self.groups = GroupRuntime(coordinator_services)
+        self.txn = TxnRuntime(coordinator_services, self.groups)
+        self.share_state = ShareStateRuntime(coordinator_services)   # the share coordinator (__share_group_state)
         self.share_persister = SharePersister(self)      # its client: DefaultStatePersister
+        self.groups.share_admin.persister = self.share_persister
         self.share = ShareService(image=self.image, replica_manager=self.replica_manager,
                                   persister=self.share_persister, group_config=self.image.group_config,
                                   config=cfg, now_ms=self.now_ms)   # ShareFetch / ShareAcknowledge
@@ -212,7 +220,6 @@ class Broker:
             self.replica_manager.remote_txn_verification = self.txn   # coordinators on other brokers
             for p in self.replica_manager.partitions.values():
                 p.txn_verifier = self.txn.verify
-        self.producer_id_manager = ProducerIdManager(self._take_producer_id_block)
         self.remote_log = None   # KIP-405 tiered storage, with remote.log.storage.system.enable
         if cfg.get("remote.log.storage.system.enable"):
             self.remote_log = RemoteLogManager(self, storage_from_config(cfg.get, log_dirs),

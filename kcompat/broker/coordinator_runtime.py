@@ -30,13 +30,54 @@ import asyncio
 import functools
 import logging
 from collections import deque
-from typing import Callable
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from kcompat.kraft.controller import NewTopic
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.api_services import MetadataCache
+    from kcompat.config.broker import BrokerConfig
+    from kcompat.isr.replica_manager import ReplicaManager
+    from kcompat.kraft.controller import TopicResult
+    from kcompat.kraft.image import MetadataImage
+    from kcompat.log import LogManager
+    from kcompat.txn.producer_id_manager import ProducerIdManager
+
 log = logging.getLogger("kcompat.coordinator")
+
+
+@dataclass(eq=False)
+class CoordinatorServices:
+    """What the coordinator runtimes (groups, transactions, share state) use of their broker,
+    instead of the broker: as Kafka builds ``GroupCoordinatorService``, ``TransactionCoordinator``
+    and ``ShareCoordinatorService`` from a partition writer (the ReplicaManager), the metadata
+    image, a clock and the config.
+
+    - ``now_ms()``: the broker clock (ms);
+    - ``live_broker_ids()``: ids of the registered, unfenced brokers;
+    - ``voter_count()``: voters of the KRaft quorum (an internal topic waits for enough brokers
+      only in a cluster of several controllers);
+    - ``create_topics(new_topics)``: CreateTopics through the active controller, one
+      ``TopicResult`` per topic;
+    - ``log_manager``: checkpoints after the share coordinator prunes its log;
+    - ``producer_id_manager``: producer ids for InitProducerId.
+    """
+
+    node_id: int
+    config: BrokerConfig
+    image: MetadataImage
+    metadata_cache: MetadataCache
+    now_ms: Callable[[], int]
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    producer_id_manager: ProducerIdManager
+    live_broker_ids: Callable[[], list[int]]
+    voter_count: Callable[[], int]
+    create_topics: Callable[[list[NewTopic]], Awaitable[list[TopicResult]]]
 
 LOAD_CHUNK_BYTES = 1 << 20
 
@@ -93,8 +134,8 @@ class CoordinatorRuntime:
     # applies some state before its record is committed: group metadata)
     REPLIES_WAIT_FOR_WRITES = False
 
-    def __init__(self, broker, coordinator) -> None:
-        self.broker = broker
+    def __init__(self, services: CoordinatorServices, coordinator) -> None:
+        self.services = services
         self.coordinator = coordinator
         self._wakeup = asyncio.Event()
         self._timer_task: asyncio.Task | None = None
@@ -123,7 +164,7 @@ class CoordinatorRuntime:
 
     def load_coordinator(self, partition: int, entries: list):
         """Hand the partition's stored records to the coordinator."""
-        return self.coordinator.load(partition, entries, self.broker.now_ms())
+        return self.coordinator.load(partition, entries, self.services.now_ms())
 
     def after_load(self, partition: int, result) -> None:
         """Handle what ``coordinator.load`` returned (a Result for coordinators that return one);
@@ -149,7 +190,7 @@ class CoordinatorRuntime:
 
     def start(self) -> None:
         self._timer_task = asyncio.ensure_future(self._timers())
-        for p in self.broker.replica_manager.topic_partitions(self.TOPIC):
+        for p in self.services.replica_manager.topic_partitions(self.TOPIC):
             if p.is_leader:
                 self.on_partition_hosted(p.partition_id)
 
@@ -173,15 +214,15 @@ class CoordinatorRuntime:
         True if it exists now. False also while fewer brokers than ``<topic>.replication.factor``
         are registered in a cluster of several controllers (Kafka's controller refuses with
         INVALID_REPLICATION_FACTOR; FindCoordinator then answers COORDINATOR_NOT_AVAILABLE)."""
-        broker = self.broker
-        if self.TOPIC in broker.image.topics:
+        services = self.services
+        if self.TOPIC in services.image.topics:
             return True
         partitions, rf_key, configs = self.topic_spec()
-        wanted = broker.config.get(rf_key)
-        live = len(broker.live_broker_ids())
+        wanted = services.config.get(rf_key)
+        live = len(services.live_broker_ids())
         rf = min(wanted, live)
         if rf < wanted:
-            if len(broker.quorum.voters) > 1:
+            if services.voter_count() > 1:
                 if self._short_of_brokers != (wanted, live):  # once per change, clients retry often
                     self._short_of_brokers = (wanted, live)
                     log.warning("not creating %s yet: %s=%d but only %d broker(s) are registered; its "
@@ -191,13 +232,13 @@ class CoordinatorRuntime:
             log.warning("creating %s with replication factor %d: %s=%d but only %d broker(s) are registered "
                         "(a single-controller cluster)", self.TOPIC, rf, rf_key, wanted, live)
         topic = NewTopic(self.TOPIC, num_partitions=partitions, replication_factor=rf, configs=configs)
-        result = (await broker.controller_service.create_topics([topic]))[0]
+        result = (await services.create_topics([topic]))[0]
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.error("could not create %s: %s %s", self.TOPIC, result.error.name, result.message)
             return False
         if result.error == ErrorCode.NONE:
             log.info("created %s with %d partitions", self.TOPIC, partitions)
-        return self.TOPIC in broker.image.topics
+        return self.TOPIC in services.image.topics
 
     def coordinator_node(self, key: str) -> int | None:
         """The broker leading the internal partition of ``key``; None (the caller answers
@@ -205,7 +246,7 @@ class CoordinatorRuntime:
         partition has no leader. A lookup of a missing topic starts creating it in the background,
         as Kafka's FindCoordinator does (``AutoTopicCreationManager``) rather than holding the
         request while 50 partitions are created."""
-        topic = self.broker.image.topics.get(self.TOPIC)
+        topic = self.services.image.topics.get(self.TOPIC)
         if topic is None:
             if self._creating is None or self._creating.done():
                 self._creating = asyncio.ensure_future(self._create_topic())
@@ -223,7 +264,7 @@ class CoordinatorRuntime:
 
     def leader_partition(self, partition: int):
         """The Partition ``<topic>-<partition>`` if this broker leads it, else None."""
-        p = self.broker.replica_manager.get(self.TOPIC, partition)
+        p = self.services.replica_manager.get(self.TOPIC, partition)
         return p if p is not None and p.is_leader else None
 
     # -- hosting ---------------------------------------------------------------------------------
@@ -286,7 +327,7 @@ class CoordinatorRuntime:
             result = self.load_coordinator(partition, entries)
             log.info("loaded %s-%d: %d records", self.TOPIC, partition, len(entries))
             if p.high_watermark < end:
-                self._enqueue(partition, _Write(end, self.broker.now_ms() + self.write_timeout_ms(()), (), None))
+                self._enqueue(partition, _Write(end, self.services.now_ms() + self.write_timeout_ms(()), (), None))
             self.after_load(partition, result)
         except asyncio.CancelledError:
             raise
@@ -313,7 +354,7 @@ class CoordinatorRuntime:
                 self._complete(result)
                 return
             ticket = _Ticket(result, len(waits))
-            deadline = self.broker.now_ms() + self.write_timeout_ms(())
+            deadline = self.services.now_ms() + self.write_timeout_ms(())
             for q in waits:
                 q.writes.append(_Write(q.writes[-1].required, deadline, (),
                                        functools.partial(self._ticket_done, ticket)))
@@ -321,7 +362,7 @@ class CoordinatorRuntime:
         by_partition: dict[int, list] = {}
         for r in result.records:
             by_partition.setdefault(r.partition, []).append(r)
-        now = self.broker.now_ms()
+        now = self.services.now_ms()
         ticket = _Ticket(result, len(by_partition))
         deadline = None
         for partition, records in by_partition.items():
@@ -404,7 +445,7 @@ class CoordinatorRuntime:
         for the pending writes of ``reply_partitions``, None: of every partition, when the
         subclass sets REPLIES_WAIT_FOR_WRITES). The returned future resolves to the response."""
         fut = asyncio.get_running_loop().create_future()
-        self._apply(op(fut, self.broker.now_ms()), reply_partitions)
+        self._apply(op(fut, self.services.now_ms()), reply_partitions)
         self._wakeup.set()
         return fut
 
@@ -428,7 +469,7 @@ class CoordinatorRuntime:
             if p is not None and p.high_watermark >= required:
                 done(ErrorCode.NONE, ())
                 return
-        self._enqueue(partition, _Write(required, self.broker.now_ms() + timeout_ms, (), done))
+        self._enqueue(partition, _Write(required, self.services.now_ms() + timeout_ms, (), done))
 
     def pending_writes(self, partition: int) -> int:
         """Writes (and replies) of ``partition`` waiting for replication (tests, monitoring)."""
@@ -447,7 +488,7 @@ class CoordinatorRuntime:
                 elif p.high_watermark >= head.required:
                     code = ErrorCode.NONE
                 else:
-                    code = await p.wait_for_replication(head.required, max(0, head.deadline - self.broker.now_ms()))
+                    code = await p.wait_for_replication(head.required, max(0, head.deadline - self.services.now_ms()))
                 if self._queues.get(partition) is not q:
                     return  # unhosted meanwhile: its writes were failed there
                 if code == ErrorCode.NONE:
@@ -501,14 +542,14 @@ class CoordinatorRuntime:
     async def _timers(self) -> None:
         while True:
             deadline = self.coordinator.next_deadline()
-            timeout = None if deadline is None else max(0.0, (deadline - self.broker.now_ms()) / 1000.0)
+            timeout = None if deadline is None else max(0.0, (deadline - self.services.now_ms()) / 1000.0)
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
             self._wakeup.clear()
             try:
-                self.apply(self.coordinator.poll(self.broker.now_ms()))
+                self.apply(self.coordinator.poll(self.services.now_ms()))
             except Exception:
                 log.exception("%s coordinator timers failed", self.TOPIC)
                 await asyncio.sleep(0.1)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from kcompat.broker.coordinator_runtime import CoordinatorRuntime
+from kcompat.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorServices
 from kcompat.broker.share_group_admin import ShareGroupAdmin
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
 from kcompat.group.coordinator_types import TXN_VERIFY_ERRORS
 from kcompat.group.share_groups import ShareProtocolConfig
+from kcompat.isr.append_records import RemoteTxnVerification
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
@@ -95,36 +96,36 @@ class ImageTopics:
 
 
 class GroupRuntime(CoordinatorRuntime):
-    """The broker's group coordinator service. ``broker`` is the :class:`Broker`."""
+    """The broker's group coordinator service, over the broker's :class:`CoordinatorServices`."""
 
     TOPIC = OFFSETS_TOPIC
     REPLIES_WAIT_FOR_WRITES = True
 
-    def __init__(self, broker) -> None:
-        self.config = group_config(broker.config)
-        super().__init__(broker, GroupCoordinator(self.config, partition_exists=broker.image.has_partition,
-                                                  txn_verifier=self._verify_txn, topics=ImageTopics(broker.image),
-                                                  consumer_config=consumer_protocol_config(broker.config),
-                                                  share_config=share_protocol_config(broker.config),
-                                                  group_overrides=self._group_overrides))
+    def __init__(self, services: CoordinatorServices) -> None:
+        self.config = group_config(services.config)
+        super().__init__(services, GroupCoordinator(self.config, partition_exists=services.image.has_partition,
+                                                    txn_verifier=self._verify_txn, topics=ImageTopics(services.image),
+                                                    consumer_config=consumer_protocol_config(services.config),
+                                                    share_config=share_protocol_config(services.config),
+                                                    group_overrides=self._group_overrides))
         self.share_admin = ShareGroupAdmin(self)   # the share-group admin APIs (KIP-932)
 
     def _group_overrides(self, group_id: str) -> dict[str, str]:
         """A group's dynamic GROUP configs (KIP-848/KIP-932) from the metadata image."""
-        lookup = getattr(self.broker.image, "group_config", None)
+        lookup = getattr(self.services.image, "group_config", None)
         return lookup(group_id) if lookup is not None else {}
 
     def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int) -> int:
         """KIP-890 verification of a TxnOffsetCommit, as the produce path does it
         (``transaction.partition.verification.enable``)."""
-        verifier = self.broker.replica_manager.txn_verifier
+        verifier = self.services.replica_manager.txn_verifier
         if verifier is None:
             return 0
         return verifier(transactional_id, producer_id, producer_epoch, self.TOPIC, partition)
 
     def write_timeout_ms(self, records) -> int:
         """``offsets.commit.timeout.ms``: Kafka's group coordinator waits this long for every write."""
-        return self.broker.config.get("offsets.commit.timeout.ms")
+        return self.services.config.get("offsets.commit.timeout.ms")
 
     def append_records(self, p, records: list, now: int) -> None:
         """One batch per run of records of the same producer, in order: transactional offset
@@ -144,7 +145,7 @@ class GroupRuntime(CoordinatorRuntime):
                 r.offset = base + i
 
     def on_write_failure(self, result, failed: list, error: ErrorCode):
-        return self.coordinator.write_failed(result, failed, int(error), self.broker.now_ms())
+        return self.coordinator.write_failed(result, failed, int(error), self.services.now_ms())
 
     def load_entry(self, rec: rb.Record, header: rb.BatchHeader):
         if rec.key is None:
@@ -164,7 +165,7 @@ class GroupRuntime(CoordinatorRuntime):
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
         return (self.config.num_partitions, "offsets.topic.replication.factor",
                 {"cleanup.policy": "compact", "compression.type": "producer",
-                 "segment.bytes": str(self.broker.config.get("offsets.topic.segment.bytes"))})
+                 "segment.bytes": str(self.services.config.get("offsets.topic.segment.bytes"))})
 
     # -- the group APIs (one method per API; handlers decode, call one of these, encode) ---------
 
@@ -209,25 +210,28 @@ class GroupRuntime(CoordinatorRuntime):
         A refusal answers every partition with ``TXN_VERIFY_ERRORS`` of the code
         (UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist)."""
         tid = req.transactional_id
-        broker = self.broker
-        if (tid and broker.replica_manager.txn_verifier is not None and req.group_id
-                and any(broker.image.has_partition(t.name, p.partition_index) for t in req.topics for p in t.partitions)):
+        services = self.services
+        remote = services.replica_manager.remote_txn_verification
+        if (tid and remote is not None and services.replica_manager.txn_verifier is not None and req.group_id
+                and any(services.image.has_partition(t.name, p.partition_index)
+                        for t in req.topics for p in t.partitions)):
             partition = self.coordinator.partition_for(req.group_id)
             # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
-            node = broker.txn.remote_coordinator(tid) if self.coordinator.owns(partition) else None
+            node = remote.remote_coordinator(tid) if self.coordinator.owns(partition) else None
             if node is not None:
-                return self._txn_offset_commit_after_verification(ctx, req, node, partition)
+                return self._txn_offset_commit_after_verification(ctx, req, remote, node, partition)
         return self._txn_offset_commit(ctx, req)
 
     def _txn_offset_commit(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.txn_offset_commit(
             reply_to, req, ctx.api_version, now), self._partitions([req.group_id]))
 
-    async def _txn_offset_commit_after_verification(self, ctx, req, node: int, partition: int):
-        broker = self.broker
-        timeout_s = broker.config.get("request.timeout.ms") / 1000.0
-        codes = await broker.txn.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
-                                               [(self.TOPIC, partition)], timeout_s)
+    async def _txn_offset_commit_after_verification(self, ctx, req, remote: RemoteTxnVerification, node: int,
+                                                    partition: int):
+        image = self.services.image
+        timeout_s = self.services.config.get("request.timeout.ms") / 1000.0
+        codes = await remote.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
+                                           [(self.TOPIC, partition)], timeout_s)
         code = codes.get((self.TOPIC, partition), 0)
         if not code:
             return await self._txn_offset_commit(ctx, req)
@@ -238,7 +242,7 @@ class GroupRuntime(CoordinatorRuntime):
         return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
             R.TxnOffsetCommitResponsePartition(
                 partition_index=p.partition_index,
-                error_code=int(error if broker.image.has_partition(t.name, p.partition_index)
+                error_code=int(error if image.has_partition(t.name, p.partition_index)
                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             for p in t.partitions]) for t in req.topics])
 
@@ -285,7 +289,7 @@ class GroupRuntime(CoordinatorRuntime):
         super().stop()
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
-        self.apply(self.coordinator.on_partitions_deleted(partitions, self.broker.now_ms()))
+        self.apply(self.coordinator.on_partitions_deleted(partitions, self.services.now_ms()))
 
     def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          commit: bool) -> asyncio.Future:
@@ -301,14 +305,14 @@ class GroupRuntime(CoordinatorRuntime):
         p = self.leader_partition(partition)
         if p is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {self.TOPIC}-{partition}")
-        offset = p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.broker.now_ms())
+        offset = p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.services.now_ms())
         fut = asyncio.get_running_loop().create_future()
 
         def done(code: ErrorCode, _records) -> None:
             if code == ErrorCode.NONE and partition not in self._loads:  # a load reads the marker itself
-                self.apply(self.coordinator.complete_txn(partition, producer_id, commit, self.broker.now_ms()))
+                self.apply(self.coordinator.complete_txn(partition, producer_id, commit, self.services.now_ms()))
             if not fut.done():
                 fut.set_result(code)
 
-        self.when_committed(partition, offset + 1, self.broker.config.get("request.timeout.ms"), done)
+        self.when_committed(partition, offset + 1, self.services.config.get("request.timeout.ms"), done)
         return fut

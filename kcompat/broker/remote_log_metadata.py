@@ -60,7 +60,7 @@ class RemoteLogMetadataManager:
         self.replication_factor = setting("remote.log.metadata.topic.replication.factor")
         self.retention_ms = setting("remote.log.metadata.topic.retention.ms")
         self.consume_wait_ms = setting("remote.log.metadata.consume.wait.ms")
-        self.clients = inter_broker_clients(broker, f"kcompat-rlmm-{broker.node_id}")
+        self.clients = inter_broker_clients(broker.config, broker.image, f"kcompat-rlmm-{broker.node_id}")
         self._states: dict[tuple[uuid.UUID, int], RemotePartitionState] = {}
         self._positions: dict[int, int] = {}          # metadata partition -> next offset to read
         self._sync_locks: dict[int, asyncio.Lock] = {}

@@ -4,7 +4,7 @@ DeleteGroups, which deletes the share state of empty share groups before the gro
 
 The group coordinator's steps are pure (:mod:`kcompat.group.share_admin`) and run on the
 :class:`~kcompat.broker.group_runtime.GroupRuntime` (records committed before their reply); this
-module chains them with the share coordinator through ``broker.share_persister``
+module chains them with the share coordinator through its ``persister``
 (:class:`~kcompat.broker.share_persister.SharePersister`, which retries coordinator moves itself):
 
 - DescribeShareGroupOffsets: the group's initialized partitions (or the requested ones), each
@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
@@ -39,6 +40,10 @@ from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGrou
 from kcompat.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsResponse as R
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
 
+if TYPE_CHECKING:
+    from kcompat.broker.coordinator_runtime import CoordinatorServices
+    from kcompat.broker.share_persister import SharePersister
+
 log = logging.getLogger("kcompat.group")
 
 LATEST = -1                 # ListOffsets timestamp of the latest offset
@@ -47,11 +52,15 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 class ShareGroupAdmin:
-    """The share-group admin APIs of a broker; ``runtime`` is its :class:`GroupRuntime`."""
+    """The share-group admin APIs of a broker; ``runtime`` is its :class:`GroupRuntime`, whose
+    :class:`CoordinatorServices` this uses too. ``persister`` (the broker's
+    :class:`~kcompat.broker.share_persister.SharePersister`, the share coordinator's client) is set
+    by the broker once it exists, before any request is served."""
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
-        self.broker = runtime.broker
+        self.services: CoordinatorServices = runtime.services
+        self.persister: SharePersister | None = None
         self._clients: NodeClients | None = None
 
     def close(self) -> None:
@@ -78,7 +87,7 @@ class ShareGroupAdmin:
     async def _describe_group(self, g) -> R.DescribeShareGroupOffsetsResponseGroup:
         G = R.DescribeShareGroupOffsetsResponseGroup
         coordinator = self.runtime.coordinator
-        image = self.broker.image
+        image = self.services.image
         unknown = []
         wanted: list[tuple[uuid.UUID, str, list[int]]] = []
         if g.topics is None:   # every partition the group has state of (describeShareGroupAllOffsets)
@@ -101,7 +110,7 @@ class ShareGroupAdmin:
                             for p in t.partitions]))
                 else:
                     wanted.append((info.topic_id, t.topic_name, list(t.partitions)))
-        persister = self.broker.share_persister
+        persister = self.persister
         keys = [(tid, name, p) for tid, name, parts in wanted for p in parts]
         summaries = await asyncio.gather(*(persister.read_summary(g.group_id, tid, p) for tid, _n, p in keys))
         lag_of = [(name, p) for (_tid, name, p), s in zip(keys, summaries)
@@ -131,17 +140,17 @@ class ShareGroupAdmin:
         """Kafka's PartitionMetadataClient.listLatestOffsets: ``(error, latest offset)`` per
         partition, read from this broker when it leads the partition, else by ListOffsets
         (LATEST, read_uncommitted) to the leader."""
-        broker = self.broker
+        services = self.services
         out: dict[tuple[str, int], tuple[ErrorCode, int]] = {}
         remote: dict[int, list[tuple[str, int]]] = {}
         for name, p in tps:
-            leader = broker.leader_of(name, p)
+            leader = services.metadata_cache.leader_of(name, p)
             if leader is None:
                 out[(name, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
             elif leader < 0:
                 out[(name, p)] = (ErrorCode.LEADER_NOT_AVAILABLE, -1)
-            elif leader == broker.node_id:
-                part = broker.replica_manager.get(name, p)
+            elif leader == services.node_id:
+                part = services.replica_manager.get(name, p)
                 out[(name, p)] = ((ErrorCode.NONE, part.high_watermark) if part is not None and part.is_leader
                                   else (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
             else:
@@ -159,7 +168,7 @@ class ShareGroupAdmin:
                 partition_index=p, current_leader_epoch=-1, timestamp=LATEST))
         req = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
             ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        timeout_s = self.broker.config.get("request.timeout.ms") / 1000.0
+        timeout_s = self.services.config.get("request.timeout.ms") / 1000.0
         out = {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1) for tp in parts}
         try:
             resp = await self._node_clients().send(node, req, LIST_OFFSETS_VERSION, timeout_s)
@@ -176,7 +185,9 @@ class ShareGroupAdmin:
 
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            self._clients = inter_broker_clients(self.broker, f"kcompat-share-admin-{self.broker.node_id}")
+            services = self.services
+            self._clients = inter_broker_clients(services.config, services.image,
+                                                 f"kcompat-share-admin-{services.node_id}")
         return self._clients
 
     # ------------------------------------------------------------------ AlterShareGroupOffsets
@@ -191,7 +202,7 @@ class ShareGroupAdmin:
         if plan.error_code:
             return AR(throttle_time_ms=0, error_code=plan.error_code,
                       error_message=plan.error_message or message(plan.error_code), responses=[])
-        persister = self.broker.share_persister
+        persister = self.persister
         keys = [(tid, p, offset) for tid, (_name, offsets) in plan.offsets.items() for p, offset in offsets.items()]
         codes = await asyncio.gather(*(persister.initialize_state(group_id, tid, p, plan.state_epoch, offset)
                                        for tid, p, offset in keys))
@@ -233,7 +244,7 @@ class ShareGroupAdmin:
         errors = list(plan.error_topics)
         if not plan.delete:
             return DR(throttle_time_ms=0, error_code=0, error_message=None, responses=errors)
-        persister = self.broker.share_persister
+        persister = self.persister
         items = list(plan.delete.items())
         results = await asyncio.gather(*(persister.delete_state(group_id, tid, parts) for tid, (_n, parts) in items))
         deleted: dict[uuid.UUID, str] = {}
@@ -271,7 +282,7 @@ class ShareGroupAdmin:
             errors = {g: ErrorCode(plan.error_code) for g in names}
         else:
             groups = plan.groups
-        persister = self.broker.share_persister
+        persister = self.persister
         deletions = [(g, tid, parts) for g, (code, topics) in groups.items() if code == ErrorCode.NONE
                      for tid, parts in topics.items()]
         for g, (code, _topics) in groups.items():

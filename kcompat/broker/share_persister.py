@@ -226,5 +226,6 @@ class SharePersister:
 
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            self._clients = inter_broker_clients(self.broker, f"kcompat-share-persister-{self.broker.node_id}")
+            self._clients = inter_broker_clients(self.broker.config, self.broker.image,
+                                                 f"kcompat-share-persister-{self.broker.node_id}")
         return self._clients

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kcompat.broker.coordinator_runtime import CoordinatorRuntime
+from kcompat.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorServices
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.share.state_coordinator import (
@@ -48,20 +48,20 @@ def share_state_config(cfg) -> ShareStateConfig:
 
 
 class ShareStateRuntime(CoordinatorRuntime):
-    """The broker's share coordinator service. ``broker`` is the :class:`Broker`."""
+    """The broker's share coordinator service, over the broker's :class:`CoordinatorServices`."""
 
     TOPIC = SHARE_GROUP_STATE_TOPIC
     REPLIES_WAIT_FOR_WRITES = True
 
-    def __init__(self, broker) -> None:
-        self.config = share_state_config(broker.config)
-        image = broker.image
+    def __init__(self, services: CoordinatorServices) -> None:
+        self.config = share_state_config(services.config)
+        image = services.image
 
         def exists(topic_id, partition: int) -> bool:
             t = image.topics_by_id.get(topic_id)
             return t is not None and partition in t.partitions
 
-        super().__init__(broker, ShareStateCoordinator(self.config, topic_partition_exists=exists))
+        super().__init__(services, ShareStateCoordinator(self.config, topic_partition_exists=exists))
         self._prune_task: asyncio.Task | None = None
         self._last_pruned: dict[int, int] = {}
 
@@ -91,17 +91,17 @@ class ShareStateRuntime(CoordinatorRuntime):
 
     def on_topics_deleted(self, topic_ids) -> None:
         """Topics were deleted: tombstone their share state (Kafka's onTopicsDeleted)."""
-        self.apply(self.coordinator.on_topics_deleted(topic_ids, self.broker.now_ms()))
+        self.apply(self.coordinator.on_topics_deleted(topic_ids, self.services.now_ms()))
 
     # -- CoordinatorRuntime hooks -----------------------------------------------------------------
 
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
         return (self.config.num_partitions, "share.coordinator.state.topic.replication.factor",
                 {"cleanup.policy": "delete", "compression.type": "producer",
-                 "segment.bytes": str(self.broker.config.get("share.coordinator.state.topic.segment.bytes"))})
+                 "segment.bytes": str(self.services.config.get("share.coordinator.state.topic.segment.bytes"))})
 
     def write_timeout_ms(self, records) -> int:
-        return self.broker.config.get("share.coordinator.write.timeout.ms")
+        return self.services.config.get("share.coordinator.write.timeout.ms")
 
     def append_records(self, p, records: list, now: int) -> None:
         """acks=-1: NOT_ENOUGH_REPLICAS before appending if the ISR is below ``min.insync.replicas``;
@@ -117,10 +117,10 @@ class ShareStateRuntime(CoordinatorRuntime):
         """Records below the log start offset were pruned (a batch read may begin before it)."""
         p = self.leader_partition(partition)
         start = p.log_start_offset if p is not None else 0
-        return self.coordinator.load(partition, [e for e in entries if e[0] >= start], self.broker.now_ms())
+        return self.coordinator.load(partition, [e for e in entries if e[0] >= start], self.services.now_ms())
 
     def on_write_failure(self, result, failed: list, error: ErrorCode):
-        return self.coordinator.write_failed(result, failed, int(error), self.broker.now_ms())
+        return self.coordinator.write_failed(result, failed, int(error), self.services.now_ms())
 
     def before_unload(self, partition: int) -> None:
         self._last_pruned.pop(partition, None)
@@ -139,7 +139,7 @@ class ShareStateRuntime(CoordinatorRuntime):
 
     async def _prune_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.broker.config.get("share.coordinator.state.topic.prune.interval.ms") / 1000.0)
+            await asyncio.sleep(self.services.config.get("share.coordinator.state.topic.prune.interval.ms") / 1000.0)
             try:
                 self.prune()
             except asyncio.CancelledError:
@@ -169,5 +169,5 @@ class ShareStateRuntime(CoordinatorRuntime):
             self._last_pruned[partition] = offset
             pruned[partition] = low
         if pruned:
-            self.broker.log_manager.checkpoint(force=False)
+            self.services.log_manager.checkpoint(force=False)
         return pruned

@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kcompat.broker.coordinator_runtime import CoordinatorRuntime
-from kcompat.broker.group_runtime import OFFSETS_TOPIC
+from kcompat.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorServices
+from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeClients
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -50,17 +50,20 @@ def txn_config(cfg) -> TxnConfig:
 
 
 class TxnRuntime(CoordinatorRuntime):
-    """The broker's transaction coordinator service. ``broker`` is the :class:`Broker`."""
+    """The broker's transaction coordinator service, over the broker's
+    :class:`CoordinatorServices` and its group coordinator ``groups`` (transactional offsets:
+    their ``__consumer_offsets`` partition, and the markers written there)."""
 
     TOPIC = TRANSACTION_STATE_TOPIC
 
-    def __init__(self, broker) -> None:
-        self.config = txn_config(broker.config)
+    def __init__(self, services: CoordinatorServices, groups: GroupRuntime) -> None:
+        self.config = txn_config(services.config)
+        self.groups = groups
         coordinator = TransactionCoordinator(
-            self.config, allocate_producer_id=lambda: broker.producer_id_manager.generate(),
-            partition_exists=broker.image.has_partition,
-            group_partition_for=lambda group_id: broker.groups.coordinator.partition_for(group_id))
-        super().__init__(broker, coordinator)
+            self.config, allocate_producer_id=services.producer_id_manager.generate,
+            partition_exists=services.image.has_partition,
+            group_partition_for=groups.coordinator.partition_for)
+        super().__init__(services, coordinator)
         self._marker_tasks: dict[int, set[asyncio.Task]] = {}  # by __transaction_state partition
         self._clients: NodeClients | None = None
         self._stopping = False
@@ -89,15 +92,15 @@ class TxnRuntime(CoordinatorRuntime):
         return self._call(self.coordinator.list_transactions, ctx, req)
 
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
-        cfg = self.broker.config
-        rf = min(cfg.get("transaction.state.log.replication.factor"), len(self.broker.live_broker_ids()))
+        cfg = self.services.config
+        rf = min(cfg.get("transaction.state.log.replication.factor"), len(self.services.live_broker_ids()))
         return (self.config.num_partitions, "transaction.state.log.replication.factor",
                 {"cleanup.policy": "compact", "compression.type": "uncompressed",
                  "min.insync.replicas": str(max(1, min(cfg.get("transaction.state.log.min.isr"), rf))),
                  "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))})
 
     def _request_timeout_ms(self) -> int:
-        return self.broker.config.get("request.timeout.ms")
+        return self.services.config.get("request.timeout.ms")
 
     def write_timeout_ms(self, records) -> int:
         """The longest transaction timeout of the ids written (Kafka's appendTransactionToLog
@@ -112,7 +115,7 @@ class TxnRuntime(CoordinatorRuntime):
         super().append_records(p, records, now)
 
     def _leader_epoch(self, partition: int) -> int:
-        return self.broker.image.topics[self.TOPIC].partitions[partition].leader_epoch
+        return self.services.image.topics[self.TOPIC].partitions[partition].leader_epoch
 
     def on_partition_hosted(self, partition: int) -> None:
         """As the base; a partition loaded at an older leader epoch is unloaded and loaded again
@@ -124,11 +127,11 @@ class TxnRuntime(CoordinatorRuntime):
 
     def load_coordinator(self, partition: int, entries: list):
         # markers carry the coordinator epoch: the leader epoch of the __transaction_state partition
-        return self.coordinator.load(partition, entries, self.broker.now_ms(),
+        return self.coordinator.load(partition, entries, self.services.now_ms(),
                                      coordinator_epoch=self._leader_epoch(partition))
 
     def on_write_failure(self, result, failed: list, error: ErrorCode):
-        return self.coordinator.append_failed(result, int(error), self.broker.now_ms())
+        return self.coordinator.append_failed(result, int(error), self.services.now_ms())
 
     def before_unload(self, partition: int) -> None:
         for task in self._marker_tasks.pop(partition, ()):
@@ -162,7 +165,7 @@ class TxnRuntime(CoordinatorRuntime):
             log.info("not writing the markers of %s: this broker no longer leads %s-%d", m.transactional_id,
                      self.TOPIC, txn_partition)
             return
-        now = self.broker.now_ms()
+        now = self.services.now_ms()
         errors: dict[tuple[str, int], int] = {}
         waits: list = []  # (tp, Partition, required offset) or (tp, future of the group runtime)
         remote: dict[int, list[tuple[str, int]]] = {}
@@ -170,7 +173,7 @@ class TxnRuntime(CoordinatorRuntime):
             topic, partition = tp
             try:
                 leader = self._leader_of(topic, partition)
-                if leader is not None and leader != self.broker.node_id:
+                if leader is not None and leader != self.services.node_id:
                     remote.setdefault(leader, []).append(tp)
                     continue
                 wait = self._write_local_marker(m, topic, partition, now)
@@ -195,7 +198,7 @@ class TxnRuntime(CoordinatorRuntime):
     def _leader_of(self, topic: str, partition: int) -> int | None:
         """The leader of a partition as the metadata says (None: unknown topic or partition, the
         local write reports it). Raises KafkaError(NOT_LEADER_OR_FOLLOWER) without a leader."""
-        t = self.broker.image.topics.get(topic)
+        t = self.services.image.topics.get(topic)
         ip = t.partitions.get(partition) if t is not None else None
         if ip is None:
             return None
@@ -207,15 +210,15 @@ class TxnRuntime(CoordinatorRuntime):
         """Append the marker to a partition this broker leads: None if committed already, else
         what to wait for. Raises KafkaError."""
         if topic == OFFSETS_TOPIC:
-            fut = self.broker.groups.write_txn_marker(partition, m.producer_id, m.producer_epoch,
-                                                      m.coordinator_epoch, m.commit)
+            fut = self.groups.write_txn_marker(partition, m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                               m.commit)
             if fut.done():
                 code = fut.result()
                 if code != ErrorCode.NONE:
                     raise KafkaError(code)
                 return None
             return (fut,)
-        p = self.broker.replica_manager.get(topic, partition)
+        p = self.services.replica_manager.get(topic, partition)
         if p is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not p.is_leader:
@@ -269,12 +272,13 @@ class TxnRuntime(CoordinatorRuntime):
 
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            self._clients = inter_broker_clients(self.broker, f"kcompat-txn-{self.broker.node_id}")
+            services = self.services
+            self._clients = inter_broker_clients(services.config, services.image, f"kcompat-txn-{services.node_id}")
         return self._clients
 
     def _markers_done(self, m, errors: dict) -> None:
         self.apply(self.coordinator.markers_written(m.transactional_id, m.producer_id, m.producer_epoch, errors,
-                                                    self.broker.now_ms(), coordinator_epoch=m.coordinator_epoch))
+                                                    self.services.now_ms(), coordinator_epoch=m.coordinator_epoch))
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                partition: int) -> int:
@@ -295,9 +299,9 @@ class TxnRuntime(CoordinatorRuntime):
         """Node id of the coordinator of ``transactional_id`` (the leader of its
         ``__transaction_state`` partition) when that is another live broker; None when it is this
         one or there is none (the local coordinator then answers NOT_COORDINATOR)."""
-        t = self.broker.image.topics.get(self.TOPIC)
+        t = self.services.image.topics.get(self.TOPIC)
         p = t.partitions.get(self.coordinator.partition_for(transactional_id)) if t is not None else None
-        if p is None or p.leader < 0 or p.leader == self.broker.node_id:
+        if p is None or p.leader < 0 or p.leader == self.services.node_id:
             return None
         return p.leader
 

@@ -1,4 +1,5 @@
-"""A stand-in broker for the coordinator runtimes (GroupRuntime, TxnRuntime): real Partitions over
+"""A stand-in broker for the coordinator runtimes (GroupRuntime, TxnRuntime), which it builds from
+the CoordinatorServices it gives them: real Partitions over
 real logs in a temporary directory, a metadata image reduced to leaders and leader epochs, and a
 follower that is simulated by calling ``read_for_follower`` (it advances the high watermark).
 
@@ -15,6 +16,8 @@ import time
 import uuid
 from types import SimpleNamespace
 
+from kcompat.broker.api_services import MetadataCache
+from kcompat.broker.coordinator_runtime import CoordinatorServices
 from kcompat.broker.group_runtime import OFFSETS_TOPIC, GroupRuntime
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC, TxnRuntime
 from kcompat.config.broker import BrokerConfig
@@ -30,6 +33,7 @@ class _ReplicaManager:
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.txn_verifier = None
+        self.remote_txn_verification = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -56,14 +60,22 @@ class RuntimeBroker:
                          *(data or {}).items()):
             for i in range(n):
                 self.add_partition(topic, i)
-        self.groups = GroupRuntime(self)
-        self.txn = TxnRuntime(self)
+        services = CoordinatorServices(
+            node_id=LOCAL, config=self.config, image=self.image, metadata_cache=MetadataCache(self.image),
+            now_ms=self.now_ms, replica_manager=self.replica_manager, log_manager=None,
+            producer_id_manager=self.producer_id_manager, live_broker_ids=self.live_broker_ids,
+            voter_count=lambda: 1, create_topics=self._create_topics)
+        self.groups = GroupRuntime(services)
+        self.txn = TxnRuntime(services, self.groups)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
     def live_broker_ids(self) -> list[int]:
         return [LOCAL]
+
+    async def _create_topics(self, topics):
+        raise AssertionError(f"the internal topics exist from the start; asked to create {topics}")
 
     # -- partitions ----------------------------------------------------------------------------
 
