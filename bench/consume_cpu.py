@@ -84,6 +84,19 @@ class TreeBroker:
         self.log.close()
 
 
+def print_paired(label: str, got: dict[str, list[dict[str, float]]]) -> None:
+    """Medians of each figure for both trees, the median of the paired ratios AFTER/BEFORE and in
+    how many pairs AFTER was lower; then the load average."""
+    for fig in FIGURES:
+        before = [r[fig] for r in got["before"]]
+        after = [r[fig] for r in got["after"]]
+        ratios = [y / x for x, y in zip(before, after)]
+        print(f"{label:5s} {fig:12s} before {statistics.median(before):8.3f}  after "
+              f"{statistics.median(after):8.3f}  after/before (paired) {statistics.median(ratios):.3f}, "
+              f"after lower in {sum(r < 1 for r in ratios)}/{len(ratios)}", flush=True)
+    print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
+
+
 def consume_pass(rdk: Path, broker: TreeBroker, topic: str, count: int) -> dict[str, float]:
     """One consume of ``topic`` from the beginning: MB/s, broker and client CPU s per GB."""
     before = proc_run_seconds(broker.proc.pid)
@@ -121,14 +134,7 @@ def main(argv=None) -> int:
                     order = (("before", a), ("after", b)) if i % 2 == 0 else (("after", b), ("before", a))
                     for name, broker in order:
                         got[name].append(consume_pass(rdk, broker, topic, counts[topic]))
-                for fig in FIGURES:
-                    before = [r[fig] for r in got["before"]]
-                    after = [r[fig] for r in got["after"]]
-                    ratios = [y / x for x, y in zip(before, after)]
-                    print(f"{topic:5s} {fig:12s} before {statistics.median(before):8.3f}  after "
-                          f"{statistics.median(after):8.3f}  after/before (paired) {statistics.median(ratios):.3f}, "
-                          f"after lower in {sum(r < 1 for r in ratios)}/{len(ratios)}", flush=True)
-                print(f"# load average {os.getloadavg()[0]:.2f}", flush=True)
+                print_paired(topic, got)
     return 0
 
 
