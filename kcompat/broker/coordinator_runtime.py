@@ -79,6 +79,7 @@ class CoordinatorServices:
     voter_count: Callable[[], int]
     create_topics: Callable[[list[NewTopic]], Awaitable[list[TopicResult]]]
 
+
 LOAD_CHUNK_BYTES = 1 << 20
 
 
