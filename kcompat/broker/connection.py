@@ -165,9 +165,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were read into the buffer :meth:`get_buffer` gave."""
         self.last_active = monotonic()
-        frame = self._frames.received(nbytes)
-        if frame is not None and not self._closing:
-            self._handle_frame(frame)
+        self._frames.received(nbytes)
         self._process_buffer()
 
     def pause_writing(self) -> None:
@@ -184,7 +182,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _process_buffer(self) -> None:
         frames = self._frames
         taken = 0
-        while not self._closing and frames.has_unframed() and len(self._pending) < self._max_in_flight \
+        while not self._closing and frames.unframed_size() and len(self._pending) < self._max_in_flight \
                 and not self._holds and self._limits.may_read(self):
             if taken == FRAMES_PER_TURN:
                 self._next_turn(frames.unframed_size())
@@ -376,7 +374,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.last_active = monotonic()
                 self._record(slot)
         self._update_reading()
-        if self._frames.has_unframed() and not self._reading_paused:
+        if self._frames.unframed_size() and not self._reading_paused:
             # frames left in the buffer while we were at the in-flight limit
             asyncio.get_running_loop().call_soon(self._process_buffer)
 
@@ -541,7 +539,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._holds.discard(reason)
         self._update_reading()
-        if not self._holds and self._frames.has_unframed() and not self._closing:
+        if not self._holds and self._frames.unframed_size() and not self._closing:
             asyncio.get_running_loop().call_soon(self._process_buffer)
 
     def idle_since(self, deadline: float) -> bool:

@@ -37,9 +37,11 @@ class FrameSizeError(ValueError):
 
 class FrameBuffer:
     """Received bytes not yet framed are ``_rbuf[_start:_end]``; a frame too large for ``_rbuf``
-    is received into ``_frame`` (``_frame_size`` bytes, ``_filled`` so far)."""
+    is received into ``_frame`` (``_frame_size`` bytes, ``_filled`` so far) and, once complete,
+    waits in ``_ready`` for :meth:`next_frame`, ahead of the bytes received after it."""
 
-    __slots__ = ("_receive_buffer", "_upfront", "_rbuf", "_start", "_end", "_frame", "_frame_size", "_filled")
+    __slots__ = ("_receive_buffer", "_upfront", "_rbuf", "_start", "_end", "_frame", "_frame_size", "_filled",
+                 "_ready")
 
     def __init__(self, receive_buffer: int = RECEIVE_BUFFER, upfront: int = FRAME_UPFRONT) -> None:
         self._receive_buffer = receive_buffer
@@ -48,6 +50,7 @@ class FrameBuffer:
         self._start = self._end = 0
         self._frame: bytearray | None = None
         self._frame_size = self._filled = 0
+        self._ready: bytearray | None = None
 
     def get_buffer(self) -> memoryview:
         """Where the transport reads next: the rest of a large frame's own buffer, else the free
@@ -68,26 +71,28 @@ class FrameBuffer:
             self._start, self._end = 0, unframed
         return memoryview(buf)[self._end:]
 
-    def received(self, nbytes: int) -> bytearray | None:
-        """``nbytes`` were read into the last :meth:`get_buffer`; returns the large frame they
-        completed, if they did (then take the smaller ones with :meth:`next_frame`)."""
+    def received(self, nbytes: int) -> None:
+        """``nbytes`` were read into the last :meth:`get_buffer`; take the frames they complete
+        with :meth:`next_frame`."""
         if self._frame is None:
             self._end += nbytes
-            return None
+            return
         self._filled += nbytes
-        if self._filled < self._frame_size:
-            if self._filled == len(self._frame):   # above ``upfront``: grow as it comes
-                grown = bytearray(min(self._frame_size, 2 * self._filled))
-                grown[:self._filled] = self._frame
-                self._frame = grown
-            return None
-        frame, self._frame = self._frame, None
-        return frame
+        if self._filled == self._frame_size:
+            self._ready, self._frame = self._frame, None
+        elif self._filled == len(self._frame):   # above ``upfront``: grow as it comes
+            grown = bytearray(min(self._frame_size, 2 * self._filled))
+            grown[:self._filled] = self._frame
+            self._frame = grown
 
     def next_frame(self, max_size: int) -> bytearray | None:
-        """The next complete frame (a copy, without its size), or None until one is complete
-        (a large frame being received: until :meth:`received` returns it). Raises
-        :class:`FrameSizeError` for a size below 0 or above ``max_size`` (bytes)."""
+        """The next complete frame (without its size; a small one is a copy), or None until one
+        is complete. Raises :class:`FrameSizeError` for a size below 0 or above ``max_size``
+        (bytes)."""
+        ready = self._ready
+        if ready is not None:
+            self._ready = None
+            return ready
         if self._frame is not None:
             return None
         buf = self._rbuf
@@ -99,13 +104,10 @@ class FrameBuffer:
             raise FrameSizeError(size)
         if end - pos - 4 < size:
             if size + 4 > len(buf):   # it cannot fit: receive the rest into its own buffer
-                with memoryview(buf) as view:
-                    received = view[pos + 4:end]
-                    frame = bytearray(size if size <= self._upfront else
-                                      min(size, max(self._upfront, 2 * len(received))))
-                    frame[:len(received)] = received
-                    received.release()
-                self._frame, self._frame_size, self._filled = frame, size, end - pos - 4
+                n = end - pos - 4
+                frame = bytearray(size if size <= self._upfront else min(size, max(self._upfront, 2 * n)))
+                frame[:n] = memoryview(buf)[pos + 4:end]
+                self._frame, self._frame_size, self._filled = frame, size, n
                 self._emptied()
             return None
         frame = buf[pos + 4:pos + 4 + size]
@@ -116,13 +118,9 @@ class FrameBuffer:
             self._start = pos
         return frame
 
-    def has_unframed(self) -> bool:
-        """Whether received bytes wait to be framed (whole frames possibly among them)."""
-        return self._end > self._start
-
     def unframed_size(self) -> int:
-        """Bytes received and not framed yet."""
-        return self._end - self._start
+        """Bytes received and not taken yet, whole frames possibly among them (0: nothing to take)."""
+        return self._end - self._start + (len(self._ready) if self._ready is not None else 0)
 
     def unframed(self) -> bytes:
         """A copy of the received bytes not framed yet (for checks and tests)."""

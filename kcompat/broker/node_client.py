@@ -48,12 +48,8 @@ class _ClientProtocol(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         frames = self.frames
-        frame = frames.received(nbytes)
-        while frame is not None or frames.has_unframed():
-            if frame is not None:
-                self.owner._on_frame(frame)
-                if self.owner.closed:
-                    return
+        frames.received(nbytes)
+        while not self.owner.closed:
             try:
                 frame = frames.next_frame(MAX_RESPONSE_BYTES)
             except FrameSizeError as e:
@@ -61,6 +57,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
                 return
             if frame is None:
                 return
+            self.owner._on_frame(frame)
 
 
 class NodeConnection:
