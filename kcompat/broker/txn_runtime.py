@@ -198,13 +198,10 @@ class TxnRuntime(CoordinatorRuntime):
     def _leader_of(self, topic: str, partition: int) -> int | None:
         """The leader of a partition as the metadata says (None: unknown topic or partition, the
         local write reports it). Raises KafkaError(NOT_LEADER_OR_FOLLOWER) without a leader."""
-        t = self.services.image.topics.get(topic)
-        ip = t.partitions.get(partition) if t is not None else None
-        if ip is None:
-            return None
-        if ip.leader < 0:
+        leader = self.services.metadata_cache.leader_of(topic, partition)
+        if leader is not None and leader < 0:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no leader")
-        return ip.leader
+        return leader
 
     def _write_local_marker(self, m, topic: str, partition: int, now: int):
         """Append the marker to a partition this broker leads: None if committed already, else
@@ -299,11 +296,10 @@ class TxnRuntime(CoordinatorRuntime):
         """Node id of the coordinator of ``transactional_id`` (the leader of its
         ``__transaction_state`` partition) when that is another live broker; None when it is this
         one or there is none (the local coordinator then answers NOT_COORDINATOR)."""
-        t = self.services.image.topics.get(self.TOPIC)
-        p = t.partitions.get(self.coordinator.partition_for(transactional_id)) if t is not None else None
-        if p is None or p.leader < 0 or p.leader == self.services.node_id:
+        leader = self.services.metadata_cache.leader_of(self.TOPIC, self.coordinator.partition_for(transactional_id))
+        if leader is None or leader < 0 or leader == self.services.node_id:
             return None
-        return p.leader
+        return leader
 
     async def verify_remote(self, node: int, transactional_id: str, producer_id: int, producer_epoch: int,
                             partitions: list[tuple[str, int]], timeout_s: float) -> dict[tuple[str, int], int]:
