@@ -23,11 +23,11 @@ import time
 from kcompat.broker.frame_buffer import FRAME_UPFRONT, RECEIVE_BUFFER
 from kcompat.protocol import records as rb
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
-from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.testing import admin, wire
+from tests.robustness.util import read_records
 from tests.support.broker_process import BrokerProcess
 
 
@@ -48,17 +48,9 @@ def produce_frame(topic: str, batches: list[bytes], correlation_id: int) -> byte
                                     for i, b in enumerate(batches)])]), 9, correlation_id)
 
 
-def fetch_values(bootstrap: str, topic: str, partition: int) -> list[bytes]:
-    """Every record value of ``topic``-``partition`` from offset 0 (one fetch of up to 32 MiB)."""
-    F = FetchRequest
-    fetched = wire.call(bootstrap, F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 25,
-                                     isolation_level=0, session_id=0, session_epoch=-1,
-                                     topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
-                                         partition=partition, current_leader_epoch=-1, fetch_offset=0,
-                                         log_start_offset=-1, partition_max_bytes=1 << 25)])],
-                                     forgotten_topics_data=[], rack_id=""), 12)
-    data = memoryview(bytes(fetched.responses[0].partitions[0].records))
-    return [bytes(r.value) for pos, h in rb.iter_batches(data) for r in rb.iter_records(data[pos:pos + h.size])]
+def values(bootstrap: str, topic: str, partition: int) -> list[bytes]:
+    """Every record value of ``topic``-``partition`` from offset 0."""
+    return [bytes(v) for _offset, _key, v in read_records(bootstrap, topic, partition)]
 
 
 def send_in_background(sock, data: bytes, pieces: list[int] | None = None) -> threading.Thread:
@@ -76,8 +68,8 @@ def send_in_background(sock, data: bytes, pieces: list[int] | None = None) -> th
 def test_a_large_frame_in_small_pieces_then_another_request(tmp_path):
     with BrokerProcess(tmp_path / "data") as b:
         admin.create_topic(b.bootstrap, "big", 1, 1)
-        values = [bytes([i % 251]) * 1000 for i in range(600)]
-        batch = rb.build_batch([(0, None, v, ()) for v in values])
+        expected = [bytes([i % 251]) * 1000 for i in range(600)]
+        batch = rb.build_batch([(0, None, v, ()) for v in expected])
         produce = framed(ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
             name="big", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])]), 9, 1)
         metadata = framed(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="big")]), 12, 2)
@@ -93,16 +85,7 @@ def test_a_large_frame_in_small_pieces_then_another_request(tmp_path):
             assert cid == 1 and resp.responses[0].partition_responses[0].error_code == 0
             cid, md = wire.read_response(sock, 3, 12)
             assert cid == 2 and md.topics[0].name == "big"
-        F = FetchRequest
-        fetched = wire.call(b.bootstrap, F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 22,
-                                           isolation_level=0, session_id=0, session_epoch=-1,
-                                           topics=[F.FetchTopic(topic="big", partitions=[F.FetchPartition(
-                                               partition=0, current_leader_epoch=-1, fetch_offset=0,
-                                               log_start_offset=-1, partition_max_bytes=1 << 22)])],
-                                           forgotten_topics_data=[], rack_id=""), 12)
-        data = memoryview(bytes(fetched.responses[0].partitions[0].records))
-        got = [bytes(r.value) for pos, h in rb.iter_batches(data) for r in rb.iter_records(data[pos:pos + h.size])]
-        assert got == values
+        assert values(b.bootstrap, "big", 0) == expected
 
 
 def test_frames_above_the_upfront_allocation_and_around_the_receive_buffer(tmp_path):
@@ -123,7 +106,7 @@ def test_frames_above_the_upfront_allocation_and_around_the_receive_buffer(tmp_p
             assert cid == 1
             assert [p.error_code for p in resp.responses[0].partition_responses] == [0, 0, 0]
         for p in range(3):
-            assert fetch_values(b.bootstrap, "huge", p) == huge[p]
+            assert values(b.bootstrap, "huge", p) == huge[p]
         # each fits the receive buffer, two do not
         per_frame = int(0.6 * RECEIVE_BUFFER) // 1000
         mids = [[bytes([(n + i) % 251]) * 1000 for i in range(per_frame)] for n in range(60)]
@@ -137,7 +120,7 @@ def test_frames_above_the_upfront_allocation_and_around_the_receive_buffer(tmp_p
                 cid, resp = wire.read_response(sock, 0, 9)
                 assert cid == n and resp.responses[0].partition_responses[0].error_code == 0
             sender.join(30)
-        assert fetch_values(b.bootstrap, "mid", 0) == [v for vals in mids for v in vals]
+        assert values(b.bootstrap, "mid", 0) == [v for vals in mids for v in vals]
 
 
 def test_thousands_of_small_requests_in_one_write_are_answered_in_order(tmp_path):
