@@ -4,8 +4,10 @@
  *   rdkbench produce BOOTSTRAP TOPIC COUNT SIZE ACKS
  *       produce COUNT records of SIZE bytes (acks 1 or -1, linger.ms=5, max.in.flight=5,
  *       batch.size=1 MB, no compression, librdkafka's default partitioner: random for records
- *       without a key); prints "records=N failed=F seconds=S client_cpu_s=C" (first produce() to
- *       the last delivery report; C: this process's CPU seconds meanwhile).
+ *       without a key; rd_kafka_produce_batch() in chunks of 1,000 through a topic handle, as
+ *       rdkafka_performance produces through one; librdkafka's default local queue bound);
+ *       prints "records=N failed=F seconds=S client_cpu_s=C" (first produce() to the last
+ *       delivery report; C: this process's CPU seconds meanwhile).
  *   rdkbench consume BOOTSTRAP TOPIC PARTITIONS COUNT
  *       read COUNT records from the beginning of partitions 0..PARTITIONS-1 (assign, no group
  *       offsets; the local queue unbounded so that fetching never pauses; records taken from the
@@ -72,7 +74,6 @@ static rd_kafka_t *producer(const char *bootstrap, const char *acks, const char 
     set(conf, "max.in.flight.requests.per.connection", in_flight);
     set(conf, "batch.size", "1000000");
     set(conf, "batch.num.messages", "1000000");
-    set(conf, "queue.buffering.max.messages", "2000000");
     set(conf, "queue.buffering.max.kbytes", "1048576");
     set(conf, "enable.idempotence", "false");
     set(conf, "compression.type", "none");
@@ -82,20 +83,41 @@ static rd_kafka_t *producer(const char *bootstrap, const char *acks, const char 
     return rk;
 }
 
+/* records handed to rd_kafka_produce_batch() per call */
+enum { PRODUCE_CHUNK = 1000 };
+
 static int produce(const char *bootstrap, const char *topic, long count, int size, const char *acks) {
     rd_kafka_t *rk = producer(bootstrap, acks, "5", "5");
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     char *value = malloc(size);
     memset(value, 'v', size);
+    static rd_kafka_message_t chunk[PRODUCE_CHUNK];
     double t0 = now_s(), cpu0 = cpu_s();
-    for (long i = 0; i < count; i++) {
-        while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(value, size), RD_KAFKA_V_END)
-               == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+    for (long i = 0; i < count; i += PRODUCE_CHUNK) {
+        int n = count - i < PRODUCE_CHUNK ? (int)(count - i) : PRODUCE_CHUNK;
+        memset(chunk, 0, sizeof chunk);
+        for (int j = 0; j < n; j++) {
+            chunk[j].payload = value;
+            chunk[j].len = size;
+        }
+        /* the partitioner places each record (PARTITION_UA); a full local queue (librdkafka's
+         * default bound, 100,000 records, so that its memory is reused) refuses that record and
+         * the rest of the chunk with QUEUE_FULL: they are produced again once delivery reports
+         * have made room */
+        for (int done = 0; done < n;) {
+            rd_kafka_produce_batch(rkt, RD_KAFKA_PARTITION_UA, 0, chunk + done, n - done);
+            while (done < n && !chunk[done].err) done++;
+            if (done == n) break;
+            if (chunk[done].err != RD_KAFKA_RESP_ERR__QUEUE_FULL) die("produce", rd_kafka_err2str(chunk[done].err));
+            for (int j = done; j < n; j++) chunk[j].err = 0;
             rd_kafka_poll(rk, 1);
-        if ((i & 1023) == 0) rd_kafka_poll(rk, 0);
+        }
+        rd_kafka_poll(rk, 0);
     }
     while (rd_kafka_outq_len(rk) > 0) rd_kafka_poll(rk, 10);
     double secs = now_s() - t0;
     printf("records=%ld failed=%ld seconds=%.4f client_cpu_s=%.3f\n", delivered, failed, secs, cpu_s() - cpu0);
+    rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
     free(value);
     return failed ? 1 : 0;
