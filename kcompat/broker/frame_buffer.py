@@ -2,8 +2,11 @@
 ``asyncio.BufferedProtocol``: the transport reads into the buffers :meth:`FrameBuffer.get_buffer`
 gives, and complete frames come out as writable ``bytearray`` objects of exactly their size.
 
-- Small frames are read into a receive buffer of ``receive_buffer`` bytes (kept per connection,
-  hence small) and copied out of it.
+- Small frames are read into a receive buffer of ``receive_buffer`` bytes and copied out of it.
+  A connection holds that buffer only while it has bytes not framed yet: once every received
+  byte is taken, the buffer goes back to a pool that the next read of any connection takes it
+  from. An idle connection holds none (as Kafka's ``NetworkReceive``, which holds only the 4
+  bytes of the next size), and a busy one does not allocate per read.
 - A frame that does not fit is read straight into a buffer of its own, so its bytes go from the
   socket to the buffer it is decoded from with no copy in Python (a produced 1 MB batch on the
   broker, a follower's fetch response). That buffer is allocated whole up to ``upfront`` bytes
@@ -25,6 +28,24 @@ _I32 = struct.Struct(">i")
 RECEIVE_BUFFER = 16 * 1024
 MIN_READ = 4096          # less free space than this at the end: move what is left to the front
 FRAME_UPFRONT = 2 * 1024 * 1024
+POOL_MAX = 64            # empty receive buffers kept for reuse, per size
+
+# size -> empty receive buffers of that size. A buffer is in the pool or held by one FrameBuffer,
+# never both; list.append and list.pop are atomic, so event loops in several threads may share it.
+_pool: dict[int, list[bytearray]] = {}
+
+
+def _take(size: int) -> bytearray:
+    try:
+        return _pool[size].pop()
+    except (KeyError, IndexError):
+        return bytearray(size)
+
+
+def _give_back(buf: bytearray) -> None:
+    free = _pool.setdefault(len(buf), [])
+    if len(free) < POOL_MAX:
+        free.append(buf)
 
 
 class FrameSizeError(ValueError):
@@ -36,9 +57,10 @@ class FrameSizeError(ValueError):
 
 
 class FrameBuffer:
-    """Received bytes not yet framed are ``_rbuf[_start:_end]``; a frame too large for ``_rbuf``
-    is received into ``_frame`` (``_frame_size`` bytes, ``_filled`` so far) and, once complete,
-    waits in ``_ready`` for :meth:`next_frame`, ahead of the bytes received after it."""
+    """Received bytes not yet framed are ``_rbuf[_start:_end]`` (``_rbuf`` is None while there
+    are none); a frame too large for ``_rbuf`` is received into ``_frame`` (``_frame_size``
+    bytes, ``_filled`` so far) and, once complete, waits in ``_ready`` for :meth:`next_frame`,
+    ahead of the bytes received after it."""
 
     __slots__ = ("_receive_buffer", "_upfront", "_rbuf", "_start", "_end", "_frame", "_frame_size", "_filled",
                  "_ready")
@@ -46,7 +68,7 @@ class FrameBuffer:
     def __init__(self, receive_buffer: int = RECEIVE_BUFFER, upfront: int = FRAME_UPFRONT) -> None:
         self._receive_buffer = receive_buffer
         self._upfront = upfront
-        self._rbuf = bytearray(receive_buffer)
+        self._rbuf: bytearray | None = None
         self._start = self._end = 0
         self._frame: bytearray | None = None
         self._frame_size = self._filled = 0
@@ -59,7 +81,9 @@ class FrameBuffer:
         if frame is not None:
             return memoryview(frame)[self._filled:]
         buf = self._rbuf
-        if len(buf) - self._end < MIN_READ:
+        if buf is None:
+            buf = self._rbuf = _take(self._receive_buffer)
+        elif len(buf) - self._end < MIN_READ:
             # move the unframed bytes to the front; into a buffer twice as large if they fill more
             # than half of it (whole frames the caller has not taken yet; back to receive_buffer
             # once they are). Either frees half a buffer at least: each byte is moved about once.
@@ -97,7 +121,7 @@ class FrameBuffer:
             return None
         buf = self._rbuf
         pos, end = self._start, self._end
-        if end - pos < 4:
+        if buf is None or end - pos < 4:
             return None
         size = _I32.unpack_from(buf, pos)[0]
         if size < 0 or size > max_size:
@@ -124,9 +148,16 @@ class FrameBuffer:
 
     def unframed(self) -> bytes:
         """A copy of the received bytes not framed yet (for checks and tests)."""
-        return bytes(self._rbuf[self._start:self._end])
+        return bytes(self._rbuf[self._start:self._end]) if self._rbuf is not None else b""
+
+    def holds_receive_buffer(self) -> bool:
+        """True while a receive buffer is held (bytes not framed yet, or a read under way)."""
+        return self._rbuf is not None
 
     def _emptied(self) -> None:
+        """Every received byte is taken: the receive buffer goes back to the pool (one that grew
+        for frames that are taken now is dropped)."""
         self._start = self._end = 0
-        if len(self._rbuf) > self._receive_buffer:   # it grew for frames that are taken now
-            self._rbuf = bytearray(self._receive_buffer)
+        buf, self._rbuf = self._rbuf, None
+        if buf is not None and len(buf) == self._receive_buffer:
+            _give_back(buf)

@@ -84,3 +84,18 @@ def test_an_announced_frame_allocates_at_most_upfront():
     assert fb.next_frame(1 << 30) is None
     with fb.get_buffer() as buf:
         assert len(buf) == 4096 - 2                  # the rest of the first 4 KiB, not 10 MB
+
+
+def test_a_receive_buffer_is_held_only_while_bytes_wait_to_be_framed():
+    """An idle connection holds no receive buffer: it goes back to the pool once every byte is
+    taken, and the next read (of any connection) takes it from there."""
+    fb = FrameBuffer(receive_buffer=4096)
+    assert not fb.holds_receive_buffer()
+    data = framed([b"a" * 10, b"b" * 20])
+    assert feed(fb, data[:-5], [1000]) == [b"a" * 10]
+    assert fb.holds_receive_buffer()                 # the second frame is not whole yet
+    assert feed(fb, data[-5:], [1000]) == [b"b" * 20]
+    assert not fb.holds_receive_buffer()
+    other = FrameBuffer(receive_buffer=4096)
+    assert feed(other, framed([b"c" * 30]), [7]) == [b"c" * 30]
+    assert not other.holds_receive_buffer()
