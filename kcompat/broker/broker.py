@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from kcompat.broker.api_services import ApiServices, MetadataCache
+from kcompat.broker.broker_context import BrokerContext
 from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
@@ -114,6 +115,10 @@ class Broker:
     def now_ms(self) -> int:
         return now_ms()
 
+    def broker_epoch(self) -> int:
+        """This broker's epoch from its registration with the controller; -1 before it registers."""
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+
     # -- start-up --------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -145,7 +150,10 @@ class Broker:
         # replication throttles (KIP-73): the topic configs reach them through the publisher
         self.replication_quotas = ReplicationQuotas(self.node_id, self.config.get)
         self.replica_manager.leader_quota = self.replication_quotas.leader
-        self.replica_fetchers = ReplicaFetcherManager(self)
+        self.broker_context = BrokerContext(node_id=self.node_id, config=cfg, image=self.image, now_ms=self.now_ms,
+                                            is_shutting_down=lambda: self.shutting_down)
+        self.replica_fetchers = ReplicaFetcherManager(self.broker_context, broker_epoch=self.broker_epoch,
+                                                      follower_quota=self.replication_quotas.follower)
         self.isr_updates = IsrUpdates(self)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
         self.replica_manager.isr_change_listener = self.isr_updates.submit
@@ -225,6 +233,7 @@ class Broker:
             self.remote_log = RemoteLogManager(self, storage_from_config(cfg.get, log_dirs),
                                                RemoteLogMetadataManager(self))
             self.replica_manager.remote_reader = self.remote_log
+            self.replica_fetchers.remote_log = self.remote_log
         self.api_services.attach_broker_side(
             replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
             groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from kcompat.broker.node_client import NodeClients, NodeConnectionError
-from kcompat.broker.tls import inter_broker_ssl
-from kcompat.security.sasl_client import inter_broker_sasl
+from kcompat.broker.inter_broker import inter_broker_clients
+from kcompat.broker.node_client import NodeConnectionError
 from kcompat.isr.follower import (
     AppendRecords, Backoff, Fenced, FollowerFetch, IncrementLogStartOffset, ListLeaderOffsets, SetHighWatermark,
     Truncate, TruncateFullyAndStartAt,
@@ -27,6 +28,11 @@ from kcompat.isr.follower import (
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.fetch import FetchRequest
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.broker.quota.replication import ReplicationQuota
+    from kcompat.broker.remote_log import RemoteLogManager
 
 log = logging.getLogger("kcompat.isr.fetcher")
 
@@ -43,23 +49,30 @@ EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
 
 
 class ReplicaFetcherManager:
-    """The fetchers of one broker, keyed by leader id. ``broker``: the :class:`Broker`."""
+    """The fetchers of one broker, keyed by leader id.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``context``: this node's id, config, metadata image (the leaders' inter-broker endpoints,
+      topic ids and ISRs), clock (ms) and shutdown flag;
+    - ``broker_epoch()``: this broker's epoch from its registration with the controller, -1 while
+      unregistered (no fetch is sent then; Fetch carries it in ``replica_state``, KIP-903);
+    - ``follower_quota``: the ``follower.replication.throttled.*`` quota
+      (:class:`kcompat.broker.quota.replication.ReplicationQuota`, KIP-73).
+
+    ``remote_log`` (the :class:`~kcompat.broker.remote_log.RemoteLogManager`, None without tiered
+    storage) is set by the broker once it exists: a follower restarting from a tiered leader's
+    local log start reads the producer snapshot and leader epochs from it (KIP-405).
+    """
+
+    def __init__(self, context: BrokerContext, *, broker_epoch: Callable[[], int],
+                 follower_quota: ReplicationQuota) -> None:
+        self.context = context
+        self.broker_epoch = broker_epoch
+        self.follower_quota = follower_quota
+        self.remote_log: RemoteLogManager | None = None
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.listener = broker.config.inter_broker_listener_name
-        self.clients = NodeClients(self._endpoint_of, f"kcompat-replica-fetcher-{broker.node_id}",
-                                   ssl_context=inter_broker_ssl(broker.config),
-                                   sasl=inter_broker_sasl(broker.config))
+        self.clients = inter_broker_clients(context.config, context.image,
+                                            f"kcompat-replica-fetcher-{context.node_id}")
         self.closed = False
-
-    def _endpoint_of(self, node_id: int):
-        b = self.broker.image.brokers.get(node_id)
-        if b is None:
-            return None
-        ep = b.endpoints.get(self.listener)
-        return (ep.host, ep.port) if ep is not None else None
 
     def on_partition_role(self, partition, leader_id: int, leader_epoch: int) -> None:
         """The ReplicaManager's ``follower_listener``: follow ``leader_id`` at ``leader_epoch``, or
@@ -68,7 +81,7 @@ class ReplicaFetcherManager:
         for lid, f in list(self.fetchers.items()):
             if key in f.partitions and lid != leader_id:
                 f.remove(key)
-        if leader_id < 0 or leader_id == self.broker.node_id or self.closed:
+        if leader_id < 0 or leader_id == self.context.node_id or self.closed:
             return
         f = self.fetchers.get(leader_id)
         if f is None:
@@ -91,7 +104,7 @@ class ReplicaFetcher:
 
     def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
         self.manager = manager
-        self.broker = manager.broker
+        self.context = manager.context
         self.leader_id = leader_id
         # (topic, partition) -> (Partition, FollowerFetch, retry-not-before ms)
         self.partitions: dict[tuple[str, int], list] = {}
@@ -101,7 +114,7 @@ class ReplicaFetcher:
     def add(self, partition, leader_epoch: int) -> None:
         key = (partition.topic, partition.partition_id)
         entry = self.partitions.get(key)
-        now = self.broker.now_ms()
+        now = self.context.now_ms()
         if entry is not None and entry[0] is partition:
             actions = entry[1].on_leader_change(self.leader_id, leader_epoch, partition.log, partition.high_watermark)
         else:
@@ -123,12 +136,11 @@ class ReplicaFetcher:
     # -- the loop --------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        cfg = self.broker.config
+        cfg = self.context.config
         backoff_s = cfg.get("replica.fetch.backoff.ms") / 1000.0
-        while not self.broker.shutting_down and not self.manager.closed:
+        while not self.context.is_shutting_down() and not self.manager.closed:
             try:
-                lifecycle = self.broker.lifecycle
-                epoch = lifecycle.broker_epoch if lifecycle is not None else -1
+                epoch = self.manager.broker_epoch()
                 if epoch < 0:
                     await asyncio.sleep(0.1)
                     continue
@@ -165,10 +177,10 @@ class ReplicaFetcher:
             pass
 
     def _build_request(self, broker_epoch: int):
-        cfg = self.broker.config
-        now = self.broker.now_ms()
-        image = self.broker.image
-        quota = self.broker.replication_quotas.follower
+        cfg = self.context.config
+        now = self.context.now_ms()
+        image = self.context.image
+        quota = self.manager.follower_quota
         by_topic: dict = {}
         sent = {}
         for key, entry in self.partitions.items():
@@ -180,7 +192,7 @@ class ReplicaFetcher:
             if pos is None or t is None:
                 continue
             ip = t.partitions.get(key[1])
-            if quota.should_throttle(key[0], key[1], ip is not None and self.broker.node_id in ip.isr, now):
+            if quota.should_throttle(key[0], key[1], ip is not None and self.context.node_id in ip.isr, now):
                 continue   # follower.replication.throttled.*: not fetched while over the rate
             by_topic.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
@@ -188,7 +200,7 @@ class ReplicaFetcher:
                 partition_max_bytes=cfg.get("replica.fetch.max.bytes")))
             sent[(t.topic_id, key[1])] = (key, entry, pos.fetch_offset, pos.current_leader_epoch)
         req = FetchRequest(
-            replica_state=FetchRequest.ReplicaState(replica_id=self.broker.node_id, replica_epoch=broker_epoch),
+            replica_state=FetchRequest.ReplicaState(replica_id=self.context.node_id, replica_epoch=broker_epoch),
             max_wait_ms=cfg.get("replica.fetch.wait.max.ms"), min_bytes=cfg.get("replica.fetch.min.bytes"),
             max_bytes=cfg.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=0, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()],
@@ -196,8 +208,8 @@ class ReplicaFetcher:
         return req, sent
 
     async def _handle_response(self, resp, sent: dict) -> None:
-        now = self.broker.now_ms()
-        quota = self.broker.replication_quotas.follower
+        now = self.context.now_ms()
+        quota = self.manager.follower_quota
         for tr in resp.responses:
             for pd in tr.partitions:
                 found = sent.get((tr.topic_id, pd.partition_index))
@@ -229,12 +241,12 @@ class ReplicaFetcher:
                 except (KafkaError, NodeConnectionError, ConnectionError, OSError, asyncio.TimeoutError) as e:
                     log.info("%s: could not list the leader's offsets: %s", partition, e)
                     ff.state = "fetching"
-                    entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                    entry[2] = now + self.context.config.get("replica.fetch.backoff.ms")
                     return
                 more = ff.on_leader_offsets(partition.log, leader_log_start_offset=earliest,
                                             leader_log_end_offset=latest, leader_local_log_start_offset=local)
                 aux = None
-                remote = getattr(self.broker, "remote_log", None)
+                remote = self.manager.remote_log
                 if remote is not None and any(isinstance(a, TruncateFullyAndStartAt) and a.log_start_offset is not None
                                               for a in more):
                     try:   # what the missing segments leave behind: producer state, leader epochs (KIP-405)
@@ -242,7 +254,7 @@ class ReplicaFetcher:
                     except Exception as e:
                         log.info("%s: could not read the remote producer snapshot and epochs: %s", partition, e)
                         ff.state = "fetching"
-                        entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                        entry[2] = now + self.context.config.get("replica.fetch.backoff.ms")
                         return
                 self._apply(entry, more, now, aux)
             elif not self._apply(entry, [action], now):
@@ -268,7 +280,7 @@ class ReplicaFetcher:
                     if action.offset > partition.log.log_start_offset:
                         partition.log.delete_records_before(action.offset)
                 elif isinstance(action, Backoff):
-                    backoff_ms = self.broker.config.get("replica.fetch.backoff.ms")
+                    backoff_ms = self.context.config.get("replica.fetch.backoff.ms")
                     if action.error in METADATA_LAG_ERRORS:
                         backoff_ms = min(backoff_ms, METADATA_LAG_BACKOFF_MS)
                     else:
@@ -280,7 +292,7 @@ class ReplicaFetcher:
                     return False
             except (KafkaError, ValueError, OSError) as e:
                 log.error("%s: replicating from leader %d failed at %s: %s", partition, self.leader_id, action, e)
-                entry[2] = now + self.broker.config.get("replica.fetch.backoff.ms")
+                entry[2] = now + self.context.config.get("replica.fetch.backoff.ms")
                 return False
         return True
 
@@ -289,7 +301,7 @@ class ReplicaFetcher:
         else None) through ListOffsets as a replica."""
         out = []
         for ts in (EARLIEST, LATEST, EARLIEST_LOCAL) if tiered else (EARLIEST, LATEST):
-            req = ListOffsetsRequest(replica_id=self.broker.node_id, isolation_level=0, topics=[
+            req = ListOffsetsRequest(replica_id=self.context.node_id, isolation_level=0, topics=[
                 ListOffsetsRequest.ListOffsetsTopic(name=partition.topic, partitions=[
                     ListOffsetsRequest.ListOffsetsPartition(partition_index=partition.partition_id,
                                                             current_leader_epoch=partition.leader_epoch,
