@@ -154,12 +154,13 @@ class Broker:
                                             is_shutting_down=lambda: self.shutting_down)
         self.replica_fetchers = ReplicaFetcherManager(self.broker_context, broker_epoch=self.broker_epoch,
                                                       follower_quota=self.replication_quotas.follower)
-        self.isr_updates = IsrUpdates(self)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
-        self.replica_manager.isr_change_listener = self.isr_updates.submit
         self.log_dir_runtime = LogDirRuntime(self, metadata_dir)
 
         self.controller_service = ControllerService(self)
+        self.isr_updates = IsrUpdates(self.broker_context, broker_epoch=self.broker_epoch,
+                                      controller_service=self.controller_service)
+        self.replica_manager.isr_change_listener = self.isr_updates.submit
         self.controller = Controller(
             self.image, self.controller_service.sink, node_id=self.node_id,
             defaults=lambda: (cfg.get("num.partitions"), cfg.get("default.replication.factor")),
@@ -192,6 +193,7 @@ class Broker:
             describe_topic_configs=self.describe_topic_configs, controller_service=self.controller_service,
             controller=self.controller, cluster_control=self.cluster_control, quorum=self.quorum,
             is_shutting_down=lambda: self.shutting_down)
+        self.isr_updates.api_services = self.api_services
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
         await self._wait_for_metadata()

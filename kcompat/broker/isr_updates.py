@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kcompat.broker.handlers import alter_partition
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.alter_partition import AlterPartitionRequest as Q
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.api_services import ApiServices
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.broker.controller_service import ControllerService
 
 log = logging.getLogger("kcompat.isr")
 
@@ -25,10 +32,26 @@ VERSION = 3
 
 
 class IsrUpdates:
-    """Pending ISR proposals of this broker and the task that sends them."""
+    """Pending ISR proposals of this broker and the task that sends them.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``context``: this node's id (the request's ``broker_id``), config
+      (``controller.quorum.retry.backoff.ms``), clock (ms) and shutdown flag;
+    - ``broker_epoch()``: this broker's epoch from its registration, -1 while unregistered (sent
+      as the request's ``broker_epoch``);
+    - ``controller_service``: runs the request on this node when it is the active controller,
+      else forwards it over the controller listener.
+
+    ``api_services`` (the handlers' :class:`~kcompat.broker.api_services.ApiServices`, which
+    :func:`kcompat.broker.handlers.alter_partition.local` runs against on the active controller)
+    is set by the broker once it exists, before any request is sent.
+    """
+
+    def __init__(self, context: BrokerContext, *, broker_epoch: Callable[[], int],
+                 controller_service: ControllerService) -> None:
+        self.context = context
+        self.broker_epoch = broker_epoch
+        self.controller_service = controller_service
+        self.api_services: ApiServices | None = None
         self._pending: dict[tuple[str, int], tuple[object, object]] = {}
         self._task: asyncio.Task | None = None
 
@@ -40,24 +63,22 @@ class IsrUpdates:
 
     async def _send_all(self) -> None:
         await asyncio.sleep(0)   # gather the proposals of this loop iteration
-        while self._pending and not self.broker.shutting_down:
+        while self._pending and not self.context.is_shutting_down():
             batch, self._pending = self._pending, {}
             try:
                 if not await self._send(list(batch.values())):
-                    await asyncio.sleep(self.broker.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
+                    await asyncio.sleep(self.context.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
             except asyncio.CancelledError:
                 raise
             except Exception as e:   # never leave a proposal stuck in flight
                 log.warning("AlterPartition failed: %s", e)
                 for partition, _change in batch.values():
                     partition.on_isr_change_result(ErrorCode.UNKNOWN_SERVER_ERROR)
-                await asyncio.sleep(self.broker.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
+                await asyncio.sleep(self.context.config.get("controller.quorum.retry.backoff.ms") / 1000.0)
 
     async def _send(self, items: list) -> bool:
         """One AlterPartition for ``items``; True if every partition's change was accepted."""
-        broker = self.broker
-        lifecycle = broker.lifecycle
-        epoch = lifecycle.broker_epoch if lifecycle is not None else -1
+        epoch = self.broker_epoch()
         topics: dict = {}
         by_key = {}
         for partition, change in items:
@@ -72,15 +93,15 @@ class IsrUpdates:
                 new_isr_with_epochs=members, leader_recovery_state=0, partition_epoch=change.partition_epoch))
             by_key[(partition.topic_id, partition.partition_id)] = partition
             log.info("%s: proposing ISR %s (%s)", partition, list(change.proposed_isr), change.kind)
-        req = Q(broker_id=broker.node_id, broker_epoch=epoch,
+        req = Q(broker_id=self.context.node_id, broker_epoch=epoch,
                 topics=[Q.TopicData(topic_id=tid, partitions=parts) for tid, parts in topics.items()])
         try:
-            resp = await broker.controller_service.call(
-                req, VERSION, lambda: alter_partition.local(broker.api_services, VERSION, req),
+            resp = await self.controller_service.call(
+                req, VERSION, lambda: alter_partition.local(self.api_services, VERSION, req),
                 alter_partition.error_response)
         except KafkaError as e:
             resp = alter_partition.error_response(req, VERSION, e.code)
-        now = broker.now_ms()
+        now = self.context.now_ms()
         answered = set()
         accepted = 0
         if resp.error_code == ErrorCode.NONE:
