@@ -232,8 +232,11 @@ class Broker:
                 p.txn_verifier = self.txn.verify
         self.remote_log = None   # KIP-405 tiered storage, with remote.log.storage.system.enable
         if cfg.get("remote.log.storage.system.enable"):
-            self.remote_log = RemoteLogManager(self, storage_from_config(cfg.get, log_dirs),
-                                               RemoteLogMetadataManager(self))
+            rlmm = RemoteLogMetadataManager(self.broker_context, live_broker_ids=self.live_broker_ids,
+                                            voter_count=coordinator_services.voter_count,
+                                            create_topics=self.controller_service.create_topics)
+            self.remote_log = RemoteLogManager(self.broker_context, self.replica_manager,
+                                               storage_from_config(cfg.get, log_dirs), rlmm)
             self.replica_manager.remote_reader = self.remote_log
             self.replica_fetchers.remote_log = self.remote_log
         self.api_services.attach_broker_side(

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import random
 import uuid
+from typing import TYPE_CHECKING
 
 from kcompat.broker.remote_log_metadata import RemoteLogMetadataError, RemoteLogMetadataManager
 from kcompat.log.leader_epoch import EpochEntry, format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint
@@ -33,6 +34,10 @@ from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.tiered.metadata import PartitionDeleteState, RemoteSegment, SegmentState, partition_delete_record
 from kcompat.tiered.reader import RemoteLogReader
 from kcompat.tiered.storage import IndexType, RemoteStorageError, RemoteStorageManager, SegmentData, SegmentKey
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.isr.replica_manager import ReplicaManager
 
 log = logging.getLogger("kcompat.broker.remote_log")
 
@@ -52,15 +57,23 @@ def segment_leader_epochs(entries: list[EpochEntry], start: int, end: int) -> di
 
 
 class RemoteLogManager:
-    """``broker``: the running broker; ``storage``: the backend; ``metadata``: the metadata
-    manager (its ``now_ms``, config, replica manager and node id are read from ``broker``)."""
+    """Tiered storage of this broker's partitions (Kafka's ``RemoteLogManager``).
 
-    def __init__(self, broker, storage: RemoteStorageManager, metadata: RemoteLogMetadataManager) -> None:
-        self.broker = broker
+    - ``context``: this node's id (the broker id in segment metadata), config
+      (``remote.log.manager.*``, ``remote.fetch.max.wait.ms``), clock (ms) and shutdown flag
+      (the periodic task ends with it);
+    - ``replica_manager``: the partitions whose topics have ``remote.storage.enable``;
+    - ``storage``: the backend; ``metadata``: the metadata manager.
+    """
+
+    def __init__(self, context: BrokerContext, replica_manager: ReplicaManager, storage: RemoteStorageManager,
+                 metadata: RemoteLogMetadataManager) -> None:
+        self.context = context
+        self.replica_manager = replica_manager
         self.storage = storage
         self.metadata = metadata
         self.reader = RemoteLogReader(storage)
-        cfg = broker.config
+        cfg = context.config
         self.interval_ms = cfg.get("remote.log.manager.task.interval.ms")
         self.backoff_ms = cfg.get("remote.log.manager.task.retry.backoff.ms")
         self.backoff_max_ms = cfg.get("remote.log.manager.task.retry.backoff.max.ms")
@@ -96,7 +109,7 @@ class RemoteLogManager:
         self._wake.set()
 
     async def _run(self) -> None:
-        while not self.broker.shutting_down:
+        while not self.context.is_shutting_down():
             try:
                 await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
             except asyncio.TimeoutError:
@@ -110,7 +123,7 @@ class RemoteLogManager:
                 log.exception("remote log manager round failed")
 
     def _tiered_partitions(self) -> list:
-        return [p for p in list(self.broker.replica_manager.partitions.values())
+        return [p for p in list(self.replica_manager.partitions.values())
                 if p.log.config.remote_storage_enable and not p.log.closed]
 
     async def run_once(self) -> None:
@@ -123,7 +136,7 @@ class RemoteLogManager:
         except RemoteLogMetadataError as e:
             log.warning("remote log metadata topic not ready: %s", e)
             return
-        now = self.broker.now_ms()
+        now = self.context.now_ms()
         for p in partitions:
             key = (p.topic, p.partition_id)
             attempts, due = self._failures.get(key, (0, 0))
@@ -141,7 +154,7 @@ class RemoteLogManager:
                 attempts += 1
                 delay = min(self.backoff_max_ms, self.backoff_ms * 2 ** (attempts - 1))
                 delay = int(delay * (1 + random.uniform(-self.jitter, self.jitter)))
-                self._failures[key] = (attempts, self.broker.now_ms() + delay)
+                self._failures[key] = (attempts, self.context.now_ms() + delay)
                 log.warning("%s-%d: remote log task failed (attempt %d, retrying in %d ms): %s", p.topic,
                             p.partition_id, attempts, delay, e)
 
@@ -206,11 +219,11 @@ class RemoteLogManager:
     # -- copying ----------------------------------------------------------------------------------
 
     async def _delete_segment(self, seg: RemoteSegment) -> None:
-        node = self.broker.node_id
+        node, now_ms = self.context.node_id, self.context.now_ms
         if seg.state != SegmentState.DELETE_SEGMENT_STARTED:
-            await self.metadata.publish(seg.update_record(SegmentState.DELETE_SEGMENT_STARTED, node, self.broker.now_ms()))
+            await self.metadata.publish(seg.update_record(SegmentState.DELETE_SEGMENT_STARTED, node, now_ms()))
         await self.storage.delete_log_segment_data(seg.key)
-        await self.metadata.publish(seg.update_record(SegmentState.DELETE_SEGMENT_FINISHED, node, self.broker.now_ms()))
+        await self.metadata.publish(seg.update_record(SegmentState.DELETE_SEGMENT_FINISHED, node, now_ms()))
 
     async def _clean_unfinished(self, p) -> None:
         """Delete segments an interrupted copy or deletion left, and the later of two finished
@@ -254,8 +267,8 @@ class RemoteLogManager:
         log_ = p.log
         entries = [e for e in log_.leader_epoch_cache.entries if e.start_offset < end]
         key = SegmentKey(p.topic, p.topic_id, p.partition_id, seg.base_offset, uuid.uuid4())
-        now = self.broker.now_ms()
-        meta = RemoteSegment(key, end - 1, self.broker.node_id, seg.largest_timestamp(), now,
+        now = self.context.now_ms()
+        meta = RemoteSegment(key, end - 1, self.context.node_id, seg.largest_timestamp(), now,
                              segment_leader_epochs(entries, seg.base_offset, end - 1), seg.size)
         txn = seg.txn_index.path if seg.txn_index.exists() else None
         snap = snapshot_path(log_.directory, end)
@@ -263,8 +276,8 @@ class RemoteLogManager:
                            snap if snap.exists() else None, format_leader_epoch_checkpoint(entries))
         await self.metadata.publish(meta.to_record())
         await self.storage.copy_log_segment_data(key, data)
-        await self.metadata.publish(meta.update_record(SegmentState.COPY_SEGMENT_FINISHED, self.broker.node_id,
-                                                       self.broker.now_ms()))
+        await self.metadata.publish(meta.update_record(SegmentState.COPY_SEGMENT_FINISHED, self.context.node_id,
+                                                       self.context.now_ms()))
         log.info("%s-%d: copied segment %d-%d (%d bytes) to remote storage as %s", p.topic, p.partition_id,
                  seg.base_offset, end - 1, seg.size, key.segment_id)
 
@@ -279,7 +292,7 @@ class RemoteLogManager:
         copied = state.copied()
         if not copied:
             return
-        now = self.broker.now_ms()
+        now = self.context.now_ms()
         highest = state.highest_copied_offset()
         local_only = sum(s.size for s in p.log.segments if s.base_offset > highest)
         excess = (sum(s.size for s in copied) + local_only - cfg.retention_bytes) if cfg.retention_bytes >= 0 else -1
@@ -321,18 +334,18 @@ class RemoteLogManager:
 
     async def _delete_partition(self, topic: str, topic_id: uuid.UUID, partition: int) -> None:
         attempts = 0
-        node = self.broker.node_id
-        while not self.broker.shutting_down:
+        node, now_ms = self.context.node_id, self.context.now_ms
+        while not self.context.is_shutting_down():
             try:
                 state = await self.metadata.sync(topic_id, partition)
                 await self.metadata.publish(partition_delete_record(
-                    topic, topic_id, partition, PartitionDeleteState.DELETE_PARTITION_MARKED, node, self.broker.now_ms()))
+                    topic, topic_id, partition, PartitionDeleteState.DELETE_PARTITION_MARKED, node, now_ms()))
                 await self.metadata.publish(partition_delete_record(
-                    topic, topic_id, partition, PartitionDeleteState.DELETE_PARTITION_STARTED, node, self.broker.now_ms()))
+                    topic, topic_id, partition, PartitionDeleteState.DELETE_PARTITION_STARTED, node, now_ms()))
                 for seg in state.in_state(*SegmentState):
                     await self._delete_segment(seg)
                 await self.metadata.publish(partition_delete_record(
-                    topic, topic_id, partition, PartitionDeleteState.DELETE_PARTITION_FINISHED, node, self.broker.now_ms()))
+                    topic, topic_id, partition, PartitionDeleteState.DELETE_PARTITION_FINISHED, node, now_ms()))
                 self.metadata.forget(topic_id, partition)
                 log.info("%s-%d: deleted the remote segments of the deleted partition", topic, partition)
                 return

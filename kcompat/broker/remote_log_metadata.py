@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.config.remote_defs import RLMM_DEFAULTS
@@ -31,6 +33,10 @@ from kcompat.protocol.primitives import DecodeError
 from kcompat.protocol.records import build_batch, iter_batches, iter_records
 from kcompat.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, RemotePartitionState, decode, encode, \
     metadata_partition, record_partition
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.kraft.controller import TopicResult
 
 log = logging.getLogger("kcompat.broker.remote_log")
 
@@ -45,12 +51,26 @@ class RemoteLogMetadataError(Exception):
 
 
 class RemoteLogMetadataManager:
-    """``broker``: the running :class:`~kcompat.broker.broker.Broker` (its config, metadata
-    image, controller service and node id)."""
+    """The metadata of this broker's remote segments, kept in ``__remote_log_metadata``.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        cfg = broker.config
+    - ``context``: this node's id, config (the ``rlmm.config.`` settings), metadata image (the
+      metadata partitions' leaders and their inter-broker endpoints) and clock (ms, the records'
+      timestamps);
+    - ``live_broker_ids()``: ids of the registered, unfenced brokers (the topic's replication
+      factor is capped at their number with a single controller);
+    - ``voter_count()``: voters of the KRaft quorum;
+    - ``create_topics(new_topics)``: CreateTopics through the active controller, one
+      ``TopicResult`` per topic.
+    """
+
+    def __init__(self, context: BrokerContext, *, live_broker_ids: Callable[[], list[int]],
+                 voter_count: Callable[[], int],
+                 create_topics: Callable[[list[NewTopic]], Awaitable[list[TopicResult]]]) -> None:
+        self.context = context
+        self.live_broker_ids = live_broker_ids
+        self.voter_count = voter_count
+        self.create_topics = create_topics
+        cfg = context.config
         prefix = cfg.get("remote.log.metadata.manager.impl.prefix") or ""
 
         def setting(name: str) -> int:
@@ -60,7 +80,7 @@ class RemoteLogMetadataManager:
         self.replication_factor = setting("remote.log.metadata.topic.replication.factor")
         self.retention_ms = setting("remote.log.metadata.topic.retention.ms")
         self.consume_wait_ms = setting("remote.log.metadata.consume.wait.ms")
-        self.clients = inter_broker_clients(broker.config, broker.image, f"kcompat-rlmm-{broker.node_id}")
+        self.clients = inter_broker_clients(cfg, context.image, f"kcompat-rlmm-{context.node_id}")
         self._states: dict[tuple[uuid.UUID, int], RemotePartitionState] = {}
         self._positions: dict[int, int] = {}          # metadata partition -> next offset to read
         self._sync_locks: dict[int, asyncio.Lock] = {}
@@ -70,24 +90,23 @@ class RemoteLogMetadataManager:
     async def ensure_topic(self) -> None:
         """Create ``__remote_log_metadata`` if missing. Raises RemoteLogMetadataError if it
         cannot be created now."""
-        broker = self.broker
-        if REMOTE_LOG_METADATA_TOPIC in broker.image.topics:
+        if REMOTE_LOG_METADATA_TOPIC in self.context.image.topics:
             return
-        rf = min(self.replication_factor, max(1, len(broker.live_broker_ids())))
-        if rf < self.replication_factor and len(broker.quorum.voters) > 1:
+        rf = min(self.replication_factor, max(1, len(self.live_broker_ids())))
+        if rf < self.replication_factor and self.voter_count() > 1:
             raise RemoteLogMetadataError(
                 f"not creating {REMOTE_LOG_METADATA_TOPIC}: replication factor {self.replication_factor} but only "
-                f"{len(broker.live_broker_ids())} broker(s) are registered")
+                f"{len(self.live_broker_ids())} broker(s) are registered")
         topic = NewTopic(REMOTE_LOG_METADATA_TOPIC, num_partitions=self.num_partitions, replication_factor=rf,
                          configs={"retention.ms": str(self.retention_ms), "cleanup.policy": "delete"})
-        result = (await broker.controller_service.create_topics([topic]))[0]
+        result = (await self.create_topics([topic]))[0]
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             raise RemoteLogMetadataError(f"creating {REMOTE_LOG_METADATA_TOPIC}: {result.error.name} {result.message}")
         if result.error == ErrorCode.NONE:
             log.info("created %s with %d partitions", REMOTE_LOG_METADATA_TOPIC, self.num_partitions)
 
     def _leader_of(self, mp: int) -> int:
-        topic = self.broker.image.topics.get(REMOTE_LOG_METADATA_TOPIC)
+        topic = self.context.image.topics.get(REMOTE_LOG_METADATA_TOPIC)
         if topic is None or mp not in topic.partitions:
             raise RemoteLogMetadataError(f"{REMOTE_LOG_METADATA_TOPIC} does not exist yet")
         leader = topic.partitions[mp].leader
@@ -120,7 +139,7 @@ class RemoteLogMetadataManager:
         topic_id, partition = record_partition(record)
         mp = self.partition_of(topic_id, partition)
         leader = self._leader_of(mp)
-        batch = build_batch([(self.broker.now_ms(), None, encode(record), ())])
+        batch = build_batch([(self.context.now_ms(), None, encode(record), ())])
         req = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=self.consume_wait_ms, topic_data=[
             ProduceRequest.TopicProduceData(name=REMOTE_LOG_METADATA_TOPIC, partition_data=[
                 ProduceRequest.PartitionProduceData(index=mp, records=batch)])])
