@@ -220,7 +220,7 @@ class Broker:
         self.groups = GroupRuntime(coordinator_services)
         self.txn = TxnRuntime(coordinator_services, self.groups)
         self.share_state = ShareStateRuntime(coordinator_services)   # the share coordinator (__share_group_state)
-        self.share_persister = SharePersister(self)      # its client: DefaultStatePersister
+        self.share_persister = SharePersister(self.broker_context, self.share_state)   # its DefaultStatePersister
         self.groups.share_admin.persister = self.share_persister
         self.share = ShareService(image=self.image, replica_manager=self.replica_manager,
                                   persister=self.share_persister, group_config=self.image.group_config,

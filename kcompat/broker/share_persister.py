@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
@@ -36,6 +36,10 @@ from kcompat.protocol.messages.read_share_group_state_summary import ReadShareGr
 from kcompat.protocol.messages.write_share_group_state import WriteShareGroupStateRequest
 from kcompat.share.state_batches import PersistedStateBatch
 from kcompat.share.state_coordinator import ShareKey
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.broker.share_state_runtime import ShareStateRuntime
 
 log = logging.getLogger("kcompat.share")
 
@@ -84,10 +88,19 @@ def _first_partition(response, topic_id: uuid.UUID, partition: int):
 
 
 class SharePersister:
-    """Kafka's DefaultStatePersister for ``broker`` (a :class:`Broker` with ``share_state``)."""
+    """Kafka's DefaultStatePersister of one broker.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``context``: this node's id (a key coordinated here is answered locally), config
+      (``request.timeout.ms``, the bound on retries), metadata image (the coordinators'
+      inter-broker endpoints) and shutdown flag (no more retries once set);
+    - ``share_state``: this broker's share coordinator
+      (:class:`~kcompat.broker.share_state_runtime.ShareStateRuntime`): which broker coordinates
+      a key (``coordinator_node``), and the answers for the keys coordinated here.
+    """
+
+    def __init__(self, context: BrokerContext, share_state: ShareStateRuntime) -> None:
+        self.context = context
+        self.share_state = share_state
         self._clients: NodeClients | None = None
 
     # -- the persister API ------------------------------------------------------------------------
@@ -169,19 +182,19 @@ class SharePersister:
 
     def coordinator_node(self, key: ShareKey) -> int | None:
         """The broker coordinating ``key`` now (None: no topic or no leader yet)."""
-        return self.broker.share_state.coordinator_node(key)
+        return self.share_state.coordinator_node(key)
 
     async def _call(self, key: ShareKey, req, version: int, method: str):
         """Send ``req`` (one key) to the key's coordinator until it answers something other than a
         retriable error or ``request.timeout.ms`` passed: ``(error code, partition result)``."""
-        timeout_ms = self.broker.config.get("request.timeout.ms")
+        timeout_ms = self.context.config.get("request.timeout.ms")
         deadline = time.monotonic() + timeout_ms / 1000.0
         backoff = BACKOFF_MS
         attempt = 0
         while True:
             attempt += 1
             code, pr = await self._attempt(key, req, version, method, max(0.001, deadline - time.monotonic()))
-            if code not in RETRIABLE or self.broker.shutting_down:
+            if code not in RETRIABLE or self.context.is_shutting_down():
                 return code, pr
             left = deadline - time.monotonic()
             if left <= 0:
@@ -199,8 +212,8 @@ class SharePersister:
         if node is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         try:
-            if node == self.broker.node_id:
-                response = await asyncio.wait_for(asyncio.shield(getattr(self.broker.share_state, method)(
+            if node == self.context.node_id:
+                response = await asyncio.wait_for(asyncio.shield(getattr(self.share_state, method)(
                     req, version)), timeout_s)
             else:
                 response = await self._node_clients().send(node, req, version, timeout_s)
@@ -226,6 +239,6 @@ class SharePersister:
 
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            self._clients = inter_broker_clients(self.broker.config, self.broker.image,
-                                                 f"kcompat-share-persister-{self.broker.node_id}")
+            self._clients = inter_broker_clients(self.context.config, self.context.image,
+                                                 f"kcompat-share-persister-{self.context.node_id}")
         return self._clients

@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from kcompat.broker.broker_context import BrokerContext
 from kcompat.broker.node_client import NodeClients
 from kcompat.broker.share_persister import SharePersister
 from kcompat.protocol.errors import ErrorCode as E
@@ -276,18 +277,14 @@ def test_persister_on_the_coordinator_broker_and_pruning(tmp_path):
 # three nodes: the coordinator killed, the persister finds the next one
 # ----------------------------------------------------------------------------------------------
 
-class _WireBroker:
-    """What SharePersister needs of a broker, for a persister in the test process: it is no node
-    (every coordinator is remote) and finds coordinators with FindCoordinator through
-    ``via`` nodes, as Kafka's PersisterStateManager does."""
+class _WireCoordinators:
+    """The share coordinators as a persister in the test process sees them: it is no node (every
+    coordinator is remote) and finds coordinators with FindCoordinator through ``via`` nodes, as
+    Kafka's PersisterStateManager does."""
 
     def __init__(self, cluster: Cluster, via: list[int]) -> None:
         self.cluster = cluster
         self.via = via
-        self.node_id = -100
-        self.shutting_down = False
-        self.config = {"request.timeout.ms": 60_000}
-        self.share_state = self
 
     def coordinator_node(self, key: ShareKey) -> int | None:
         for node_id in self.via:
@@ -304,9 +301,18 @@ class _WireBroker:
 
 
 class WirePersister(SharePersister):
+    """A SharePersister in the test process (node id -100, no metadata image), reaching the
+    cluster's nodes at their client ports."""
+
+    def __init__(self, cluster: Cluster, via: list[int]) -> None:
+        context = BrokerContext(node_id=-100, config={"request.timeout.ms": 60_000}, image=None,
+                                now_ms=lambda: int(time.time() * 1000), is_shutting_down=lambda: False)
+        super().__init__(context, _WireCoordinators(cluster, via))
+        self.cluster = cluster
+
     def _node_clients(self) -> NodeClients:
         if self._clients is None:
-            ports = self.broker.cluster.client_ports
+            ports = self.cluster.client_ports
             self._clients = NodeClients(lambda n: ("127.0.0.1", ports[n - 1]), "test-share-persister")
         return self._clients
 
@@ -326,7 +332,7 @@ def test_state_survives_a_kill9_of_its_coordinator_in_a_three_node_cluster(tmp_p
         # a broker that is not the key's coordinator refuses the key, as Kafka's
         assert init(other_boot, tid, state_epoch=1).error_code == E.NOT_COORDINATOR
 
-        persister = WirePersister(_WireBroker(c, via=[other]))
+        persister = WirePersister(c, via=[other])
 
         async def scenario_before():
             assert await persister.initialize_state(G, tid, 0, 1, 0) == E.NONE
@@ -354,7 +360,7 @@ def test_state_survives_a_kill9_of_its_coordinator_in_a_three_node_cluster(tmp_p
             finally:
                 persister.close()
 
-        persister = WirePersister(_WireBroker(c, via=[other]))
+        persister = WirePersister(c, via=[other])
         after, written, summ, final = asyncio.run(scenario_after())
         assert (after.error, after.state_epoch, after.start_offset, after.batches) == \
             (E.NONE, before.state_epoch, before.start_offset, before.batches)
@@ -366,7 +372,7 @@ def test_state_survives_a_kill9_of_its_coordinator_in_a_three_node_cluster(tmp_p
         # the killed node comes back (as a follower or, after a preferred election, the leader
         # again): the state is the same, loaded from the replicated log
         c.restart(coordinator)
-        persister = WirePersister(_WireBroker(c, via=[1, 2, 3]))
+        persister = WirePersister(c, via=[1, 2, 3])
 
         async def read_back():
             try:
