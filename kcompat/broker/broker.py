@@ -155,9 +155,11 @@ class Broker:
         self.replica_fetchers = ReplicaFetcherManager(self.broker_context, broker_epoch=self.broker_epoch,
                                                       follower_quota=self.replication_quotas.follower)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
-        self.log_dir_runtime = LogDirRuntime(self, metadata_dir)
 
         self.controller_service = ControllerService(self)
+        self.log_dir_runtime = LogDirRuntime(self.broker_context, replica_manager=self.replica_manager,
+                                             log_manager=self.log_manager, metadata_dir=metadata_dir,
+                                             controller_service=self.controller_service)
         self.isr_updates = IsrUpdates(self.broker_context, broker_epoch=self.broker_epoch,
                                       controller_service=self.controller_service)
         self.replica_manager.isr_change_listener = self.isr_updates.submit
@@ -193,7 +195,7 @@ class Broker:
             describe_topic_configs=self.describe_topic_configs, controller_service=self.controller_service,
             controller=self.controller, cluster_control=self.cluster_control, quorum=self.quorum,
             is_shutting_down=lambda: self.shutting_down)
-        self.isr_updates.api_services = self.api_services
+        self.isr_updates.api_services = self.log_dir_runtime.api_services = self.api_services
         controller_names = set(cfg.controller_listener_names)
         await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
         await self._wait_for_metadata()
@@ -243,7 +245,7 @@ class Broker:
             replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
             groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,
             producer_id_manager=self.producer_id_manager, auto_create_topics=self.auto_create_topics)
-        self.lifecycle = BrokerLifecycle(self)
+        self.lifecycle = self.log_dir_runtime.lifecycle = BrokerLifecycle(self)
         self.log_dir_runtime.start()
         maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
                                      lambda: self.shutting_down)
