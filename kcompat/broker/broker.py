@@ -245,7 +245,10 @@ class Broker:
             replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
             groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,
             producer_id_manager=self.producer_id_manager, auto_create_topics=self.auto_create_topics)
-        self.lifecycle = self.log_dir_runtime.lifecycle = BrokerLifecycle(self)
+        self.lifecycle = self.log_dir_runtime.lifecycle = BrokerLifecycle(
+            self.broker_context, cluster_id=self.cluster_id, advertised_endpoint=self.advertised_endpoint,
+            log_dir_runtime=self.log_dir_runtime, controller_service=self.controller_service,
+            api_services=self.api_services)
         self.log_dir_runtime.start()
         maintenance = LogMaintenance(cfg, self.log_manager, self.replica_manager, self.now_ms,
                                      lambda: self.shutting_down)

@@ -14,12 +14,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kcompat.broker.handlers import allocate_producer_ids, broker_heartbeat, broker_registration
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest
 from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
 from kcompat.protocol.messages.broker_registration import BrokerRegistrationRequest
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.api_services import ApiServices
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.broker.controller_service import ControllerService
+    from kcompat.broker.log_dir_runtime import LogDirRuntime
 
 log = logging.getLogger("kcompat.broker.lifecycle")
 
@@ -28,10 +36,28 @@ RETRY_S = 0.1
 
 
 class BrokerLifecycle:
-    """Registration and heartbeats of ``broker`` (a :class:`kcompat.broker.broker.Broker`)."""
+    """Registration and heartbeats of one broker.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``context``: this node's id, config (advertised listeners, ``broker.rack``,
+      ``broker.heartbeat.interval.ms``, ``broker.session.timeout.ms``), metadata image (its offset,
+      sent in heartbeats) and shutdown flag (registration stops retrying);
+    - ``cluster_id``: the cluster this broker registers in;
+    - ``advertised_endpoint(listener_name)``: ``(host, port)`` to register for that listener
+      (bound ports filled in);
+    - ``log_dir_runtime``: the online and offline log dirs' ids (KIP-858);
+    - ``controller_service`` and ``api_services``: send to the active controller, or run the
+      request here (with the handlers' services) on the active controller.
+    """
+
+    def __init__(self, context: BrokerContext, *, cluster_id: str,
+                 advertised_endpoint: Callable[[str], tuple[str, int]], log_dir_runtime: LogDirRuntime,
+                 controller_service: ControllerService, api_services: ApiServices) -> None:
+        self.context = context
+        self.cluster_id = cluster_id
+        self.advertised_endpoint = advertised_endpoint
+        self.log_dir_runtime = log_dir_runtime
+        self.controller_service = controller_service
+        self.api_services = api_services
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
@@ -41,27 +67,27 @@ class BrokerLifecycle:
         self._task: asyncio.Task | None = None
 
     def _registration(self) -> BrokerRegistrationRequest:
-        b = self.broker
-        cfg = b.config
+        cfg = self.context.config
         listeners = []
         for name, _host, _port in cfg.advertised_broker_listeners:
-            host, port = b.advertised_endpoint(name)
+            host, port = self.advertised_endpoint(name)
             listeners.append(BrokerRegistrationRequest.Listener(
                 name=name, host=host, port=port,
                 security_protocol=_PROTOCOL_IDS.get(cfg.security_protocol(name), 0)))
         return BrokerRegistrationRequest(
-            broker_id=b.node_id, cluster_id=b.cluster_id, incarnation_id=self.incarnation_id, listeners=listeners,
+            broker_id=self.context.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
+            listeners=listeners,
             features=[BrokerRegistrationRequest.Feature(name="metadata.version", min_supported_version=1,
                                                         max_supported_version=20)],
             rack=cfg.get("broker.rack"), previous_broker_epoch=self.broker_epoch,
-            log_dirs=b.log_dir_runtime.online_dir_ids())
+            log_dirs=self.log_dir_runtime.online_dir_ids())
 
     async def register(self) -> None:
         """Register (retrying until a controller accepts)."""
-        cs = self.broker.controller_service
-        while not self.broker.shutting_down:
+        cs = self.controller_service
+        while not self.context.is_shutting_down():
             req = self._registration()
-            resp = await cs.call(req, 4, lambda: broker_registration.local(self.broker.api_services, req),
+            resp = await cs.call(req, 4, lambda: broker_registration.local(self.api_services, req),
                                  broker_registration.error_response)
             if resp.error_code == ErrorCode.NONE:
                 self.broker_epoch = resp.broker_epoch
@@ -74,16 +100,16 @@ class BrokerLifecycle:
 
     async def heartbeat(self) -> None:
         """One heartbeat; updates fencing state."""
-        b = self.broker
-        req = BrokerHeartbeatRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch,
-                                     current_metadata_offset=max(b.image.offset, 0),
+        ctx = self.context
+        req = BrokerHeartbeatRequest(broker_id=ctx.node_id, broker_epoch=self.broker_epoch,
+                                     current_metadata_offset=max(ctx.image.offset, 0),
                                      want_fence=False, want_shut_down=self.want_shut_down,
-                                     offline_log_dirs=b.log_dir_runtime.offline_dir_ids())
+                                     offline_log_dirs=self.log_dir_runtime.offline_dir_ids())
         # a heartbeat stuck on an unresponsive controller must not outlive the session
-        timeout_s = max(0.5, b.config.get("broker.session.timeout.ms") / 3000.0)
-        broker_heartbeat.touch_session(b.api_services, req)
-        resp = await b.controller_service.call(req, 1, lambda: broker_heartbeat.local(b.api_services, req),
-                                               broker_heartbeat.error_response, timeout_s=timeout_s)
+        timeout_s = max(0.5, ctx.config.get("broker.session.timeout.ms") / 3000.0)
+        broker_heartbeat.touch_session(self.api_services, req)
+        resp = await self.controller_service.call(req, 1, lambda: broker_heartbeat.local(self.api_services, req),
+                                                  broker_heartbeat.error_response, timeout_s=timeout_s)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning("the controller no longer knows this broker epoch (%s): registering again",
                         ErrorCode(resp.error_code).name)
@@ -98,7 +124,7 @@ class BrokerLifecycle:
 
     def _set_fenced(self, fenced: bool) -> None:
         if fenced != self.fenced:
-            log.info("broker %d is %s", self.broker.node_id, "fenced" if fenced else "unfenced")
+            log.info("broker %d is %s", self.context.node_id, "fenced" if fenced else "unfenced")
         self.fenced = fenced
         if fenced:
             self.unfenced.clear()
@@ -110,7 +136,7 @@ class BrokerLifecycle:
 
     async def _run(self) -> None:
         await self.register()
-        interval = self.broker.config.get("broker.heartbeat.interval.ms") / 1000.0
+        interval = self.context.config.get("broker.heartbeat.interval.ms") / 1000.0
         while True:
             try:
                 await self.heartbeat()
@@ -132,10 +158,9 @@ class BrokerLifecycle:
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """A new producer id block from the controller. Raises KafkaError."""
-        b = self.broker
-        req = AllocateProducerIdsRequest(broker_id=b.node_id, broker_epoch=self.broker_epoch)
-        resp = await b.controller_service.call(req, 0, lambda: allocate_producer_ids.local(b.api_services, req),
-                                               allocate_producer_ids.error_response)
+        req = AllocateProducerIdsRequest(broker_id=self.context.node_id, broker_epoch=self.broker_epoch)
+        resp = await self.controller_service.call(
+            req, 0, lambda: allocate_producer_ids.local(self.api_services, req), allocate_producer_ids.error_response)
         if resp.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(resp.error_code), "could not allocate a producer id block")
         return resp.producer_id_start, resp.producer_id_len
