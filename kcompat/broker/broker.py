@@ -173,7 +173,9 @@ class Broker:
         self.cluster_control = ClusterControl(self.image, self.controller_service.sink, cluster_id=self.cluster_id,
                                               session_timeout_ms=lambda: cfg.get("broker.session.timeout.ms"),
                                               unclean_enabled=self.controller_service.unclean_election_enabled)
-        self.loader = MetadataLoader(self)
+        self.loader = MetadataLoader(self.image, cfg, now_ms=self.now_ms, on_metadata=self.on_metadata,
+                                     on_metadata_snapshot=self.on_metadata_snapshot,
+                                     on_quorum_leader=self.on_quorum_leader)
         voters = {v.node_id: (v.host, v.port) for v in cfg.controller_quorum_voters}
         self.quorum = QuorumRuntime(
             node_id=self.node_id, voters=voters, cluster_id=self.cluster_id, directory=metadata_dir,

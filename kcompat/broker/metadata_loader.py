@@ -16,11 +16,17 @@ log below it may be deleted; a new or lagging node catches up from it (KIP-630).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kcompat.kraft.metadata_log import decode_record, encode_record
 from kcompat.kraft.raft import CommittedBatch, LeaderChanged, SnapshotLoaded
 from kcompat.protocol import records as rb
 from kcompat.protocol.primitives import DecodeError
+
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.config.broker import BrokerConfig
+    from kcompat.kraft.image import MetadataImage
 
 log = logging.getLogger("kcompat.kraft.loader")
 
@@ -49,26 +55,41 @@ def snapshot_records(data: bytes) -> list:
 
 
 class MetadataLoader:
-    """Feeds quorum events to ``broker.image`` and ``broker.on_metadata(records)``; tells the
-    broker about leader changes (``broker.on_quorum_leader(leader_id, epoch)``).
+    """Feeds quorum events to ``image`` and ``on_metadata(records)``; tells the broker about
+    leader changes (``on_quorum_leader(leader_id, epoch)``).
 
     Records are applied to the image as each committed batch arrives, and handed to
-    ``broker.on_metadata`` together at :meth:`publish` (the end of the quorum's run of events),
-    or before a snapshot load or leader change, so that the broker sees them in log order."""
+    ``on_metadata`` together at :meth:`publish` (the end of the quorum's run of events), or before
+    a snapshot load or leader change, so that the broker sees them in log order.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``image``: the broker's :class:`~kcompat.kraft.image.MetadataImage`, reset and rebuilt in
+      place when a snapshot is loaded;
+    - ``config``: the broker config (``metadata.log.max.snapshot.interval.ms``,
+      ``metadata.log.max.record.bytes.between.snapshots``);
+    - ``now_ms()``: the broker clock (ms; the first snapshot interval starts at construction);
+    - ``on_metadata(records)``: records applied to the image since the last call, in log order;
+    - ``on_metadata_snapshot()``: the image was rebuilt from a snapshot;
+    - ``on_quorum_leader(leader_id, epoch)``: the metadata quorum has a new leader.
+    """
+
+    def __init__(self, image: MetadataImage, config: BrokerConfig, *, now_ms: Callable[[], int],
+                 on_metadata: Callable[[list], None], on_metadata_snapshot: Callable[[], None],
+                 on_quorum_leader: Callable[[int, int], None]) -> None:
+        self.image = image
+        self.config = config
+        self.on_metadata = on_metadata
+        self.on_metadata_snapshot = on_metadata_snapshot
+        self.on_quorum_leader = on_quorum_leader
         self._unpublished: list = []    # records applied to the image, not yet to the broker
         self.bytes_since_snapshot = 0
-        self.last_snapshot_ms = broker.now_ms()
+        self.last_snapshot_ms = now_ms()
         self.snapshots_loaded = 0
         self._retry_snapshot_ms = 0     # after a failed snapshot write
 
     def on_event(self, event) -> None:
-        broker = self.broker
         if isinstance(event, CommittedBatch):
             if event.is_control:
-                broker.image.offset = max(broker.image.offset, event.last_offset)
+                self.image.offset = max(self.image.offset, event.last_offset)
                 return
             records = []
             for rec in rb.iter_records(event.data):
@@ -77,15 +98,15 @@ class MetadataLoader:
                 except DecodeError as e:
                     log.error("skipping undecodable metadata record at offset %d: %s", rec.offset, e)
                     continue
-                broker.image.apply(record, rec.offset)
+                self.image.apply(record, rec.offset)
                 records.append(record)
-            broker.image.offset = max(broker.image.offset, event.last_offset)
+            self.image.offset = max(self.image.offset, event.last_offset)
             self.bytes_since_snapshot += len(event.data)
             self._unpublished += records
         elif isinstance(event, SnapshotLoaded):
             self.publish()
             records = snapshot_records(event.data)
-            image = broker.image
+            image = self.image
             image.__init__()  # the image object is shared: reset it in place
             for r in records:
                 image.apply(r, event.snapshot_id.offset - 1)
@@ -93,22 +114,22 @@ class MetadataLoader:
             self.snapshots_loaded += 1
             self.bytes_since_snapshot = 0
             log.info("loaded metadata snapshot %s (%d records)", event.snapshot_id, len(records))
-            broker.on_metadata_snapshot()
+            self.on_metadata_snapshot()
         elif isinstance(event, LeaderChanged):
             self.publish()
-            broker.on_quorum_leader(event.leader.leader_id, event.leader.epoch)
+            self.on_quorum_leader(event.leader.leader_id, event.leader.epoch)
 
     def publish(self) -> None:
-        """Hand the records applied since the last call to ``broker.on_metadata`` (in log order;
+        """Hand the records applied since the last call to ``on_metadata`` (in log order;
         the image already holds them all, so each partition takes its latest state)."""
         if self._unpublished:
             records, self._unpublished = self._unpublished, []
-            self.broker.on_metadata(records)
+            self.on_metadata(records)
 
     def maybe_snapshot(self, quorum, now_ms: int) -> None:
         """Write a snapshot of the image when enough has been committed since the last one."""
-        cfg = self.broker.config
-        image = self.broker.image
+        cfg = self.config
+        image = self.image
         if self.bytes_since_snapshot <= 0 or image.offset < 0 or now_ms < self._retry_snapshot_ms:
             return
         interval = cfg.get("metadata.log.max.snapshot.interval.ms")

@@ -36,6 +36,14 @@ class FakeBroker:
     def on_quorum_leader(self, leader_id: int, epoch: int) -> None:
         self.calls.append(("quorum leader", leader_id, epoch))
 
+    def on_metadata_snapshot(self) -> None:
+        self.calls.append(("snapshot",))
+
+
+def loader_of(broker: FakeBroker) -> MetadataLoader:
+    return MetadataLoader(broker.image, None, now_ms=broker.now_ms, on_metadata=broker.on_metadata,
+                          on_metadata_snapshot=broker.on_metadata_snapshot, on_quorum_leader=broker.on_quorum_leader)
+
 
 def batch(offset: int, *records) -> CommittedBatch:
     data = rb.build_batch([(0, None, encode_record(r), ()) for r in records], base_offset=offset)
@@ -53,7 +61,7 @@ def history() -> list[CommittedBatch]:
 
 def test_a_run_of_batches_is_published_once_with_the_final_state():
     broker = FakeBroker()
-    loader = MetadataLoader(broker)
+    loader = loader_of(broker)
     for event in history():
         loader.on_event(event)
     assert broker.calls == []                          # the image has them, the broker not yet
@@ -67,7 +75,7 @@ def test_a_run_of_batches_is_published_once_with_the_final_state():
 
 def test_a_leader_change_sees_every_record_before_it_published():
     broker = FakeBroker()
-    loader = MetadataLoader(broker)
+    loader = loader_of(broker)
     first, *rest = history()
     loader.on_event(first)
     loader.on_event(LeaderChanged(LeaderAndEpoch(2, 5)))
