@@ -156,7 +156,9 @@ class Broker:
                                                       follower_quota=self.replication_quotas.follower)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
 
-        self.controller_service = ControllerService(self)
+        self.controller_service = ControllerService(self.broker_context, is_active=lambda: self.controller_active,
+                                                    topic_values=self.topic_values,
+                                                    wait_for_topics=self.wait_for_topics)
         self.log_dir_runtime = LogDirRuntime(self.broker_context, replica_manager=self.replica_manager,
                                              log_manager=self.log_manager, metadata_dir=metadata_dir,
                                              controller_service=self.controller_service)
@@ -188,6 +190,8 @@ class Broker:
             # the marker covers the metadata log when it lives in a log dir: stop() flushes and
             # closes the quorum's log before the log manager writes the marker
             clean_shutdown=self.log_manager.had_clean_shutdown.get(metadata_dir, False))
+        self.controller_service.attach(controller=self.controller, cluster_control=self.cluster_control,
+                                       quorum=self.quorum)
         self.quorum.clients.ssl_context = controller_ssl(cfg)   # TLS to the voters' controller listener
         self.quorum.clients.sasl = controller_sasl(cfg)   # SASL on it (kcompat.security.sasl_client)
         self.quorum.start()

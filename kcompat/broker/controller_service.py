@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Callable
 
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import controller_ssl
@@ -25,6 +26,12 @@ from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.broker.quorum import QuorumRuntime
+    from kcompat.kraft.cluster_control import ClusterControl
+    from kcompat.kraft.controller import Controller
+
 log = logging.getLogger("kcompat.kraft.controller")
 
 FORWARD_TIMEOUT_S = 30.0
@@ -32,24 +39,52 @@ RETRY_BACKOFF_S = 0.05   # between attempts while the controller is unknown or m
 
 
 class ControllerService:
-    """Runs controller operations for ``broker`` (a :class:`Broker` with ``controller``, ``quorum``)."""
+    """Runs controller operations of one node, or forwards them to the active controller.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``context``: this node's id, config (controller listeners and their TLS/SASL,
+      ``auto.leader.rebalance.enable``...), metadata image and clock (ms);
+    - ``is_active()``: this node leads the metadata quorum and its image is complete;
+    - ``topic_values(topic)``: the effective typed configs of ``topic`` (overrides over the broker
+      defaults);
+    - ``wait_for_topics(names)``: until this node's image has the topics (created through
+      another node's controller).
+
+    The KRaft ``controller`` and ``cluster_control`` (which put their records into :meth:`sink`)
+    and the metadata ``quorum`` are built after this service: :meth:`attach` hands them over
+    before any operation runs.
+    """
+
+    def __init__(self, context: BrokerContext, *, is_active: Callable[[], bool],
+                 topic_values: Callable[[str], dict],
+                 wait_for_topics: Callable[[list[str]], Awaitable[None]]) -> None:
+        self.context = context
+        self._is_active = is_active
+        self._topic_values = topic_values
+        self._wait_for_topics = wait_for_topics
+        self.controller: Controller | None = None
+        self.cluster_control: ClusterControl | None = None
+        self.quorum: QuorumRuntime | None = None
         self._lock = asyncio.Lock()
         self._outbox: list[list] = []
-        self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{broker.node_id}",
-                                    ssl_context=controller_ssl(broker.config),
-                                    sasl=controller_sasl(broker.config))
+        self._clients = NodeClients(self._controller_endpoint, client_id=f"kcompat-forward-{context.node_id}",
+                                    ssl_context=controller_ssl(context.config),
+                                    sasl=controller_sasl(context.config))
         self._next_rebalance_ms: int | None = None
+
+    def attach(self, *, controller: Controller, cluster_control: ClusterControl, quorum: QuorumRuntime) -> None:
+        """The KRaft state machines this service runs operations on, and the metadata quorum that
+        commits their records (and names the active controller to forward to)."""
+        self.controller = controller
+        self.cluster_control = cluster_control
+        self.quorum = quorum
 
     @property
     def active(self) -> bool:
         """This node leads the metadata quorum and its image is complete."""
-        return self.broker.controller_active
+        return self._is_active()
 
     def _controller_endpoint(self, node_id: int):
-        return self.broker.quorum.voters.get(node_id)
+        return self.quorum.voters.get(node_id)
 
     # -- local execution -------------------------------------------------------------------------
 
@@ -85,9 +120,9 @@ class ControllerService:
 
     async def commit(self, records: list) -> int:
         """Commit metadata records as one batch; returns the offset of the last one."""
-        now = self.broker.now_ms()
+        now = self.context.now_ms()
         batch = rb.build_batch([(now, None, encode_record(r), ()) for r in records])
-        return await self.broker.quorum.commit(batch)
+        return await self.quorum.commit(batch)
 
     # -- requests: local or forwarded ---------------------------------------------------------------
 
@@ -97,7 +132,7 @@ class ControllerService:
         listener a node that is not the active controller answers NOT_CONTROLLER instead, as
         Kafka's controllers do: the sender (another node's forwarding, :meth:`call`) finds the
         new controller itself, and a request is never passed from controller to controller."""
-        if not self.active and ctx.listener_name in self.broker.config.controller_listener_names:
+        if not self.active and ctx.listener_name in self.context.config.controller_listener_names:
             return error_response(req, ctx.api_version, ErrorCode.NOT_CONTROLLER)
         return await self.call(req, ctx.api_version, local, error_response)
 
@@ -124,7 +159,7 @@ class ControllerService:
         """A new quorum leader: requests in flight to the old one fail now rather than at their
         timeout (a stopped controller never answers; Kafka's NodeToControllerChannelManager
         disconnects too)."""
-        if old_leader is not None and old_leader != self.broker.node_id:
+        if old_leader is not None and old_leader != self.context.node_id:
             self._clients.close_node(old_leader)
 
     async def forward(self, req, version: int, error_response: Callable, timeout_s: float = FORWARD_TIMEOUT_S):
@@ -134,7 +169,7 @@ class ControllerService:
         not_controller = lambda: error_response(req, version, ErrorCode.NOT_CONTROLLER)  # noqa: E731
 
         async def attempt(remaining_s: float):
-            if self.broker.quorum.leader_id == self.broker.node_id:
+            if self.quorum.leader_id == self.context.node_id:
                 return not_controller()
             return await self._forward_once(req, version, remaining_s)
         return await _retry_until_answered(attempt, not_controller, timeout_s)
@@ -142,8 +177,8 @@ class ControllerService:
     async def _forward_once(self, req, version: int, timeout_s: float):
         """The active controller's response to ``req``, or None to try again: no other node is
         known to lead the quorum, it could not be reached, or it answered NOT_CONTROLLER."""
-        leader = self.broker.quorum.leader_id
-        if leader is None or leader == self.broker.node_id:
+        leader = self.quorum.leader_id
+        if leader is None or leader == self.context.node_id:
             return None
         try:
             resp = await self._clients.send(leader, req, version, timeout_s=timeout_s)
@@ -162,8 +197,8 @@ class ControllerService:
         while True:
             if self.active:
                 try:
-                    return await self.run(lambda: self.broker.controller.create_topics(
-                        topics, validate_only=False, now_ms=self.broker.now_ms()))
+                    return await self.run(lambda: self.controller.create_topics(
+                        topics, validate_only=False, now_ms=self.context.now_ms()))
                 except KafkaError as e:
                     if e.code != ErrorCode.NOT_CONTROLLER:
                         raise
@@ -177,7 +212,7 @@ class ControllerService:
                 if resp is not None:   # else no controller (yet) or it moved: look again below
                     results = [TopicResult(r.name, ErrorCode(r.error_code), r.error_message, r.topic_id,
                                            r.num_partitions, r.replication_factor) for r in resp.topics]
-                    await self.broker.wait_for_topics([r.name for r in results if r.error == ErrorCode.NONE])
+                    await self._wait_for_topics([r.name for r in results if r.error == ErrorCode.NONE])
                     return results
             if loop.time() > end:
                 return [TopicResult(t.name, ErrorCode.REQUEST_TIMED_OUT, "no active controller") for t in topics]
@@ -187,11 +222,11 @@ class ControllerService:
         """Active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms)."""
         if not self.active:
             return
-        cc = self.broker.cluster_control
-        now = self.broker.now_ms()
-        if any(not b.fenced and not cc._has_session(b.broker_id, now) for b in self.broker.image.brokers.values()):
+        cc = self.cluster_control
+        now = self.context.now_ms()
+        if any(not b.fenced and not cc._has_session(b.broker_id, now) for b in self.context.image.brokers.values()):
             try:
-                fenced = await self.run(lambda: cc.fence_stale_brokers(self.broker.now_ms()))
+                fenced = await self.run(lambda: cc.fence_stale_brokers(self.context.now_ms()))
             except KafkaError as e:
                 if e.code != ErrorCode.NOT_CONTROLLER:
                     raise
@@ -208,7 +243,7 @@ class ControllerService:
         """The effective ``unclean.leader.election.enable`` of ``topic``: its override, else the
         dynamic then static broker config (Kafka ``ConfigurationControlManager.
         uncleanLeaderElectionEnabledForTopic``)."""
-        return bool(self.broker.topic_values(topic)["unclean.leader.election.enable"])
+        return bool(self._topic_values(topic)["unclean.leader.election.enable"])
 
     async def maybe_elect_leaders(self) -> None:
         """Active controller, every periodic tick: elect leaders for leaderless partitions of topics
@@ -221,14 +256,14 @@ class ControllerService:
         if not self.active:
             self._next_rebalance_ms = None
             return
-        cc = self.broker.cluster_control
-        cfg = self.broker.config
+        cc = self.cluster_control
+        cfg = self.context.config
         try:
-            n = await self.run(lambda: cc.elect_unclean_leaders(self.broker.now_ms()))
+            n = await self.run(lambda: cc.elect_unclean_leaders(self.context.now_ms()))
             if n:
                 log.warning("unclean leader election: new leaders for %d leaderless partition(s) "
                             "(unclean.leader.election.enable); records not replicated to them may be lost", n)
-            now = self.broker.now_ms()
+            now = self.context.now_ms()
             interval_ms = cfg.get("leader.imbalance.check.interval.seconds") * 1000
             if not cfg.get("auto.leader.rebalance.enable"):
                 self._next_rebalance_ms = None
@@ -237,7 +272,7 @@ class ControllerService:
                 self._next_rebalance_ms = now + interval_ms
             if 0 < self._next_rebalance_ms - now <= interval_ms:   # due (or the clock stepped back)
                 return
-            moved, more = await self.run(lambda: cc.balance_leaders(self.broker.now_ms()))
+            moved, more = await self.run(lambda: cc.balance_leaders(self.context.now_ms()))
             self._next_rebalance_ms = now if more else now + interval_ms
             if moved:
                 log.info("auto leader rebalance: %d partition(s) led by their preferred replica again", moved)

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
+from kcompat.broker.broker_context import BrokerContext
 from kcompat.broker.controller_service import ControllerService
+from kcompat.config import log_config_for
 from kcompat.config.broker import BrokerConfig
+from kcompat.kraft.cluster_control import ClusterControl
 from kcompat.kraft.controller import Controller, NewTopic
 from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import decode_record
@@ -49,22 +52,39 @@ class ManualQuorum:
 
 
 class FakeBroker:
+    """The parts of an active controller node the tests use, and the handlers' services for the
+    heartbeat: the ControllerService over a manual quorum, the KRaft controller and cluster
+    control, and a clock the test moves (``clock[0]``, ms)."""
+
     node_id = 1
-    controller_active = True
 
     def __init__(self) -> None:
         self.config = BrokerConfig({})   # plaintext listeners: no TLS or SASL on forwarding connections
         self.image = MetadataImage()
+        self.clock = [1_700_000_000_000]
         self.quorum = ManualQuorum(self.image)
-        self.controller_service = ControllerService(self)
+        context = BrokerContext(node_id=1, config=self.config, image=self.image, now_ms=self.now_ms,
+                                is_shutting_down=lambda: False)
+        self.controller_service = ControllerService(
+            context, is_active=lambda: True,
+            topic_values=lambda topic: log_config_for(self.image.topic_configs(topic), self.config),
+            wait_for_topics=self.wait_for_topics)
         self.controller = Controller(self.image, self.controller_service.sink, node_id=1,
                                      defaults=lambda: (1, 1), validate_topic_configs=dict,
                                      delete_topic_enable=lambda: True,
                                      usable_brokers=lambda: [UsableBroker(1, None, False)])
+        self.cluster_control = ClusterControl(self.image, self.controller_service.sink, cluster_id="c",
+                                              session_timeout_ms=lambda: 3000)
+        self.controller_service.attach(controller=self.controller, cluster_control=self.cluster_control,
+                                       quorum=self.quorum)
 
-    @staticmethod
-    def now_ms() -> int:
-        return 1_700_000_000_000
+    def now_ms(self) -> int:
+        return self.clock[0]
+
+    async def wait_for_topics(self, names: list[str]) -> None:
+        """Topics reach the image through the manual quorum: the tests create them only here,
+        on the active controller, which never waits for another's."""
+        raise AssertionError("only a forwarded CreateTopics waits for the image")
 
 
 async def _ticks(n: int = 5) -> None:
@@ -105,16 +125,12 @@ def test_a_heartbeat_keeps_the_session_while_it_waits_behind_a_commit():
     from types import SimpleNamespace
 
     from kcompat.broker.handlers import broker_heartbeat
-    from kcompat.kraft.cluster_control import ClusterControl
     from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
     from kcompat.protocol.metadata_records import RegisterBrokerRecord, UnfenceBrokerRecord
 
     async def scenario():
         broker = FakeBroker()
-        clock = [broker.now_ms()]
-        broker.now_ms = lambda: clock[0]
-        broker.cluster_control = ClusterControl(broker.image, broker.controller_service.sink, cluster_id="c",
-                                                session_timeout_ms=lambda: 3000)
+        clock = broker.clock
         broker.image.apply(RegisterBrokerRecord(broker_id=2, broker_epoch=7, fenced=True, end_points=[]), 7)
         broker.image.apply(UnfenceBrokerRecord(id=2, epoch=7), 8)
         broker.cluster_control.activate(clock[0])
