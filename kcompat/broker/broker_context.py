@@ -1,5 +1,8 @@
-"""What the broker's background components (replica fetchers, ISR updates, tiered storage, the
-share persister) all read of their broker, instead of the broker itself.
+"""What the broker's own components (replica fetchers, ISR updates, tiered storage, the share
+persister, log dirs, registration and heartbeats, the controller service) all read of their
+broker, instead of the broker itself (as the coordinators get
+:class:`~kcompat.broker.coordinator_runtime.CoordinatorServices` and the handlers
+:class:`~kcompat.broker.api_services.ApiServices`).
 
 Each of them also takes, as its own constructor arguments, the few other collaborators it uses
 (the replication quotas, the controller service, the replica manager...): see their docstrings.
