@@ -146,12 +146,15 @@ class Broker:
                                               leader_of=self.metadata_cache.leader_of,
                                               topic_exists=lambda name: name in self.image.topics)
         self.log_manager.high_watermark_of = self._high_watermark_of
-        self.publisher = MetadataPublisher(self)
         # replication throttles (KIP-73): the topic configs reach them through the publisher
         self.replication_quotas = ReplicationQuotas(self.node_id, self.config.get)
         self.replica_manager.leader_quota = self.replication_quotas.leader
         self.broker_context = BrokerContext(node_id=self.node_id, config=cfg, image=self.image, now_ms=self.now_ms,
                                             is_shutting_down=lambda: self.shutting_down)
+        self.publisher = MetadataPublisher(
+            self.broker_context, log_manager=self.log_manager, replica_manager=self.replica_manager,
+            replication_quotas=self.replication_quotas, client_quotas=self.quotas, topic_values=self.topic_values,
+            apply_dynamic_broker_configs=self._apply_dynamic_broker_configs)
         self.replica_fetchers = ReplicaFetcherManager(self.broker_context, broker_epoch=self.broker_epoch,
                                                       follower_quota=self.replication_quotas.follower)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
@@ -247,6 +250,8 @@ class Broker:
                                                storage_from_config(cfg.get, log_dirs), rlmm)
             self.replica_manager.remote_reader = self.remote_log
             self.replica_fetchers.remote_log = self.remote_log
+        self.publisher.attach_coordinators(groups=self.groups, txn=self.txn, share_state=self.share_state,
+                                           remote_log=self.remote_log)
         self.api_services.attach_broker_side(
             replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
             groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,

@@ -1,6 +1,6 @@
 """What the broker's own components (replica fetchers, ISR updates, tiered storage, the share
-persister, log dirs, registration and heartbeats, the controller service) all read of their
-broker, instead of the broker itself (as the coordinators get
+persister, log dirs, registration and heartbeats, the controller service, the metadata publisher)
+all read of their broker, instead of the broker itself (as the coordinators get
 :class:`~kcompat.broker.coordinator_runtime.CoordinatorServices` and the handlers
 :class:`~kcompat.broker.api_services.ApiServices`).
 

@@ -13,6 +13,8 @@ a reassignment moves off this broker; configs are applied.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kcompat.broker.group_runtime import OFFSETS_TOPIC
 from kcompat.broker.txn_runtime import TRANSACTION_STATE_TOPIC
@@ -23,46 +25,93 @@ from kcompat.kraft.image import (
     RESOURCE_TOPIC, record_type_of,
 )
 
+if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
+    from kcompat.broker.broker_context import BrokerContext
+    from kcompat.broker.group_runtime import GroupRuntime
+    from kcompat.broker.quota.client_quota import QuotaManagers
+    from kcompat.broker.quota.replication import ReplicationQuotas
+    from kcompat.broker.remote_log import RemoteLogManager
+    from kcompat.broker.share_state_runtime import ShareStateRuntime
+    from kcompat.broker.txn_runtime import TxnRuntime
+    from kcompat.isr.replica_manager import ReplicaManager
+    from kcompat.log import LogManager
+
 log = logging.getLogger("kcompat.broker")
 
 
 class MetadataPublisher:
-    """Applies committed metadata to ``broker`` (a :class:`kcompat.broker.broker.Broker`)."""
+    """Applies committed metadata to this broker's partitions, coordinators, quotas and configs.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    - ``context``: the :class:`~kcompat.broker.broker_context.BrokerContext` (node id, config,
+      the image the records were replayed into, the clock);
+    - ``log_manager``, ``replica_manager``: the logs and the partitions hosted here;
+    - ``replication_quotas``: the replication throttles (KIP-73), which follow the topics'
+      ``leader/follower.replication.throttled.replicas`` configs;
+    - ``client_quotas``: the client quota managers (KIP-13/55/124/599), which follow the image's
+      client quotas;
+    - ``topic_values(topic)``: the effective typed config values of a topic (its
+      ``min.insync.replicas`` reaches the leaders);
+    - ``apply_dynamic_broker_configs()``: applies the image's dynamic broker configs (KIP-226).
+
+    The coordinator runtimes and the remote log manager exist only later in the start-up:
+    :meth:`attach_coordinators` hands them over; until then no coordinator follows its partitions
+    (start-up loads them with :meth:`host_coordinators`).
+    """
+
+    def __init__(self, context: BrokerContext, *, log_manager: LogManager, replica_manager: ReplicaManager,
+                 replication_quotas: ReplicationQuotas, client_quotas: QuotaManagers,
+                 topic_values: Callable[[str], dict], apply_dynamic_broker_configs: Callable[[], None]) -> None:
+        self.context = context
+        self.log_manager = log_manager
+        self.replica_manager = replica_manager
+        self.replication_quotas = replication_quotas
+        self.client_quotas = client_quotas
+        self._topic_values = topic_values
+        self._apply_dynamic_broker_configs = apply_dynamic_broker_configs
+        self.groups: GroupRuntime | None = None
+        self.txn: TxnRuntime | None = None
+        self.share_state: ShareStateRuntime | None = None
+        self.remote_log: RemoteLogManager | None = None
         # internal partitions whose coordinator is loaded here -> the leader epoch it was loaded at
         self._led: dict[tuple[str, int], int] = {}
+
+    def attach_coordinators(self, *, groups: GroupRuntime, txn: TxnRuntime, share_state: ShareStateRuntime,
+                            remote_log: RemoteLogManager | None) -> None:
+        """The group, transaction and share-state coordinator runtimes, which follow the
+        leadership of their internal partitions from now on, and the remote log manager (None
+        without tiered storage), whose remote segments go with a deleted topic (KIP-405)."""
+        self.groups = groups
+        self.txn = txn
+        self.share_state = share_state
+        self.remote_log = remote_log
 
     # -- hosting ---------------------------------------------------------------------------------
 
     def host_partition(self, t, pid: int, ip) -> None:
         """Host partition ``pid`` of topic image ``t`` (``ip``: its PartitionImage) and give it
         its role."""
-        b = self.broker
-        existing = b.log_manager.get(t.name, pid)
-        if existing is not None and (t.name, pid) not in b.replica_manager.partitions:
-            stored_id = b.log_manager.topic_id_of(t.name, pid)
+        existing = self.log_manager.get(t.name, pid)
+        if existing is not None and (t.name, pid) not in self.replica_manager.partitions:
+            stored_id = self.log_manager.topic_id_of(t.name, pid)
             if stored_id is not None and stored_id != t.topic_id:
                 log.warning("log %s-%d belongs to an older topic of that name (id %s, now %s); "
                             "setting it aside as stray", t.name, pid, stored_id, t.topic_id)
-                b.log_manager.mark_stray(t.name, pid)
-        b.replica_manager.ensure_partition(t.name, pid, t.topic_id, ip.leader_epoch)
+                self.log_manager.mark_stray(t.name, pid)
+        self.replica_manager.ensure_partition(t.name, pid, t.topic_id, ip.leader_epoch)
         self.apply_role(t, pid, ip)
 
     def apply_role(self, t, pid: int, ip) -> None:
         """Make the hosted partition leader or follower as ``ip`` says; move coordinators."""
-        b = self.broker
-        p = b.replica_manager.get(t.name, pid)
+        p = self.replica_manager.get(t.name, pid)
         if p is None:
             return
-        b.replica_manager.apply_partition_state(
+        self.replica_manager.apply_partition_state(
             p, leader=ip.leader, leader_epoch=ip.leader_epoch, partition_epoch=ip.partition_epoch,
-            replicas=ip.replicas, isr=ip.isr, now_ms=b.now_ms(),
-            min_insync_replicas=b.topic_values(t.name)["min.insync.replicas"],
-            replica_lag_time_max_ms=b.config.get("replica.lag.time.max.ms"), is_eligible=self.is_eligible)
+            replicas=ip.replicas, isr=ip.isr, now_ms=self.context.now_ms(),
+            min_insync_replicas=self._topic_values(t.name)["min.insync.replicas"],
+            replica_lag_time_max_ms=self.context.config.get("replica.lag.time.max.ms"), is_eligible=self.is_eligible)
         if t.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
-            if ip.leader == b.node_id:
+            if ip.leader == self.context.node_id:
                 self._coordinator_partition_led(t.name, pid, ip.leader_epoch)
             else:
                 self._coordinator_partition_lost(t.name, pid)
@@ -72,29 +121,27 @@ class MetadataPublisher:
         and delete its log (Kafka ``ReplicaManager.applyDelta``'s deletes)."""
         if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
             self._coordinator_partition_lost(topic, pid)
-        if self.broker.replica_manager.remove_partition(topic, pid):
+        if self.replica_manager.remove_partition(topic, pid):
             log.info("%s-%d: no longer a replica here (reassigned); log deleted", topic, pid)
 
     def is_eligible(self, replica_id: int) -> bool:
         """A replica may join an ISR: registered, unfenced, not shutting down (KIP-841)."""
-        br = self.broker.image.brokers.get(replica_id)
+        br = self.context.image.brokers.get(replica_id)
         return br is not None and not br.fenced and not br.in_controlled_shutdown
 
     def host_coordinators(self) -> None:
         """Load the group and transaction coordinators of internal partitions this node leads."""
-        b = self.broker
-        for topic, runtime in ((OFFSETS_TOPIC, b.groups), (TRANSACTION_STATE_TOPIC, b.txn),
-                               (SHARE_GROUP_STATE_TOPIC, b.share_state)):
-            t = b.image.topics.get(topic)
+        image, node_id = self.context.image, self.context.node_id
+        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
+            t = image.topics.get(topic)
             if t is not None:
                 for pid, p in t.partitions.items():
-                    if p.leader == b.node_id:
+                    if p.leader == node_id:
                         self._coordinator_partition_led(topic, pid, p.leader_epoch)
 
     def _runtime(self, topic: str):
-        b = self.broker
-        name = {OFFSETS_TOPIC: "groups", TRANSACTION_STATE_TOPIC: "txn", SHARE_GROUP_STATE_TOPIC: "share_state"}
-        return getattr(b, name[topic], None)
+        return {OFFSETS_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.txn,
+                SHARE_GROUP_STATE_TOPIC: self.share_state}[topic]
 
     def _coordinator_partition_led(self, topic: str, partition: int, leader_epoch: int) -> None:
         """Load the coordinator of an internal partition this node leads (again after an epoch
@@ -117,80 +164,80 @@ class MetadataPublisher:
 
     def on_metadata_snapshot(self) -> None:
         """A snapshot replaced the image: host what it places here, apply its configs."""
-        b = self.broker
-        for t in list(b.image.topics.values()):
+        image, node_id = self.context.image, self.context.node_id
+        for t in list(image.topics.values()):
             for pid, p in t.partitions.items():
-                if b.node_id in p.replicas:
+                if node_id in p.replicas:
                     self.host_partition(t, pid, p)
-        for topic, pid in list(b.replica_manager.partitions):
-            t = b.image.topics.get(topic)
+        for topic, pid in list(self.replica_manager.partitions):
+            t = image.topics.get(topic)
             p = t.partitions.get(pid) if t is not None else None
-            if p is not None and b.node_id not in p.replicas:
+            if p is not None and node_id not in p.replicas:
                 self.remove_replica(topic, pid)
-        for name in b.image.topics:
-            b.replication_quotas.update_topic(name, b.image.topic_configs(name))
-        b._apply_dynamic_broker_configs()
-        b.quotas.update(b.image.client_quotas)
-        if hasattr(b, "groups"):
+        for name in image.topics:
+            self.replication_quotas.update_topic(name, image.topic_configs(name))
+        self._apply_dynamic_broker_configs()
+        self.client_quotas.update(image.client_quotas)
+        if self.groups is not None:
             self.host_coordinators()
 
     def on_metadata(self, records: list) -> None:
         """React to committed metadata records already applied to the image."""
-        b = self.broker
+        image, node_id, replica_manager = self.context.image, self.context.node_id, self.replica_manager
         refresh_all = False
         if any(record_type_of(r) == CLIENT_QUOTA_RECORD for r in records):
-            b.quotas.update(b.image.client_quotas)   # the quota managers follow the image
+            self.client_quotas.update(image.client_quotas)   # the quota managers follow the image
         for r in records:
             kind = record_type_of(r)
             if kind == PARTITION_RECORD:
-                t = b.image.topics_by_id.get(r.topic_id)
-                if t is not None and b.node_id in r.replicas:
+                t = image.topics_by_id.get(r.topic_id)
+                if t is not None and node_id in r.replicas:
                     self.host_partition(t, r.partition_id, t.partitions[r.partition_id])
             elif kind == PARTITION_CHANGE_RECORD:
-                t = b.image.topics_by_id.get(r.topic_id)
+                t = image.topics_by_id.get(r.topic_id)
                 if t is not None:
                     ip = t.partitions[r.partition_id]
-                    if b.replica_manager.get(t.name, r.partition_id) is not None:
-                        if b.node_id in ip.replicas:
+                    if replica_manager.get(t.name, r.partition_id) is not None:
+                        if node_id in ip.replicas:
                             self.apply_role(t, r.partition_id, ip)
                         else:
                             self.remove_replica(t.name, r.partition_id)
-                    elif b.node_id in ip.replicas:
+                    elif node_id in ip.replicas:
                         self.host_partition(t, r.partition_id, ip)
             elif kind == REMOVE_TOPIC_RECORD:
-                names = {p.topic for p in b.replica_manager.partitions.values() if p.topic_id == r.topic_id}
+                names = {p.topic for p in replica_manager.partitions.values() if p.topic_id == r.topic_id}
                 for name in names:
-                    b.replication_quotas.update_topic(name, {})
+                    self.replication_quotas.update_topic(name, {})
                 for name in names:
-                    removed = [(name, p.partition_id) for p in b.replica_manager.topic_partitions(name)]
-                    if getattr(b, "remote_log", None) is not None:   # KIP-405: its remote segments go too
-                        b.remote_log.on_partitions_deleted(b.replica_manager.topic_partitions(name))
-                    n = b.replica_manager.remove_topic(name)
+                    removed = [(name, p.partition_id) for p in replica_manager.topic_partitions(name)]
+                    if self.remote_log is not None:   # KIP-405: its remote segments go too
+                        self.remote_log.on_partitions_deleted(replica_manager.topic_partitions(name))
+                    n = replica_manager.remove_topic(name)
                     log.info("deleted topic %s (%d partitions)", name, n)
-                    if hasattr(b, "groups"):
-                        b.groups.on_partitions_deleted(removed)
-                if hasattr(b, "share_state") and b.share_state.coordinator.owned_partitions():
-                    b.share_state.on_topics_deleted([r.topic_id])
+                    if self.groups is not None:
+                        self.groups.on_partitions_deleted(removed)
+                if self.share_state is not None and self.share_state.coordinator.owned_partitions():
+                    self.share_state.on_topics_deleted([r.topic_id])
             elif kind == CONFIG_RECORD:
                 if r.resource_type == RESOURCE_TOPIC:
                     if r.name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-                        b.replication_quotas.update_topic(r.resource_name, b.image.topic_configs(r.resource_name))
-                    b.replica_manager.update_topic_config(r.resource_name)
+                        self.replication_quotas.update_topic(r.resource_name, image.topic_configs(r.resource_name))
+                    replica_manager.update_topic_config(r.resource_name)
                     self._reapply_roles(r.resource_name)
                 elif r.resource_type == RESOURCE_BROKER:
                     refresh_all = True
         if refresh_all:
-            b._apply_dynamic_broker_configs()
-            for topic in {p.topic for p in b.replica_manager.partitions.values()}:
-                b.replica_manager.update_topic_config(topic)
+            self._apply_dynamic_broker_configs()
+            for topic in {p.topic for p in replica_manager.partitions.values()}:
+                replica_manager.update_topic_config(topic)
                 self._reapply_roles(topic)
 
     def _reapply_roles(self, topic: str) -> None:
         """A config change (min.insync.replicas) reaches the leaders of ``topic``."""
-        t = self.broker.image.topics.get(topic)
+        t = self.context.image.topics.get(topic)
         if t is None:
             return
-        for p in self.broker.replica_manager.topic_partitions(topic):
+        for p in self.replica_manager.topic_partitions(topic):
             ip = t.partitions.get(p.partition_id)
             if ip is not None and p.is_leader:
                 self.apply_role(t, p.partition_id, ip)
