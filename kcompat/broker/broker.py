@@ -37,6 +37,7 @@ from kcompat.broker.tls import controller_ssl, reload_listener_contexts, tls_pro
 from kcompat.security import sasl_server
 from kcompat.security.sasl_client import controller_sasl
 from kcompat.broker.http.listener import HttpListener, parse_http_listeners
+from kcompat.broker.http.services import HttpServices
 from kcompat.broker.request_stats import RequestStats
 from kcompat.broker.controller_service import ControllerService
 from kcompat.broker.lifecycle import BrokerLifecycle
@@ -102,7 +103,7 @@ class Broker:
                                                   config.inter_broker_listener_name if "broker" in config.process_roles
                                                   else None)
         self.request_stats = RequestStats()   # per-API request metrics (kcompat.broker.http.metrics)
-        self.http = HttpListener(self)        # http.listeners: /metrics, console, REST proxy
+        self.http = HttpListener()            # http.listeners: /metrics, console, REST proxy
         # authorizer.class.name: a StandardAuthorizer over the metadata image's ACLs, or None
         self.authorizer = StandardAuthorizer.from_config(lambda: self.image.acls, config.get)
         self.shutting_down = False
@@ -267,7 +268,15 @@ class Broker:
                                 asyncio.ensure_future(maintenance.run(PERIODIC_INTERVAL_S))]
         self.connection_quotas.start_idle_expiry(self.connections)
         # the HTTP listener is up before the Kafka listeners serve: whoever sees the broker can scrape it
-        await self.http.start(parse_http_listeners(cfg.get("http.listeners")))
+        await self.http.start(parse_http_listeners(cfg.get("http.listeners")), HttpServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, config=cfg, image=self.image,
+            controller_active=lambda: self.controller_active, quorum=self.quorum,
+            replica_manager=self.replica_manager, log_manager=self.log_manager, groups=self.groups, txn=self.txn,
+            remote_log=self.remote_log, request_stats=self.request_stats,
+            connection_count=lambda: len(self.connections), topic_values=self.topic_values,
+            leader_of=self.leader_of, live_broker_ids=self.live_broker_ids,
+            create_topics=self.controller_service.create_topics, auto_create_topics=self.auto_create_topics,
+            wait_for_topics=self.wait_for_topics))
         if self.is_broker:
             # bind first (the registration carries the bound ports), serve once unfenced
             await self._open_listeners([lst for lst in cfg.listeners if lst[0] not in controller_names],

@@ -31,6 +31,8 @@ from aiohttp import test_utils, web
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcompat.broker.http import console
+from kcompat.broker.http.services import HttpServices
+from kcompat.broker.request_stats import RequestStats
 from kcompat.testing.ports import free_ports
 from tests.support.broker_process import ROOT, BrokerProcess, wait_for
 
@@ -222,11 +224,20 @@ def test_page_and_assets_are_served(broker):
 
 
 def test_a_failing_handler_answers_500_json_and_the_sampler_survives(caplog):
-    """In-process: a broker object without state makes every API handler and every sample fail;
-    the handlers answer 500 with a JSON error, the listener's sampler logs and goes on."""
+    """In-process: the services of a node without state (no image, coordinators without their
+    state) make every API handler and every sample fail; the handlers answer 500 with a JSON
+    error, the listener's sampler logs and goes on."""
     async def run():
         app = web.Application()
-        stub = types.SimpleNamespace(image=None, groups=types.SimpleNamespace(), txn=types.SimpleNamespace())
+
+        def nothing(*_args):
+            return None
+        stub = HttpServices(
+            node_id=1, cluster_id="", config=None, image=None, controller_active=lambda: False, quorum=None,
+            replica_manager=None, log_manager=None, groups=types.SimpleNamespace(), txn=types.SimpleNamespace(),
+            remote_log=None, request_stats=RequestStats(), connection_count=lambda: 0, topic_values=nothing,
+            leader_of=nothing, live_broker_ids=list, create_topics=nothing, auto_create_topics=nothing,
+            wait_for_topics=nothing)
         console.routes(app, stub)
         history = app[console.HISTORY]
         history.interval_s = 0.05

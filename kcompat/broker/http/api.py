@@ -55,12 +55,16 @@ import logging
 import time
 from collections import Counter
 from importlib import metadata as importlib_metadata
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from kcompat.broker.http.history import RATE_NAMES, History
 from kcompat.broker.http.lag import consumer_lag
 from kcompat.group.consumer_protocol import EmbeddedProtocolError, parse_assignment
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http")
 
@@ -88,8 +92,8 @@ def _version() -> str:
 
 # -- cluster and brokers -------------------------------------------------------------------------
 
-def _controller_id(broker) -> int | None:
-    quorum = getattr(broker, "quorum", None)
+def _controller_id(services: HttpServices) -> int | None:
+    quorum = services.quorum
     if quorum is None:
         return None
     leader = quorum.raft.leader_and_epoch.leader_id
@@ -101,12 +105,12 @@ class _MinIsr:
     value, worked out once (the full effective config of every topic would cost the event loop
     too much on a large cluster)."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, services: HttpServices) -> None:
+        self.services = services
         self._default: int | None = None
 
     def __call__(self, topic: str) -> int:
-        override = self.broker.image.topic_configs(topic).get("min.insync.replicas")
+        override = self.services.image.topic_configs(topic).get("min.insync.replicas")
         if override is not None:
             try:
                 return int(override)
@@ -114,7 +118,7 @@ class _MinIsr:
                 pass
         if self._default is None:
             try:
-                self._default = int(self.broker.topic_values(topic)["min.insync.replicas"])
+                self._default = int(self.services.topic_values(topic)["min.insync.replicas"])
             except (AttributeError, KeyError, TypeError, ValueError):
                 self._default = 1
         return self._default
@@ -125,11 +129,11 @@ def _partition_flags(pi, min_isr: int) -> dict:
             "under_min_isr": pi.leader >= 0 and len(pi.isr) < min_isr}
 
 
-def _health(broker) -> dict:
+def _health(services: HttpServices) -> dict:
     offline = under = under_min = 0
     problems = []
-    min_isr_of = _MinIsr(broker)
-    for name, t in sorted(list(broker.image.topics.items())):
+    min_isr_of = _MinIsr(services)
+    for name, t in sorted(list(services.image.topics.items())):
         min_isr = min_isr_of(name)
         for i, pi in sorted(t.partitions.items()):
             f = _partition_flags(pi, min_isr)
@@ -139,52 +143,52 @@ def _health(broker) -> dict:
             if any(f.values()) and len(problems) < MAX_PROBLEMS:
                 problems.append({"topic": name, "partition": i, "leader": pi.leader, "replicas": list(pi.replicas),
                                  "isr": list(pi.isr), **f})
-    fenced = sum(1 for b in broker.image.brokers.values() if b.fenced)
-    controller = _controller_id(broker) is not None
+    fenced = sum(1 for b in services.image.brokers.values() if b.fenced)
+    controller = _controller_id(services) is not None
     status = "critical" if offline or under_min or not controller else "warning" if under or fenced else "ok"
     return {"status": status, "active_controller": controller, "offline": offline, "under_replicated": under,
             "under_min_isr": under_min, "fenced_brokers": fenced, "problems": problems}
 
 
-def _groups_of(broker) -> dict:
-    groups = getattr(broker, "groups", None)
+def _groups_of(services: HttpServices) -> dict:
+    groups = services.groups
     return dict(groups.coordinator.ctx.groups) if groups is not None else {}
 
 
-def _txn_coordinator(broker):
-    txn = getattr(broker, "txn", None)
+def _txn_coordinator(services: HttpServices):
+    txn = services.txn
     return txn.coordinator if txn is not None else None
 
 
-def cluster(broker, history: History) -> dict:
-    image = broker.image
-    controller = _controller_id(broker)
-    quorum = getattr(broker, "quorum", None)
+def cluster(services: HttpServices, history: History) -> dict:
+    image = services.image
+    controller = _controller_id(services)
+    quorum = services.quorum
     q = None
     if quorum is not None:
         raft = quorum.raft
-        config = getattr(broker, "config", None)
+        config = services.config
         voters = sorted(v.node_id for v in config.controller_quorum_voters) if config is not None else []
         q = {"leader_id": controller, "epoch": raft.leader_and_epoch.epoch, "voters": voters,
              "high_watermark": raft.high_watermark, "log_end_offset": raft.log_end_offset}
     brokers = list(image.brokers.values())
-    txn = _txn_coordinator(broker)
+    txn = _txn_coordinator(services)
     return {
-        "cluster_id": broker.cluster_id, "node_id": broker.node_id, "version": _version(),
+        "cluster_id": services.cluster_id, "node_id": services.node_id, "version": _version(),
         "now_ms": int(time.time() * 1000), "controller_id": controller,
-        "this_node_is_controller": bool(broker.controller_active), "metadata_offset": image.offset, "quorum": q,
+        "this_node_is_controller": bool(services.controller_active()), "metadata_offset": image.offset, "quorum": q,
         "brokers": {"total": len(brokers), "online": sum(1 for b in brokers if not b.fenced),
                     "fenced": sum(1 for b in brokers if b.fenced)},
         "topics": len(image.topics), "partitions": sum(len(t.partitions) for t in image.topics.values()),
-        "groups": len(_groups_of(broker)),
+        "groups": len(_groups_of(services)),
         "transactions": len(txn.transactional_ids()) if txn is not None else 0,
-        "health": _health(broker), "rates": history.current_rates(),
+        "health": _health(services), "rates": history.current_rates(),
     }
 
 
-def _local_log_dirs(broker) -> list[dict]:
+def _local_log_dirs(services: HttpServices) -> list[dict]:
     """This node's log dirs as the log manager describes them (the numbers DescribeLogDirs gives)."""
-    lm = getattr(broker, "log_manager", None)
+    lm = services.log_manager
     if lm is None:
         return []
     return [{"path": d.path, "size_bytes": sum(lg.size_in_bytes for lg in d.logs.values()), "partitions": len(d.logs),
@@ -192,9 +196,9 @@ def _local_log_dirs(broker) -> list[dict]:
              "disk_free_bytes": None if d.error else d.usable_bytes} for d in lm.describe_dirs()]
 
 
-def brokers(broker) -> dict:
-    image = broker.image
-    controller = _controller_id(broker)
+def brokers(services: HttpServices) -> dict:
+    image = services.image
+    controller = _controller_id(services)
     leaders: Counter = Counter()
     replicas: Counter = Counter()
     for t in list(image.topics.values()):
@@ -208,22 +212,22 @@ def brokers(broker) -> dict:
         out.append({
             "id": b.broker_id, "rack": b.rack, "status": status, "fenced": b.fenced,
             "in_controlled_shutdown": b.in_controlled_shutdown, "epoch": b.epoch,
-            "controller": b.broker_id == controller, "this_node": b.broker_id == broker.node_id,
+            "controller": b.broker_id == controller, "this_node": b.broker_id == services.node_id,
             "endpoints": [{"listener": e.name, "host": e.host, "port": e.port} for e in b.endpoints.values()],
             "leaders": leaders[b.broker_id], "replicas": replicas[b.broker_id],
-            "log_dirs": _local_log_dirs(broker) if b.broker_id == broker.node_id else None,
+            "log_dirs": _local_log_dirs(services) if b.broker_id == services.node_id else None,
         })
     return {"brokers": out}
 
 
 # -- topics --------------------------------------------------------------------------------------
 
-def _local(broker, topic: str, partition: int) -> dict | None:
-    rm = getattr(broker, "replica_manager", None)
+def _local(services: HttpServices, topic: str, partition: int) -> dict | None:
+    rm = services.replica_manager
     p = rm.partitions.get((topic, partition)) if rm is not None else None
     if p is None:
         return None
-    lm = getattr(broker, "log_manager", None)
+    lm = services.log_manager
     d = lm.log_dir_of(topic, partition) if lm is not None else None
     leader = p.is_leader
     return {"role": "leader" if leader else "follower", "log_start_offset": p.log_start_offset,
@@ -233,9 +237,9 @@ def _local(broker, topic: str, partition: int) -> dict | None:
             "log_dir": str(d) if d is not None else None, "producers": len(p.producer_state.producers)}
 
 
-def _topic_summary(broker, t, rates: dict, min_isr_of: _MinIsr) -> dict:
+def _topic_summary(services: HttpServices, t, rates: dict, min_isr_of: _MinIsr) -> dict:
     min_isr = min_isr_of(t.name)
-    rm = getattr(broker, "replica_manager", None)
+    rm = services.replica_manager
     local = [rm.partitions.get((t.name, i)) for i in t.partitions] if rm is not None else []
     local = [p for p in local if p is not None]
     flags = [_partition_flags(pi, min_isr) for pi in t.partitions.values()]
@@ -251,25 +255,25 @@ def _topic_summary(broker, t, rates: dict, min_isr_of: _MinIsr) -> dict:
     }
 
 
-def topics(broker, history: History) -> dict:
+def topics(services: HttpServices, history: History) -> dict:
     rates = history.current_topic_rates()
-    min_isr_of = _MinIsr(broker)
-    return {"topics": [_topic_summary(broker, t, rates, min_isr_of)
-                       for _, t in sorted(list(broker.image.topics.items()))]}
+    min_isr_of = _MinIsr(services)
+    return {"topics": [_topic_summary(services, t, rates, min_isr_of)
+                       for _, t in sorted(list(services.image.topics.items()))]}
 
 
-def topic(broker, history: History, name: str) -> dict:
-    t = broker.image.topics.get(name)
+def topic(services: HttpServices, history: History, name: str) -> dict:
+    t = services.image.topics.get(name)
     if t is None:
         raise NotFound(f"no topic {name!r}")
-    min_isr_of = _MinIsr(broker)
-    out = _topic_summary(broker, t, history.current_topic_rates(), min_isr_of)
+    min_isr_of = _MinIsr(services)
+    out = _topic_summary(services, t, history.current_topic_rates(), min_isr_of)
     min_isr = min_isr_of(name)
     out["min_insync_replicas"] = min_isr
-    out["configs"] = broker.image.topic_configs(name)
+    out["configs"] = services.image.topic_configs(name)
     out["partitions"] = [
         {"partition": i, "leader": pi.leader, "leader_epoch": pi.leader_epoch, "replicas": list(pi.replicas),
-         "isr": list(pi.isr), **_partition_flags(pi, min_isr), "local": _local(broker, name, i)}
+         "isr": list(pi.isr), **_partition_flags(pi, min_isr), "local": _local(services, name, i)}
         for i, pi in sorted(t.partitions.items())]
     out["history"] = history.rates(topic=name)
     return out
@@ -290,13 +294,13 @@ def _sum_known(values) -> int | None:
     return sum(known) if known else None
 
 
-def groups(broker, history: History) -> dict:
+def groups(services: HttpServices, history: History) -> dict:
     lags: dict[str, list] = {}
-    for entry in consumer_lag(broker):
+    for entry in consumer_lag(services):
         lags.setdefault(entry.group, []).append(entry)
     trend = history.lag_totals()
     out = []
-    for gid, g in sorted(_groups_of(broker).items()):
+    for gid, g in sorted(_groups_of(services).items()):
         entries = lags.get(gid, [])
         topics_ = {e.topic for e in entries} | set(g.subscribed_topics or ())
         if g.consumer is not None:
@@ -322,8 +326,8 @@ def _classic_members(g) -> list[dict]:
     return out
 
 
-def _consumer_members(broker, g) -> list[dict]:
-    by_id = broker.image.topics_by_id
+def _consumer_members(services: HttpServices, g) -> list[dict]:
+    by_id = services.image.topics_by_id
     out = []
     for m in g.consumer.members.values():
         assignment: dict[str, list[int]] = {}
@@ -336,16 +340,16 @@ def _consumer_members(broker, g) -> list[dict]:
     return out
 
 
-def group(broker, history: History, group_id: str) -> dict:
-    g = _groups_of(broker).get(group_id)
+def group(services: HttpServices, history: History, group_id: str) -> dict:
+    g = _groups_of(services).get(group_id)
     if g is None:
         raise NotFound(f"no group {group_id!r} on this node's coordinator")
-    entries = consumer_lag(broker, {group_id})
+    entries = consumer_lag(services, {group_id})
     h = history.lag(group_id)
     if g.consumer is not None:
-        members = _consumer_members(broker, g)
+        members = _consumer_members(services, g)
         assignors = {m.server_assignor for m in g.consumer.members.values() if m.server_assignor}
-        cfg = getattr(broker.groups.coordinator, "consumer_config", None)
+        cfg = getattr(services.groups.coordinator, "consumer_config", None)
         default = cfg.assignors[0] if cfg is not None and cfg.assignors else None
         assignor = ",".join(sorted(assignors)) if assignors else default
         generation, protocol_type, leader = g.consumer.group_epoch, "consumer", None
@@ -368,8 +372,8 @@ def group(broker, history: History, group_id: str) -> dict:
 
 # -- transactions and rates ------------------------------------------------------------------------
 
-def transactions(broker) -> dict:
-    coordinator = _txn_coordinator(broker)
+def transactions(services: HttpServices) -> dict:
+    coordinator = _txn_coordinator(services)
     txns = []
     states: Counter = Counter()
     if coordinator is not None:
@@ -384,7 +388,7 @@ def transactions(broker) -> dict:
                          "txn_start_ms": m.txn_start_ms, "last_update_ms": m.last_update_ms,
                          "coordinator_partition": m.partition})
     producers = []
-    rm = getattr(broker, "replica_manager", None)
+    rm = services.replica_manager
     for (t, i), p in sorted(list(rm.partitions.items()) if rm is not None else []):
         if not p.is_leader:
             continue
@@ -396,8 +400,8 @@ def transactions(broker) -> dict:
     return {"transactions": txns, "states": dict(sorted(states.items())), "producers": producers}
 
 
-def rates(broker, history: History, topic_name: str | None, window_s: float | None) -> dict:
-    if topic_name is not None and topic_name not in broker.image.topics:
+def rates(services: HttpServices, history: History, topic_name: str | None, window_s: float | None) -> dict:
+    if topic_name is not None and topic_name not in services.image.topics:
         raise NotFound(f"no topic {topic_name!r}")
     series = history.rates(topic=topic_name, window_s=window_s)
     if topic_name is None:
@@ -442,14 +446,14 @@ def _window(request: web.Request) -> float | None:
         raise ApiError(f"window={raw!r} is not a number of seconds") from None
 
 
-def add_routes(app: web.Application, broker, history: History) -> None:
+def add_routes(app: web.Application, services: HttpServices, history: History) -> None:
     get = app.router.add_get
     get("/api/v1", guarded(lambda r: {"endpoints": list(ENDPOINTS)}))
-    get("/api/v1/cluster", guarded(lambda r: cluster(broker, history)))
-    get("/api/v1/brokers", guarded(lambda r: brokers(broker)))
-    get("/api/v1/topics", guarded(lambda r: topics(broker, history)))
-    get("/api/v1/topics/{name}", guarded(lambda r: topic(broker, history, r.match_info["name"])))
-    get("/api/v1/groups", guarded(lambda r: groups(broker, history)))
-    get("/api/v1/groups/{id:.+}", guarded(lambda r: group(broker, history, r.match_info["id"])))
-    get("/api/v1/transactions", guarded(lambda r: transactions(broker)))
-    get("/api/v1/rates", guarded(lambda r: rates(broker, history, r.query.get("topic"), _window(r))))
+    get("/api/v1/cluster", guarded(lambda r: cluster(services, history)))
+    get("/api/v1/brokers", guarded(lambda r: brokers(services)))
+    get("/api/v1/topics", guarded(lambda r: topics(services, history)))
+    get("/api/v1/topics/{name}", guarded(lambda r: topic(services, history, r.match_info["name"])))
+    get("/api/v1/groups", guarded(lambda r: groups(services, history)))
+    get("/api/v1/groups/{id:.+}", guarded(lambda r: group(services, history, r.match_info["id"])))
+    get("/api/v1/transactions", guarded(lambda r: transactions(services)))
+    get("/api/v1/rates", guarded(lambda r: rates(services, history, r.query.get("topic"), _window(r))))

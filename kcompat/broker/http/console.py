@@ -13,11 +13,15 @@ while the listener serves: it starts and stops with the listener's application (
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from kcompat.broker.http import api
 from kcompat.broker.http.history import History
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 STATIC_DIR = Path(__file__).resolve().with_name("static")
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
@@ -34,8 +38,8 @@ def _asset(name: str) -> web.Response:
     return web.Response(body=path.read_bytes(), headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
 
 
-def routes(app: web.Application, broker) -> None:
-    history = History(broker)
+def routes(app: web.Application, services: HttpServices) -> None:
+    history = History(services)
     app[HISTORY] = history
     app.on_startup.append(history.on_startup)
     app.on_cleanup.append(history.on_cleanup)
@@ -52,4 +56,4 @@ def routes(app: web.Application, broker) -> None:
     app.router.add_get("/", index)
     app.router.add_get("/static/{name}", static)
     app.router.add_get("/favicon.ico", favicon)
-    api.add_routes(app, broker, history)
+    api.add_routes(app, services, history)

@@ -16,9 +16,12 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from kcompat.broker.http.lag import consumer_lag
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http")
 
@@ -49,12 +52,13 @@ def _rate(now: Counts, before: Counts, seconds: float) -> list[float]:
 
 
 class History:
-    """A ring of :class:`Sample` for ``broker`` (its ``replica_manager.stats`` and groups)."""
+    """A ring of :class:`Sample` of the node ``services`` reads (its ``replica_manager.stats`` and
+    groups)."""
 
-    def __init__(self, broker, *, interval_s: float = 2.0, window_s: float = 600.0,
+    def __init__(self, services: HttpServices, *, interval_s: float = 2.0, window_s: float = 600.0,
                  wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
                  monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.broker = broker
+        self.services = services
         self.interval_s = interval_s
         self.window_s = window_s
         self.samples: deque[Sample] = deque(maxlen=int(window_s / interval_s) + 1)
@@ -67,14 +71,14 @@ class History:
 
     def sample(self) -> Sample:
         """Take one sample now and keep it."""
-        rm = getattr(self.broker, "replica_manager", None)
+        rm = self.services.replica_manager
         topics: dict[str, Counts] = {}
         if rm is not None:
             for name, c in list(rm.stats.topics.items()):
                 topics[name] = tuple(getattr(c, attr) for attr in COUNTERS)
         totals = tuple(sum(v[i] for v in topics.values()) for i in range(len(COUNTERS)))
         lag: dict[str, dict[tuple[str, int], int | None]] = {}
-        for entry in consumer_lag(self.broker):
+        for entry in consumer_lag(self.services):
             lag.setdefault(entry.group, {})[(entry.topic, entry.partition)] = entry.lag
         s = Sample(self._wall_ms(), self._monotonic(), topics, totals, lag)
         self.samples.append(s)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -33,6 +34,9 @@ from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
 from kcompat.protocol.messages.offset_commit import OffsetCommitRequest
 from kcompat.protocol.messages.offset_fetch import OffsetFetchRequest
 from kcompat.protocol.messages.produce import ProduceRequest
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http.rest")
 
@@ -62,19 +66,20 @@ TP = tuple[str, int]
 
 
 class ClusterClient:
-    """Kafka requests of the REST Proxy. ``broker``: the running :class:`kcompat.broker.broker.Broker`;
+    """Kafka requests of the REST Proxy. ``services``: what it reads of its node (the config, the
+    metadata image, leaders, live brokers: :class:`~kcompat.broker.http.services.HttpServices`);
     ``client_id`` is what the brokers see (request logs, group member descriptions)."""
 
-    def __init__(self, broker, client_id: str) -> None:
-        self.broker = broker
+    def __init__(self, services: HttpServices, client_id: str) -> None:
+        self.services = services
         self.client_id = client_id
-        self.listener = broker.config.inter_broker_listener_name
-        self.clients = NodeClients(self._endpoint_of, client_id, ssl_context=inter_broker_ssl(broker.config),
-                                   sasl=inter_broker_sasl(broker.config))
+        self.listener = services.config.inter_broker_listener_name
+        self.clients = NodeClients(self._endpoint_of, client_id, ssl_context=inter_broker_ssl(services.config),
+                                   sasl=inter_broker_sasl(services.config))
         self._coordinators: dict[str, int] = {}
 
     def _endpoint_of(self, node_id: int):
-        b = self.broker.image.brokers.get(node_id)
+        b = self.services.image.brokers.get(node_id)
         ep = b.endpoints.get(self.listener) if b is not None else None
         return (ep.host, ep.port) if ep is not None else None
 
@@ -86,28 +91,28 @@ class ClusterClient:
 
     def partition_count(self, topic: str) -> int | None:
         """Partitions of ``topic`` in this node's image; None if it does not know the topic."""
-        t = self.broker.image.topics.get(topic)
+        t = self.services.image.topics.get(topic)
         return None if t is None else len(t.partitions)
 
     def leader(self, topic: str, partition: int) -> int | None:
         """Leader of a partition: its node id, -1 while it has none, None if there is no such
         partition."""
-        return self.broker.leader_of(topic, partition)
+        return self.services.leader_of(topic, partition)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with id ``topic_id`` (None if unknown here)."""
-        t = self.broker.image.topics_by_id.get(topic_id)
+        t = self.services.image.topics_by_id.get(topic_id)
         return None if t is None else t.name
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         """The id of ``topic`` (None if unknown here)."""
-        t = self.broker.image.topics.get(topic)
+        t = self.services.image.topics.get(topic)
         return None if t is None else t.topic_id
 
     def _any_broker(self) -> int:
-        live = self.broker.live_broker_ids()
-        if self.broker.node_id in live or not live:
-            return self.broker.node_id
+        live = self.services.live_broker_ids()
+        if self.services.node_id in live or not live:
+            return self.services.node_id
         return live[0]
 
     # -- sending ---------------------------------------------------------------------------------
@@ -363,12 +368,12 @@ class ClusterClient:
 _CLIENT_KEY = web.AppKey("kcompat.rest.cluster_client", ClusterClient)
 
 
-def shared_client(app: web.Application, broker) -> ClusterClient:
+def shared_client(app: web.Application, services: HttpServices) -> ClusterClient:
     """The :class:`ClusterClient` of ``app`` (the REST Proxy's produce and lag requests), made on
     first use and closed with the application."""
     client = app.get(_CLIENT_KEY)
     if client is None:
-        client = app[_CLIENT_KEY] = ClusterClient(broker, f"kcompat-rest-proxy-{broker.node_id}")
+        client = app[_CLIENT_KEY] = ClusterClient(services, f"kcompat-rest-proxy-{services.node_id}")
 
         async def close(_app) -> None:
             client.close()

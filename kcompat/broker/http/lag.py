@@ -11,6 +11,10 @@ the groups it coordinates; the sum over nodes covers every group once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 
 @dataclass(frozen=True)
@@ -36,13 +40,13 @@ class PartitionLag:
         return None if self.last_stable_offset is None else max(0, self.last_stable_offset - self.committed)
 
 
-def consumer_lag(broker, group_ids: set[str] | None = None) -> list[PartitionLag]:
+def consumer_lag(services: HttpServices, group_ids: set[str] | None = None) -> list[PartitionLag]:
     """Lag of every committed offset of the groups this node coordinates (``group_ids``: only
     those), sorted by group, topic, partition."""
-    groups = getattr(broker, "groups", None)
+    groups = services.groups
     if groups is None:
         return []
-    partitions = broker.replica_manager.partitions
+    partitions = services.replica_manager.partitions
     out = []
     for group_id, group in list(groups.coordinator.ctx.groups.items()):
         if group_ids is not None and group_id not in group_ids:

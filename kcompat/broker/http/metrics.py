@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -46,6 +47,9 @@ from kcompat.broker.http.lag import consumer_lag
 from kcompat.broker.request_stats import BUCKETS_MS, TIMES
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages import API_NAMES
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http")
 
@@ -71,10 +75,10 @@ def _error_name(code: int) -> str:
 
 
 class BrokerCollector:
-    """A prometheus-client collector reading ``broker`` at scrape time."""
+    """A prometheus-client collector reading the node (``services``) at scrape time."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, services: HttpServices) -> None:
+        self.services = services
 
     def collect(self):
         yield from self._topic_metrics()
@@ -87,7 +91,7 @@ class BrokerCollector:
     # -- BrokerTopicMetrics --------------------------------------------------------------------
 
     def _topic_metrics(self):
-        rm = getattr(self.broker, "replica_manager", None)
+        rm = self.services.replica_manager
         topics = dict(rm.stats.topics) if rm is not None else {}
         for suffix, attr, doc in _TOPIC_COUNTERS:
             f = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{suffix}", doc, labels=["topic"])
@@ -102,7 +106,7 @@ class BrokerCollector:
     # -- RequestMetrics and the socket server ---------------------------------------------------
 
     def _request_metrics(self):
-        stats = self.broker.request_stats
+        stats = self.services.request_stats
         requests = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests by API and version",
                                        labels=["request", "version"])
         errors = CounterMetricFamily("kafka_network_requestmetrics_errors", "Error codes in responses",
@@ -131,7 +135,7 @@ class BrokerCollector:
                 times[t].add_metric([name], buckets, h.sum)
         yield from (requests, errors, req_bytes, resp_bytes, *times.values())
         yield GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count", "Open client connections",
-                                value=len(self.broker.connections))
+                                value=self.services.connection_count())
         yield CounterMetricFamily("kafka_server_socket_server_metrics_connection_creation",
                                   "Connections accepted", value=stats.connections_created)
         yield CounterMetricFamily("kafka_server_socket_server_metrics_connection_close", "Connections closed",
@@ -144,7 +148,7 @@ class BrokerCollector:
     # -- ReplicaManager and Log ---------------------------------------------------------------
 
     def _replica_metrics(self):
-        rm = getattr(self.broker, "replica_manager", None)
+        rm = self.services.replica_manager
         partitions = list(rm.partitions.values()) if rm is not None else []
         leaders = [p for p in partitions if p.is_leader]
         under = under_min = at_min = 0
@@ -191,7 +195,7 @@ class BrokerCollector:
         yield from self._tiered_metrics(partitions)
 
     def _tiered_metrics(self, partitions):
-        remote = getattr(self.broker, "remote_log", None)
+        remote = self.services.remote_log
         if remote is None:
             return
         sizes = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotelogsizebytes",
@@ -212,15 +216,15 @@ class BrokerCollector:
     # -- controller, Raft, metadata ------------------------------------------------------------
 
     def _controller_metrics(self):
-        b = self.broker
-        image = getattr(b, "image", None)
+        b = self.services
+        image = b.image
         if image is None:
             return
         offline = sum(1 for t in image.topics.values() for pi in t.partitions.values() if pi.leader < 0)
         brokers = list(image.brokers.values())
         c = "kafka_controller_kafkacontroller_"
         yield GaugeMetricFamily(c + "activecontrollercount", "1 on the active controller",
-                                value=1 if b.controller_active else 0)
+                                value=1 if b.controller_active() else 0)
         yield GaugeMetricFamily(c + "offlinepartitionscount", "Partitions without a leader", value=offline)
         yield GaugeMetricFamily(c + "globaltopiccount", "Topics", value=len(image.topics))
         yield GaugeMetricFamily(c + "globalpartitioncount", "Partitions",
@@ -228,7 +232,7 @@ class BrokerCollector:
         yield GaugeMetricFamily(c + "fencedbrokercount", "Fenced brokers", value=sum(1 for x in brokers if x.fenced))
         yield GaugeMetricFamily(c + "activebrokercount", "Unfenced brokers",
                                 value=sum(1 for x in brokers if not x.fenced))
-        quorum = getattr(b, "quorum", None)
+        quorum = b.quorum
         if quorum is not None:
             raft = quorum.raft
             r = "kafka_server_raft_metrics_"
@@ -246,7 +250,7 @@ class BrokerCollector:
     # -- coordinators ----------------------------------------------------------------------------
 
     def _coordinator_metrics(self):
-        groups = getattr(self.broker, "groups", None)
+        groups = self.services.groups
         if groups is not None:
             by_protocol: Counter[str] = Counter()
             classic: Counter[str] = Counter()
@@ -272,7 +276,7 @@ class BrokerCollector:
                 for state, n in sorted(counts.items()):
                     f.add_metric([state], n)
                 yield f
-        txn = getattr(self.broker, "txn", None)
+        txn = self.services.txn
         if txn is not None:
             coordinator = txn.coordinator
             states: Counter[str] = Counter(m.state.name for m in (coordinator.metadata(t)
@@ -295,7 +299,7 @@ class BrokerCollector:
         lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of a group on a topic",
                                     labels=["consumergroup", "topic"])
         sums: Counter[tuple[str, str]] = Counter()
-        for entry in consumer_lag(self.broker):
+        for entry in consumer_lag(self.services):
             lbl = [entry.group, entry.topic, str(entry.partition)]
             current.add_metric(lbl, entry.committed)
             if entry.lag is not None:
@@ -308,17 +312,17 @@ class BrokerCollector:
         yield from (lag, stable, current, lag_sum)
 
 
-def render(broker) -> bytes:
-    """The Prometheus text exposition of ``broker``'s metrics."""
+def render(services: HttpServices) -> bytes:
+    """The Prometheus text exposition of the metrics of the node ``services`` reads."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker))
+    registry.register(BrokerCollector(services))
     return generate_latest(registry)
 
 
-def routes(app: web.Application, broker) -> None:
+def routes(app: web.Application, services: HttpServices) -> None:
     async def metrics(_request: web.Request) -> web.Response:
         try:
-            body = render(broker)
+            body = render(services)
         except Exception:
             log.exception("GET /metrics failed")
             raise web.HTTPInternalServerError(text="metrics could not be collected; see the broker log")

@@ -44,6 +44,7 @@ import base64
 import logging
 import re
 import uuid
+from typing import TYPE_CHECKING
 
 from kcompat.broker.http.kafka_client import (
     COORDINATOR_ERRORS, EARLIEST, HEARTBEAT_VERSION, LATEST, LEADER_ERRORS, TP, ClusterClient,
@@ -54,6 +55,9 @@ from kcompat.broker.http.rest_common import (
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as HB
 from kcompat.protocol.records import CorruptRecordError, iter_batches, iter_records
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http.rest")
 
@@ -78,17 +82,17 @@ class ConsumerInstance:
     ``reset``: ``earliest``, ``latest`` or ``none``; ``auto_commit``; ``request_timeout_ms``: the
     default wait of a read (``consumer.request.timeout.ms`` of the create request, else 1000)."""
 
-    def __init__(self, broker, group: str, name: str, fmt: str, reset: str, auto_commit: bool,
+    def __init__(self, services: HttpServices, group: str, name: str, fmt: str, reset: str, auto_commit: bool,
                  request_timeout_ms: int) -> None:
-        self.broker = broker
+        self.services = services
         self.group = group
         self.name = name
         self.format = fmt
         self.reset = reset
         self.auto_commit = auto_commit
         self.request_timeout_ms = request_timeout_ms
-        self.client = ClusterClient(broker, name)     # heartbeats, commits, offsets
-        self.fetcher = ClusterClient(broker, name)    # long-polling fetches, on their own connections
+        self.client = ClusterClient(services, name)     # heartbeats, commits, offsets
+        self.fetcher = ClusterClient(services, name)    # long-polling fetches, on their own connections
         self.member_id = new_member_id()
         self.epoch = 0
         self.sent_join = False
@@ -137,7 +141,7 @@ class ConsumerInstance:
                 rx = re.compile(self.pattern)
             except re.error:
                 return []
-            return sorted(t for t in self.broker.image.topics if rx.fullmatch(t))
+            return sorted(t for t in self.services.image.topics if rx.fullmatch(t))
         return []
 
     async def subscribe(self, topics: list[str] | None, pattern: str | None) -> None:

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from kcompat.broker.http.rest_common import RestError
 from kcompat.broker.http.rest_consumer import LEAVE_TIMEOUT_S, ConsumerInstance
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http.rest")
 
@@ -18,14 +22,14 @@ class ConsumerManager:
     """The consumer instances of one HTTP listener, by (group, name), and the reaper that closes
     those idle for ``consumer.instance.timeout.ms``."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, services: HttpServices) -> None:
+        self.services = services
         self.instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._reaper: asyncio.Task | None = None
 
     def timeout_s(self) -> float:
         """``consumer.instance.timeout.ms``, in seconds."""
-        return int(self.broker.config.get("consumer.instance.timeout.ms")) / 1000.0
+        return int(self.services.config.get("consumer.instance.timeout.ms")) / 1000.0
 
     def add(self, inst: ConsumerInstance) -> None:
         """Keep ``inst`` (the caller checked its name is free)."""

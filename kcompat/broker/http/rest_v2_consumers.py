@@ -46,6 +46,7 @@ from __future__ import annotations
 import re
 import uuid
 from urllib.parse import quote
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -56,6 +57,9 @@ from kcompat.broker.http.rest_common import (
 )
 from kcompat.broker.http.rest_consumer import ConsumerInstance
 from kcompat.broker.http.rest_consumer_manager import ConsumerManager
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 BASE = "/consumers/{group}/instances/{instance}"
 MAX_READ_TIMEOUT_MS = 30000
@@ -153,9 +157,9 @@ def _query_int(request: web.Request, name: str) -> int | None:
         raise RestError(400, 400, f"Query parameter {name} must be an integer, not {raw!r}") from None
 
 
-def routes(app: web.Application, broker) -> None:
+def routes(app: web.Application, services: HttpServices) -> None:
     """Register the ``/consumers`` routes on ``app``; the instances are closed with it."""
-    manager = ConsumerManager(broker)
+    manager = ConsumerManager(services)
     handler = rest_handler(V2_CONTENT_TYPE)
 
     async def close_all(_app) -> None:
@@ -176,7 +180,7 @@ def routes(app: web.Application, broker) -> None:
         if (group, settings["name"]) in manager.instances:
             raise RestError(409, CONSUMER_ALREADY_EXISTS,
                             "Consumer with specified consumer ID already exists in the specified consumer group.")
-        inst = ConsumerInstance(broker, group, settings["name"], settings["fmt"], settings["reset"],
+        inst = ConsumerInstance(services, group, settings["name"], settings["fmt"], settings["reset"],
                                 settings["auto_commit"], settings["request_timeout_ms"])
         manager.add(inst)
         return ok({"instance_id": inst.name,

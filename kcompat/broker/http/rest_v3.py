@@ -39,6 +39,7 @@ ListOffsets to the leader.
 from __future__ import annotations
 
 from urllib.parse import quote
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -49,6 +50,9 @@ from kcompat.broker.http.rest_common import (
 )
 from kcompat.broker.http.rest_v3_produce import INTERNAL_TOPICS, RestProducer, add_routes as add_produce_routes
 from kcompat.group.consumer_protocol import parse_assignment
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 CLUSTERS = "/v3/clusters"
 
@@ -65,8 +69,8 @@ class V3:
     """The v3 resources of one broker: ``url(request)`` is where this listener's ``/v3`` is, as
     the client reached it (the ``self`` and ``related`` links)."""
 
-    def __init__(self, broker, client: ClusterClient) -> None:
-        self.broker = broker
+    def __init__(self, services: HttpServices, client: ClusterClient) -> None:
+        self.services = services
         self.client = client
 
     @staticmethod
@@ -77,13 +81,13 @@ class V3:
     def check_cluster(self, request: web.Request) -> str:
         """The request's ``cluster_id``; 404 (error_code 404) unless it is this cluster's."""
         cluster_id = request.match_info["cluster_id"]
-        if cluster_id != self.broker.cluster_id:
+        if cluster_id != self.services.cluster_id:
             raise not_found(f"Cluster {cluster_id} cannot be found.")
         return cluster_id
 
     def topic(self, name: str):
         """The topic's image; 404 40401 if there is none."""
-        t = self.broker.image.topics.get(name)
+        t = self.services.image.topics.get(name)
         if t is None:
             raise topic_not_found()
         return t
@@ -103,7 +107,7 @@ class V3:
 
     def cluster_data(self, base: str) -> dict:
         """ClusterData: ``cluster_id`` and the links to its resources (``controller``: the active controller)."""
-        c = self.broker.cluster_id
+        c = self.services.cluster_id
         url = f"{base}/clusters/{c}"
         out = _resource("KafkaCluster", url, f"crn:///kafka={c}")
         out["cluster_id"] = c
@@ -117,7 +121,7 @@ class V3:
         return out
 
     def _controller_id(self) -> int | None:
-        quorum = getattr(self.broker, "quorum", None)
+        quorum = self.services.quorum
         if quorum is None:
             return None
         leader = quorum.raft.leader_and_epoch.leader_id
@@ -125,7 +129,7 @@ class V3:
 
     def topic_data(self, base: str, t) -> dict:
         """TopicData of topic image ``t``."""
-        c = self.broker.cluster_id
+        c = self.services.cluster_id
         url = f"{base}/clusters/{c}/topics/{t.name}"
         out = _resource("KafkaTopic", url, f"crn:///kafka={c}/topic={t.name}")
         first = t.partitions.get(0) or next(iter(t.partitions.values()), None)
@@ -138,7 +142,7 @@ class V3:
 
     def partition_data(self, base: str, topic: str, p) -> dict:
         """PartitionData of partition image ``p``."""
-        c = self.broker.cluster_id
+        c = self.services.cluster_id
         url = f"{base}/clusters/{c}/topics/{topic}/partitions/{p.partition_id}"
         out = _resource("KafkaPartition", url, f"crn:///kafka={c}/topic={topic}/partition={p.partition_id}")
         out.update(cluster_id=c, topic_name=topic, partition_id=p.partition_id)
@@ -150,7 +154,7 @@ class V3:
 
     def replica_data(self, base: str, topic: str, p, broker_id: int) -> dict:
         """ReplicaData of ``broker_id``'s replica of partition image ``p`` (leader? in the ISR?)."""
-        c = self.broker.cluster_id
+        c = self.services.cluster_id
         url = f"{base}/clusters/{c}/topics/{topic}/partitions/{p.partition_id}/replicas/{broker_id}"
         out = _resource("KafkaReplica", url,
                         f"crn:///kafka={c}/topic={topic}/partition={p.partition_id}/replica={broker_id}")
@@ -164,13 +168,13 @@ class V3:
     def _owners(self, group: str) -> dict[tuple[str, int], tuple[str, str | None, str]]:
         """(topic, partition) -> (member id, instance id, client id) of the member that owns it,
         for a group coordinated here."""
-        groups = getattr(self.broker, "groups", None)
+        groups = self.services.groups
         g = groups.coordinator.ctx.groups.get(group) if groups is not None else None
         out: dict[tuple[str, int], tuple[str, str | None, str]] = {}
         if g is None:
             return out
         if g.consumer is not None:
-            by_id = self.broker.image.topics_by_id
+            by_id = self.services.image.topics_by_id
             for m in g.consumer.members.values():
                 for tid, ps in m.assigned.items():
                     t = by_id.get(tid)
@@ -190,15 +194,15 @@ class V3:
     async def lags(self, group: str) -> list[dict]:
         """Rows ``{topic, partition, current, end, owner}`` of ``group``, sorted; 404 if it has no
         committed offsets."""
-        broker = self.broker
-        groups = getattr(broker, "groups", None)
+        services = self.services
+        groups = services.groups
         coordinator = groups.coordinator_node(group) if groups is not None else None
         if coordinator is None:
             raise not_found(f"Consumer Group {group} could not be found.")
         ends: dict[tuple[str, int], int] = {}
         owners: dict = {}
-        if coordinator == broker.node_id:
-            entries = consumer_lag(broker, {group})
+        if coordinator == services.node_id:
+            entries = consumer_lag(services, {group})
             if not entries and group not in groups.coordinator.ctx.groups:
                 raise not_found(f"Consumer Group {group} could not be found.")
             committed = {(e.topic, e.partition): e.committed for e in entries}
@@ -221,7 +225,7 @@ class V3:
 
     def lag_data(self, base: str, group: str, row: dict) -> dict:
         """ConsumerLagData of one row of :meth:`lags` (offsets in records)."""
-        c = self.broker.cluster_id
+        c = self.services.cluster_id
         t, p = row["topic"], row["partition"]
         url = f"{base}/clusters/{c}/consumer-groups/{quote(group, safe='')}/lags/{t}/partitions/{p}"
         out = _resource("KafkaConsumerLag", url, f"crn:///kafka={c}/consumer-group={group}/lag={t}/partition={p}")
@@ -235,7 +239,7 @@ class V3:
     def lag_summary(self, base: str, group: str, rows: list[dict]) -> dict:
         """ConsumerGroupLagSummaryData of :meth:`lags` rows: the first partition with the largest
         lag, and the sum of the lags (records)."""
-        c = self.broker.cluster_id
+        c = self.services.cluster_id
         url = f"{base}/clusters/{c}/consumer-groups/{quote(group, safe='')}"
         out = _resource("KafkaConsumerGroupLagSummary", f"{url}/lag-summary",
                         f"crn:///kafka={c}/consumer-groups={group}/lag-summary")
@@ -257,10 +261,10 @@ class V3:
         return out
 
 
-def routes(app: web.Application, broker) -> None:
+def routes(app: web.Application, services: HttpServices) -> None:
     """Register the v3 routes (and the produce route) on ``app``."""
-    v3 = V3(broker, shared_client(app, broker))
-    producer = RestProducer(broker, v3.client)
+    v3 = V3(services, shared_client(app, services))
+    producer = RestProducer(services, v3.client)
     handler = rest_handler(V3_CONTENT_TYPE)
     base = V3.url
     cluster = f"{CLUSTERS}/{{cluster_id}}"
@@ -281,7 +285,7 @@ def routes(app: web.Application, broker) -> None:
     @handler
     async def list_topics(request):
         c = v3.check_cluster(request)
-        image = broker.image
+        image = services.image
         return json_response(_collection("KafkaTopicList", f"{base(request)}/clusters/{c}/topics",
                                          [v3.topic_data(base(request), image.topics[n]) for n in sorted(image.topics)]))
 
@@ -364,5 +368,5 @@ def routes(app: web.Application, broker) -> None:
     get(f"{group}/lag-summary", lag_summary)
     get(f"{group}/lags", list_lags)
     get(f"{group}/lags/{{topic_name}}/partitions/{{partition_id}}", get_lag)
-    add_produce_routes(app, broker, producer, v3.check_cluster)
+    add_produce_routes(app, services, producer, v3.check_cluster)
     add_fallback(app, "/v3/", V3_CONTENT_TYPE)

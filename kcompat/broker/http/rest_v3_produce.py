@@ -55,6 +55,7 @@ import binascii
 import random
 import re
 import time
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -68,6 +69,9 @@ from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.murmur2 import murmur2
 from kcompat.protocol.records import HEADER_SIZE, build_batch
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 SEPARATOR = "\r\n"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -276,31 +280,31 @@ def prepare(doc, partitions: int, now_ms: int) -> Prepared:
 class RestProducer:
     """Produces the records of REST requests for one HTTP listener (one :class:`ClusterClient`)."""
 
-    def __init__(self, broker, client: ClusterClient) -> None:
-        self.broker = broker
+    def __init__(self, services: HttpServices, client: ClusterClient) -> None:
+        self.services = services
         self.client = client
         self._sticky: dict[str, int] = {}
 
     def body_limit(self) -> int:
         """Largest request body (bytes): 4 x message.max.bytes, at least 1 MiB."""
-        return max(4 * int(self.broker.config.get("message.max.bytes")), 1 << 20)
+        return max(4 * int(self.services.config.get("message.max.bytes")), 1 << 20)
 
     async def ensure_topic(self, topic: str) -> None:
         """RestError 40401 unless ``topic`` exists, after creating it when auto.create.topics.enable."""
-        broker = self.broker
-        if topic in broker.image.topics:
+        services = self.services
+        if topic in services.image.topics:
             return
-        if broker.config.get("auto.create.topics.enable") and topic not in INTERNAL_TOPICS:
+        if services.config.get("auto.create.topics.enable") and topic not in INTERNAL_TOPICS:
             try:
                 validate_topic_name(topic)
             except KafkaError:
                 raise topic_not_found() from None
             try:
-                await broker.auto_create_topics([topic])
+                await services.auto_create_topics([topic])
             except KafkaError as e:
                 raise kafka_error(e.code, e.message) from None
-            await broker.wait_for_topics([topic], 10.0)
-            if topic in broker.image.topics:
+            await services.wait_for_topics([topic], 10.0)
+            if topic in services.image.topics:
                 return
         raise topic_not_found()
 
@@ -333,7 +337,7 @@ class RestProducer:
                         sticky = self._next_sticky(topic, partitions)
                     rec.partition = sticky
             prepared[i] = rec
-        cap = max(1024, int(self.broker.topic_values(topic)["max.message.bytes"]) - HEADER_SIZE)
+        cap = max(1024, int(self.services.topic_values(topic)["max.message.bytes"]) - HEADER_SIZE)
         # partition -> batches, each a list of record indexes
         plan: dict[int, list[list[int]]] = {}
         sizes: dict[int, int] = {}
@@ -371,7 +375,7 @@ def _status_of(result: dict) -> int:
     return 200 if code == 200 else (code if code < 1000 else code // 100)
 
 
-def add_routes(app: web.Application, broker, producer: RestProducer, check_cluster) -> None:
+def add_routes(app: web.Application, services: HttpServices, producer: RestProducer, check_cluster) -> None:
     """Register ``POST /v3/clusters/{cluster_id}/topics/{topic_name}/records``; ``check_cluster``
     raises the 404 for a cluster id that is not this cluster's."""
 

@@ -17,6 +17,8 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -25,6 +27,9 @@ from kcompat.broker.http.schema_registry_store import WRITE_TIMEOUT_S, NotWriter
 from kcompat.schema_registry import errors
 from kcompat.schema_registry.errors import RegistryError
 from kcompat.schema_registry.schemas import TYPES
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http.schema_registry")
 
@@ -146,8 +151,8 @@ async def _write(request: web.Request, store: SchemaStore, plan) -> web.Response
             return _json(request, result, headers={OFFSET_HEADER: str(offset)})
         except NotWriter:
             if request.headers.get(FORWARDED_HEADER):
-                return web.json_response(errors.forward_error(f"node {store.broker.node_id} is not the writer").body(),
-                                         status=500, headers={NOT_WRITER_HEADER: "1"})
+                refusal = errors.forward_error(f"node {store.services.node_id} is not the writer").body()
+                return web.json_response(refusal, status=500, headers={NOT_WRITER_HEADER: "1"})
         forwarded = await _forward(request, store, body)
         if forwarded is not None:
             return forwarded
@@ -368,9 +373,11 @@ async def contexts(request, store):
 
 # -- routes ---------------------------------------------------------------------------------------------
 
-def routes(app: web.Application, broker) -> None:
-    """Add the registry's routes to ``app``; its store reads ``_schemas`` from app start-up."""
-    store = app[_STORE] = SchemaStore(broker)
+def routes(app: web.Application, services: HttpServices,
+           http_bound: Callable[[], list[tuple[str, int]]]) -> None:
+    """Add the registry's routes to ``app``; its store reads ``_schemas`` from app start-up.
+    ``http_bound()``: the addresses the HTTP listener is bound to (:class:`SchemaStore`)."""
+    store = app[_STORE] = SchemaStore(services, http_bound)
 
     async def start(_app) -> None:
         store.start()

@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kcompat.broker.http.kafka_client import LATEST, PRODUCE_VERSION, ClusterClient
 from kcompat.broker.http.rest_common import RestError
@@ -37,6 +39,9 @@ from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.protocol.records import CorruptRecordError, build_batch, iter_batches, iter_records
 from kcompat.schema_registry import errors, records
 from kcompat.schema_registry.state import RegistryState
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http.schema_registry")
 
@@ -52,12 +57,18 @@ class NotWriter(Exception):
 
 
 class SchemaStore:
-    """The registry of one node: ``state`` (read it after :meth:`ready`), :meth:`write`."""
+    """The registry of one node: ``state`` (read it after :meth:`ready`), :meth:`write`.
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    ``services``: what it reads of its node (:class:`~kcompat.broker.http.services.HttpServices`);
+    ``http_bound()``: the ``(host, port)`` addresses the HTTP listener is bound to (empty until it
+    is), the first of which the writer announces to the other nodes.
+    """
+
+    def __init__(self, services: HttpServices, http_bound: Callable[[], list[tuple[str, int]]]) -> None:
+        self.services = services
+        self.http_bound = http_bound
         self.state = RegistryState()
-        self.client = ClusterClient(broker, f"kcompat-schema-registry-{broker.node_id}")
+        self.client = ClusterClient(services, f"kcompat-schema-registry-{services.node_id}")
         self.next_offset = 0          # next offset of _schemas-0 the reader applies
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._lock = asyncio.Lock()
@@ -81,7 +92,7 @@ class SchemaStore:
 
     def leader(self) -> tuple[int | None, int]:
         """``(leader node id or None/-1, leader epoch)`` of ``_schemas``-0 in this node's image."""
-        t = self.broker.image.topics.get(TOPIC)
+        t = self.services.image.topics.get(TOPIC)
         if t is None or 0 not in t.partitions:
             return None, -1
         p = t.partitions[0]
@@ -90,30 +101,31 @@ class SchemaStore:
     def own_url(self) -> str | None:
         """This node's HTTP URL as other nodes reach it (a wildcard bind is replaced by the host of
         the inter-broker listener)."""
-        if not self.broker.http.bound:
+        bound = self.http_bound()
+        if not bound:
             return None
-        host, port = self.broker.http.bound[0]
+        host, port = bound[0]
         if host in ("0.0.0.0", "::", ""):
-            b = self.broker.image.brokers.get(self.broker.node_id)
-            ep = b.endpoints.get(self.broker.config.inter_broker_listener_name) if b is not None else None
+            b = self.services.image.brokers.get(self.services.node_id)
+            ep = b.endpoints.get(self.services.config.inter_broker_listener_name) if b is not None else None
             host = ep.host if ep is not None else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{port}"
 
     def has_topic(self) -> bool:
-        return TOPIC in self.broker.image.topics
+        return TOPIC in self.services.image.topics
 
     async def ensure_topic(self) -> None:
         """Create ``_schemas`` if missing and wait until it has a leader (50001 otherwise)."""
-        if TOPIC not in self.broker.image.topics:
-            rf = max(1, min(3, len(self.broker.live_broker_ids())))
-            results = await self.broker.controller_service.create_topics(
+        if TOPIC not in self.services.image.topics:
+            rf = max(1, min(3, len(self.services.live_broker_ids())))
+            results = await self.services.create_topics(
                 [NewTopic(TOPIC, 1, rf, configs={"cleanup.policy": "compact"})])
             for r in results:
                 if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                     raise errors.store_error(f"cannot create {TOPIC}: {r.error.name} {r.message or ''}")
-            await self.broker.wait_for_topics([TOPIC], 10.0)
+            await self.services.wait_for_topics([TOPIC], 10.0)
         deadline = time.monotonic() + WRITE_TIMEOUT_S
         while True:
             leader = self.leader()[0]
@@ -132,7 +144,7 @@ class SchemaStore:
                 if leader is None or leader < 0:
                     await asyncio.sleep(IDLE_S)
                     continue
-                if leader == self.broker.node_id and self._synced_epoch != epoch and \
+                if leader == self.services.node_id and self._synced_epoch != epoch and \
                         (self._announcing is None or self._announcing.done()):
                     self._announcing = asyncio.ensure_future(self._announce())
                 await self._fetch_once(leader)
@@ -201,7 +213,7 @@ class SchemaStore:
         """Until the state includes everything in the topic when first called (start-up)."""
         if self._ready:
             return
-        if TOPIC in self.broker.image.topics:
+        if TOPIC in self.services.image.topics:
             try:
                 end = (await self.client.list_offsets({(TOPIC, 0): LATEST}))[(TOPIC, 0)]
             except RestError as e:
@@ -215,7 +227,7 @@ class SchemaStore:
         """Append ``recs`` as one batch to this node's ``_schemas``-0; the last offset. NotWriter
         when this node does not lead the partition at ``epoch`` (any more)."""
         leader, now_epoch = self.leader()
-        if leader != self.broker.node_id or now_epoch != epoch:
+        if leader != self.services.node_id or now_epoch != epoch:
             raise NotWriter()
         now = int(time.time() * 1000)
         batch = build_batch([(now, k, v, ()) for k, v in recs])
@@ -223,7 +235,7 @@ class SchemaStore:
             ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[
                 ProduceRequest.PartitionProduceData(index=0, records=batch)])])
         try:
-            resp = await self.client.send(self.broker.node_id, req, PRODUCE_VERSION, WRITE_TIMEOUT_S + 5.0)
+            resp = await self.client.send(self.services.node_id, req, PRODUCE_VERSION, WRITE_TIMEOUT_S + 5.0)
         except RestError as e:
             raise errors.store_error(e.message) from None
         pr = resp.responses[0].partition_responses[0]
@@ -238,10 +250,11 @@ class SchemaStore:
         if self._synced_epoch == epoch:
             return
         url = self.own_url() or ""
-        offset = await self._append([(records.noop_key(), records.noop_value(self.broker.node_id, url, epoch))], epoch)
+        noop = records.noop_value(self.services.node_id, url, epoch)
+        offset = await self._append([(records.noop_key(), noop)], epoch)
         await self.wait_for(offset)
         self._synced_epoch = epoch
-        log.info("schema registry writer: node %d at leader epoch %d of %s (%s)", self.broker.node_id, epoch,
+        log.info("schema registry writer: node %d at leader epoch %d of %s (%s)", self.services.node_id, epoch,
                  TOPIC, url)
 
     async def _announce(self) -> None:
@@ -257,7 +270,7 @@ class SchemaStore:
         offset to read up to (-1 when nothing was written). NotWriter if this node is not the
         writer; RegistryError from the plan or the store."""
         leader, epoch = self.leader()
-        if leader != self.broker.node_id:
+        if leader != self.services.node_id:
             raise NotWriter()
         async with self._lock:
             await self._sync(epoch)
