@@ -275,22 +275,26 @@ def frame_target(controller: bool) -> Target:
     from kcompat.broker import connection as conn_mod
     from kcompat.broker.request_stats import RequestStats
     from kcompat.broker.context import NO_RESPONSE
+    from kcompat.broker.listeners import ConnectionServices
     from kcompat.broker.quota.client_quota import QuotaManagers
     from kcompat.broker.quota.connections import ConnectionQuotas
     from kcompat.config.broker import BrokerConfig
+    from kcompat.kraft.image import MetadataImage
+    from kcompat.security.sasl_server import SaslListeners
 
     listener = "CONTROLLER" if controller else "PLAINTEXT"
     # a real config (its defaults: no connection limit, no quota) and the real quota objects the
-    # connection consults, in a broker that is otherwise only what the connection code touches
+    # connection consults; of the handlers' services, only what the stub handlers and the request
+    # quota see
     config = BrokerConfig({"queued.max.requests": "500", "process.roles": "broker,controller", "node.id": "1",
                            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
                            "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093"})
     quotas = QuotaManagers(config.get)
-    broker = SimpleNamespace(config=config, connections=set(), request_stats=RequestStats(), quotas=quotas,
-                             connection_quotas=ConnectionQuotas(config.get, config.controller_listener_names, None),
-                             # what the (stub) handlers and the request quota see: kcompat.broker.api_services
-                             api_services=SimpleNamespace(config=config, quotas=quotas, authorizer=None,
-                                                          now_ms=lambda: NOW_MS))
+    services = ConnectionServices(
+        api_services=SimpleNamespace(config=config, quotas=quotas, authorizer=None, now_ms=lambda: NOW_MS, share=None),
+        config=config, request_stats=RequestStats(),
+        connection_quotas=ConnectionQuotas(config.get, config.controller_listener_names, None),
+        connections=set(), sasl=SaslListeners(config, MetadataImage()))
     stubs = {k: SimpleNamespace(API_KEY=k, MIN_VERSION=m.MIN_VERSION, MAX_VERSION=m.MAX_VERSION,
                                 error_response=getattr(m, "error_response", None),
                                 handle=lambda ctx, req: NO_RESPONSE)
@@ -314,7 +318,7 @@ def frame_target(controller: bool) -> Target:
 
     async def one(data: bytes) -> str:
         close_log.records.clear()
-        c = conn_mod.KafkaConnection(broker, listener)
+        c = conn_mod.KafkaConnection(services, listener)
         c.handlers = stubs
         t = _Transport()
         c.connection_made(t)

@@ -33,8 +33,9 @@ from kcompat.broker.broker_context import BrokerContext
 from kcompat.broker.cleaner_driver import CleanerDriver
 from kcompat.broker.cluster_id import new_cluster_id  # noqa: F401 - also imported from here
 from kcompat.broker.connection import KafkaConnection
-from kcompat.broker.tls import controller_ssl, reload_listener_contexts, tls_protocol_factory
-from kcompat.security import sasl_server
+from kcompat.broker.listeners import ConnectionServices, KafkaListeners
+from kcompat.broker.tls import controller_ssl, reload_listener_contexts
+from kcompat.security.sasl_server import SaslListeners
 from kcompat.security.sasl_client import controller_sasl
 from kcompat.broker.http.listener import HttpListener, parse_http_listeners
 from kcompat.broker.http.services import HttpServices
@@ -108,8 +109,7 @@ class Broker:
         self.authorizer = StandardAuthorizer.from_config(lambda: self.image.acls, config.get)
         self.shutting_down = False
         self.cluster_id = ""
-        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
-        self._servers: list = []
+        self.kafka_listeners = KafkaListeners()   # the Kafka listeners' sockets and bound addresses
         self._periodic_tasks: list[asyncio.Task] = []
         self.stopped = asyncio.Event()
 
@@ -207,7 +207,13 @@ class Broker:
             is_shutting_down=lambda: self.shutting_down)
         self.isr_updates.api_services = self.log_dir_runtime.api_services = self.api_services
         controller_names = set(cfg.controller_listener_names)
-        await self._open_listeners([lst for lst in cfg.listeners if lst[0] in controller_names])
+        # what every client connection shares (kcompat.broker.listeners), for all listeners
+        self.connection_services = ConnectionServices(
+            api_services=self.api_services, config=cfg, request_stats=self.request_stats,
+            connection_quotas=self.connection_quotas, connections=self.connections,
+            sasl=SaslListeners(cfg, self.image))
+        await self.kafka_listeners.open(self.connection_services,
+                                        [lst for lst in cfg.listeners if lst[0] in controller_names])
         await self._wait_for_metadata()
         await self._write_bootstrap_records()
         self._apply_dynamic_broker_configs()
@@ -279,8 +285,9 @@ class Broker:
             wait_for_topics=self.wait_for_topics))
         if self.is_broker:
             # bind first (the registration carries the bound ports), serve once unfenced
-            await self._open_listeners([lst for lst in cfg.listeners if lst[0] not in controller_names],
-                                       serve=False)
+            await self.kafka_listeners.open(self.connection_services,
+                                            [lst for lst in cfg.listeners if lst[0] not in controller_names],
+                                            serve=False)
             self.lifecycle.start()
             await self._wait_unfenced()
             self._prefetch_producer_ids()
@@ -289,11 +296,7 @@ class Broker:
             except asyncio.TimeoutError:
                 log.warning("no producer id block from the controller yet; InitProducerId answers "
                             "COORDINATOR_LOAD_IN_PROGRESS until it arrives")
-            for server in self._servers:
-                if not server.is_serving():
-                    await server.start_serving()
-            for name in self._pending_listener_logs:
-                log.info("started listener %s:%d", *self._pending_listener_logs[name])
+            await self.kafka_listeners.serve()
             self.groups.start()
             self.txn.start()
             self.share_state.start()
@@ -304,26 +307,6 @@ class Broker:
                  "log dirs %s, in %.0f ms", self.node_id, ",".join(cfg.process_roles), self.cluster_id,
                  len(self.replica_manager.partitions), self.image.offset,
                  ",".join(str(d.resolve()) for d in log_dirs), (time.monotonic() - t0) * 1000)
-
-    async def _open_listeners(self, listeners, serve: bool = True) -> None:
-        loop = asyncio.get_running_loop()
-        self._pending_listener_logs = {}
-        for name, host, port in listeners:
-            # SSL/SASL_SSL listeners handshake first (kcompat.broker.tls); plaintext ones serve directly
-            factory = tls_protocol_factory(lambda n=name: KafkaConnection(self, n), self.config, name)
-            sasl_server.check_listener(self, name)   # a bad JAAS/OAUTHBEARER config stops the start
-            server = await loop.create_server(factory, host or None, port,
-                                              reuse_address=True, backlog=1024, start_serving=serve)
-            self._servers.append(server)
-            sock = server.sockets[0]
-            bhost, bport = sock.getsockname()[:2]
-            self.bound[name] = (bhost, bport)
-            if name in self.config.controller_listener_names:
-                log.info("started controller listener %s on %s:%d", name, host or bhost, bport)
-            elif serve:
-                log.info("started listener %s:%d", host or bhost, bport)
-            else:
-                self._pending_listener_logs[name] = (host or bhost, bport)
 
     async def _wait_for_metadata(self) -> None:
         """Until this node has applied everything the quorum had committed when it learned the
@@ -512,7 +495,7 @@ class Broker:
         """(host, port) clients should use for ``listener_name`` (advertised.listeners, with a
         bound port filled in for port 0 and the bound or local host for an empty host)."""
         adv = {n: (h, p) for n, h, p in self.config.advertised_listeners}
-        bhost, bport = self.bound.get(listener_name, ("", 0))
+        bhost, bport = self.kafka_listeners.bound.get(listener_name, ("", 0))
         host, port = adv.get(listener_name, ("", 0))
         if port == 0:
             port = bport
@@ -567,8 +550,7 @@ class Broker:
             log.info("controlled shutdown %s", "complete" if moved else "timed out; shutting down anyway")
         self.shutting_down = True
         await self.http.stop()
-        for server in self._servers:
-            server.close()
+        self.kafka_listeners.close()
         replica_manager = getattr(self, "replica_manager", None)
         if replica_manager is not None:
             replica_manager.shutting_down = True

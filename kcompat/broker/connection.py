@@ -34,6 +34,7 @@ import logging
 import struct
 from collections import deque
 from time import monotonic, perf_counter
+from typing import TYPE_CHECKING
 
 from kcompat.broker import apis, sendfile_writer
 from kcompat.broker.frame_buffer import FrameBuffer, FrameSizeError
@@ -46,7 +47,9 @@ from kcompat.protocol.messages import api_classes
 from kcompat.protocol.messages.api_versions import ApiVersionsResponse
 from kcompat.protocol.messages.headers import RequestHeader
 from kcompat.protocol.primitives import DecodeError, Out
-from kcompat.security import sasl_server
+
+if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
+    from kcompat.broker.listeners import ConnectionServices
 
 log = logging.getLogger("kcompat.broker.connection")
 
@@ -95,28 +98,35 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    """asyncio/uvloop protocol for one client connection to a kcompat listener."""
+    """asyncio/uvloop protocol for one client connection to a kcompat listener.
 
-    def __init__(self, broker, listener_name: str) -> None:
-        self.broker = broker
+    ``services``: what every connection of the node shares (the handlers' services, the config,
+    request metrics, connection limits, the set of open connections, the listeners' SASL
+    settings: :class:`kcompat.broker.listeners.ConnectionServices`); ``listener_name``: the
+    listener it arrived on.
+    """
+
+    def __init__(self, services: ConnectionServices, listener_name: str) -> None:
+        self.services = services
+        config = services.config
         self.listener_name = listener_name
-        self.is_controller_listener = listener_name in broker.config.controller_listener_names
+        self.is_controller_listener = listener_name in config.controller_listener_names
         self.handlers = apis.handlers_for(self.is_controller_listener)
         self.transport = None
         self.peer = "?"
         self._frames = FrameBuffer()
         self._pending: deque[_Slot] = deque()
-        self._max_request_bytes = broker.config.get("socket.request.max.bytes")
-        self._max_in_flight = max(1, broker.config.get("queued.max.requests"))
+        self._max_request_bytes = config.get("socket.request.max.bytes")
+        self._max_in_flight = max(1, config.get("queued.max.requests"))
         self._reading_paused = False
         self._write_paused = False
         self._closing = False
-        self._stats: RequestStats = broker.request_stats
+        self._stats: RequestStats = services.request_stats
         # reasons reading is held besides the two above: a quota mute, a connection limit
         self._holds: set[str] = set()
         self._turn_scheduled = False
         self._unmute = None
-        self._limits = broker.connection_quotas
+        self._limits = services.connection_quotas
         self.quota_ip = None
         self.last_active = monotonic()
         # plaintext TCP: fetch responses may carry file ranges, written by sendfile_writer
@@ -125,7 +135,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._sendfile: sendfile_writer.SendfileWriter | None = None
         # SASL listeners: the authentication state machine (kcompat.security.sasl_server); frames
         # are limited to sasl.server.max.receive.size until the client has authenticated
-        self.sasl = sasl_server.session_for(broker, listener_name)
+        self.sasl = services.sasl.session_for(listener_name)
         self._frame_limit_name = "socket.request.max.bytes"
         if self.sasl is not None:
             self._max_request_bytes = min(self._max_request_bytes, self.sasl.settings.max_receive_size)
@@ -138,7 +148,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.zero_copy = sendfile_writer.zero_copy_capable(transport)
-        self.broker.connections.add(self)
+        self.services.connections.add(self)
         self._stats.connections_created += 1
         refused = self._limits.on_open(self, peer[0] if peer else "?")
         if refused is not None:
@@ -146,8 +156,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self._closing = True
-        self.broker.connections.discard(self)
-        share = getattr(self.broker, "share", None)
+        self.services.connections.discard(self)
+        share = self.services.api_services.share
         if share is not None:   # its share sessions go with it (KIP-932)
             share.connection_closed(self)
         self._stats.connections_closed += 1
@@ -285,7 +295,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._respond_error(slot, api, request, ErrorCode.ILLEGAL_SASL_STATE)
             asyncio.get_running_loop().call_soon(self.close, self.sasl.reject_reason)
             return
-        ctx = RequestContext(self.broker.api_services, self, header, version, self.listener_name, slot.request_bytes)
+        ctx = RequestContext(self.services.api_services, self, header, version, self.listener_name, slot.request_bytes)
         try:
             result = api.handle(ctx, request)
             slot.handled = perf_counter()
@@ -457,7 +467,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """SASL authentication completed as ``principal``: requests run as it, frames up to
         ``socket.request.max.bytes``."""
         self.principal = principal
-        self._max_request_bytes = self.broker.config.get("socket.request.max.bytes")
+        self._max_request_bytes = self.services.config.get("socket.request.max.bytes")
         self._frame_limit_name = "socket.request.max.bytes"
 
     def send_raw(self, token: bytes) -> None:
@@ -502,7 +512,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         throttle = getattr(response, "throttle_time_ms", 0) or 0
         if slot.quota_client is not _EXEMPT and slot.received:
             handled = slot.handled or perf_counter()
-            request_ms = request_throttle_ms(self.broker.api_services, self, slot.quota_client, handled - slot.received)
+            request_ms = request_throttle_ms(self.services.api_services, self, slot.quota_client,
+                                             handled - slot.received)
             if request_ms > throttle:
                 throttle = request_ms
                 if hasattr(response, "throttle_time_ms"):

@@ -45,50 +45,65 @@ SUPPORTED = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _HEAD = struct.Struct(">hh")
 
 
-def session_for(broker, listener_name: str) -> "SaslSession | None":
-    """A new session for a connection on ``listener_name``; None unless it is a SASL listener.
-    The listener's settings are read once and kept on the broker (``broker.sasl_listeners``)."""
-    cache = broker.__dict__.setdefault("sasl_listeners", {})
-    if listener_name not in cache:
-        cache[listener_name] = listener_sasl(broker.config, listener_name)
-    settings = cache[listener_name]
-    return None if settings is None else SaslSession(settings, broker)
+class SaslListeners:
+    """The SASL settings of one node's listeners, each read once (at start-up by
+    :meth:`check_listener`), and their OAUTHBEARER token validators, shared by the connections.
 
+    ``config``: the :class:`~kcompat.config.broker.BrokerConfig` (``sasl.enabled.mechanisms``,
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config``, ...: :func:`kcompat.security.sasl_config.listener_sasl`);
+    ``image``: the :class:`~kcompat.kraft.image.MetadataImage`, whose SCRAM credentials (KIP-554)
+    the sessions check.
+    """
 
-def check_listener(broker, listener_name: str) -> None:
-    """Read a listener's SASL settings at start-up, as Kafka builds its authenticators then: a
-    malformed JAAS configuration or an unusable OAUTHBEARER validator stops the start with
-    :class:`kcompat.config.errors.ConfigError`; a mechanism kcompat lacks (GSSAPI) is logged."""
-    from kcompat.config.errors import ConfigError
-    cache = broker.__dict__.setdefault("sasl_listeners", {})
-    try:
-        settings = cache[listener_name] = listener_sasl(broker.config, listener_name)
-    except ValueError as e:
-        raise ConfigError(f"listener.name.{listener_name.lower()}.sasl.jaas.config",
-                          f"Invalid JAAS configuration of listener {listener_name}: {e}") from None
-    if settings is None:
-        return
-    missing = [m for m in settings.mechanisms if m not in SUPPORTED]
-    if missing:
-        log.warning("SASL listener %s enables %s, which kcompat does not implement: handshakes asking for "
-                    "them are refused", listener_name, ",".join(missing))
-    if "OAUTHBEARER" in settings.mechanisms:
-        from kcompat.security.oauth import make_validator
-        entry = settings.jaas.get("OAUTHBEARER")
+    def __init__(self, config, image) -> None:
+        self.config = config
+        self.image = image
+        self.settings: dict[str, ListenerSasl | None] = {}   # listener name -> its settings (None: no SASL)
+        self.oauth_validators: dict[str, object] = {}       # listener name -> its OAUTHBEARER validator
+
+    def session_for(self, listener_name: str) -> "SaslSession | None":
+        """A new session for a connection on ``listener_name``; None unless it is a SASL listener."""
+        if listener_name not in self.settings:
+            self.settings[listener_name] = listener_sasl(self.config, listener_name)
+        settings = self.settings[listener_name]
+        return None if settings is None else SaslSession(settings, self.image, self.oauth_validators)
+
+    def check_listener(self, listener_name: str) -> None:
+        """Read a listener's SASL settings at start-up, as Kafka builds its authenticators then: a
+        malformed JAAS configuration or an unusable OAUTHBEARER validator stops the start with
+        :class:`kcompat.config.errors.ConfigError`; a mechanism kcompat lacks (GSSAPI) is logged."""
+        from kcompat.config.errors import ConfigError
         try:
-            broker.__dict__.setdefault("sasl_oauth_validators", {})[listener_name] = make_validator(
-                settings.oauth, entry.options if entry else {})
+            settings = self.settings[listener_name] = listener_sasl(self.config, listener_name)
         except ValueError as e:
-            raise ConfigError(f"listener.name.{listener_name.lower()}.oauthbearer.sasl.server.callback.handler.class",
-                              str(e)) from None
+            raise ConfigError(f"listener.name.{listener_name.lower()}.sasl.jaas.config",
+                              f"Invalid JAAS configuration of listener {listener_name}: {e}") from None
+        if settings is None:
+            return
+        missing = [m for m in settings.mechanisms if m not in SUPPORTED]
+        if missing:
+            log.warning("SASL listener %s enables %s, which kcompat does not implement: handshakes asking for "
+                        "them are refused", listener_name, ",".join(missing))
+        if "OAUTHBEARER" in settings.mechanisms:
+            from kcompat.security.oauth import make_validator
+            entry = settings.jaas.get("OAUTHBEARER")
+            try:
+                self.oauth_validators[listener_name] = make_validator(settings.oauth, entry.options if entry else {})
+            except ValueError as e:
+                raise ConfigError(
+                    f"listener.name.{listener_name.lower()}.oauthbearer.sasl.server.callback.handler.class",
+                    str(e)) from None
 
 
 class SaslSession:
-    """SASL state of one connection; ``broker`` gives the SCRAM credentials (``broker.image``)."""
+    """SASL state of one connection. ``settings``: its listener's; ``image``: the metadata image
+    holding the SCRAM credentials; ``oauth_validators``: the OAUTHBEARER validator of each
+    listener (listener name -> validator), made on first use when start-up did not."""
 
-    def __init__(self, settings: ListenerSasl, broker) -> None:
+    def __init__(self, settings: ListenerSasl, image, oauth_validators: dict[str, object]) -> None:
         self.settings = settings
-        self.broker = broker
+        self.image = image
+        self.oauth_validators = oauth_validators
         self.state = INITIAL
         self.mechanism: str | None = None
         self.exchange = None
@@ -176,12 +191,12 @@ class SaslSession:
             mtype = MECHANISM_TYPES[mechanism]
 
             def lookup(name: str):
-                rec = self.broker.image.scram.get((mtype, name))
+                rec = self.image.scram.get((mtype, name))
                 return None if rec is None else (bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key),
                                                   rec.iterations)
             return ScramServerExchange(mechanism, lookup)
         from kcompat.security.oauth import OAuthBearerServerExchange, make_validator
-        validators = self.broker.__dict__.setdefault("sasl_oauth_validators", {})
+        validators = self.oauth_validators
         key = self.settings.listener
         if key not in validators:
             validators[key] = make_validator(self.settings.oauth, entry.options if entry else {})

@@ -208,14 +208,10 @@ def _frame(api_key: int, version: int = 0) -> bytes:
     return api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + b"\0" * 8
 
 
-class _Broker:
-    image = MetadataImage()
-
-
 def _session():
     settings = ListenerSasl("SASL_PLAINTEXT", "SASL_PLAINTEXT", ["PLAIN"], jaas={"PLAIN": parse_jaas_config(
         'x.PlainLoginModule required user_alice="pw";')[0]}, reauth_ms={"PLAIN": 0})
-    return SaslSession(settings, _Broker())
+    return SaslSession(settings, MetadataImage(), {})
 
 
 @pytest.mark.parametrize("keys,closed_at,answered", [
