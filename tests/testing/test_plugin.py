@@ -86,7 +86,8 @@ def test_kafka_broker_is_shared_and_kafka_topic_is_fresh_per_test(inner):
             producer.close()
             consumer = kafka.KafkaConsumer(kafka_topic, bootstrap_servers=kafka_broker.bootstrap_servers,
                                            auto_offset_reset="earliest", consumer_timeout_ms=10000)
-            assert [m.value for m in consumer] == [b"v2"]
+            m = next(consumer)        # the record, without waiting out consumer_timeout_ms after it
+            assert (m.value, m.offset, consumer.highwater(kafka.TopicPartition(kafka_topic, 0))) == (b"v2", 0, 1)
             consumer.close()
     ''')
     result = run(inner)
@@ -137,7 +138,8 @@ def test_reset_deletes_topics_and_groups_between_tests(inner):
             producer.close()
             consumer = kafka.KafkaConsumer("auto-created", bootstrap_servers=bs, group_id="g1",
                                            auto_offset_reset="earliest", consumer_timeout_ms=10000)
-            assert [m.value for m in consumer] == [b"x"]
+            m = next(consumer)        # the record, without waiting out consumer_timeout_ms after it
+            assert (m.value, m.offset, consumer.highwater(kafka.TopicPartition("auto-created", 0))) == (b"x", 0, 1)
             consumer.commit()
             consumer.close()
             assert admin.list_groups(bs) == ["g1"] and kafka_broker.list_topics() == ["auto-created"]
@@ -178,7 +180,9 @@ def test_a_test_that_pauses_or_kills_the_shared_broker_leaves_it_running_for_the
             send(kafka_broker)                      # started again over its data
             consumer = kafka.KafkaConsumer("faults", bootstrap_servers=kafka_broker.bootstrap_servers,
                                            auto_offset_reset="earliest", consumer_timeout_ms=10000)
-            assert [m.value for m in consumer] == [b"x"] * 3
+            got = [next(consumer) for _ in range(3)]   # without waiting out consumer_timeout_ms after them
+            assert [(m.value, m.offset) for m in got] == [(b"x", 0), (b"x", 1), (b"x", 2)]
+            assert consumer.highwater(kafka.TopicPartition("faults", 0)) == 3
             consumer.close()
     ''')
     run(inner).assert_outcomes(passed=3)
