@@ -88,7 +88,12 @@ class NodeConnection:
             try:
                 lifetime_ms = await asyncio.wait_for(self.sasl.exchange(self.send), timeout_s)
             except BaseException as e:
-                self.close(f"SASL authentication failed: {e}" if isinstance(e, ConnectionError) else None)
+                # the peer going away mid-handshake (a node restarting) is not a refusal: named as
+                # Kafka's NetworkClient does ("terminated during authentication")
+                if isinstance(e, NodeConnectionError):
+                    self.close(f"connection terminated during SASL authentication: {e}")
+                else:
+                    self.close(f"SASL authentication failed: {e}" if isinstance(e, ConnectionError) else None)
                 raise
             if lifetime_ms:
                 self.reauth_at = loop.time() + lifetime_ms * 0.85 / 1000.0

@@ -39,3 +39,30 @@ def test_send_to_an_unreachable_node_fails_cleanly():
         clients.close()
 
     asyncio.run(run())
+
+
+def test_a_peer_gone_during_sasl_is_logged_as_terminated_not_as_an_authentication_failure(caplog):
+    """A node restarting while another opens a SASL connection to it closes the socket
+    mid-handshake: the connection fails with NodeConnectionError and the log says it was
+    terminated during authentication (as Kafka's NetworkClient), not that authentication failed."""
+    from kcompat.security.sasl_client import ClientSasl
+
+    async def run():
+        async def hang_up(reader, writer):
+            await reader.read(4)     # the SaslHandshake request arrives; the peer goes away
+            writer.close()
+        server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = NodeConnection("127.0.0.1", port, "node-client-test",
+                              sasl=ClientSasl("PLAIN", "admin", "secret", {}))
+        try:
+            with pytest.raises(NodeConnectionError):
+                await conn.connect(timeout_s=5)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    with caplog.at_level("WARNING", logger="kcompat"):
+        asyncio.run(run())
+    assert "terminated during SASL authentication" in caplog.text
+    assert "SASL authentication failed" not in caplog.text
