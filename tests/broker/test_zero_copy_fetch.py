@@ -160,7 +160,9 @@ def test_reads_stay_exact_under_appends_retention_and_cleaning(setup):
     produced = {"n": 0}
 
     def producer():
-        p = ck.Producer({"bootstrap.servers": setup.plain, "linger.ms": 2})
+        # idempotent: a retried produce (a request timed out on a loaded machine) must not
+        # duplicate or reorder records, since offsets are checked against the sequence below
+        p = ck.Producer({"bootstrap.servers": setup.plain, "linger.ms": 2, "enable.idempotence": True})
         i = 0
         while not stop.is_set():
             p.produce(churn, value(i))
