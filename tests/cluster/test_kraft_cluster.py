@@ -15,7 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.support.cluster import Cluster, wait_until
 
@@ -93,7 +93,15 @@ def test_every_node_shows_every_broker_and_forwards_admin_requests(cluster):
     producer.flush(30)
     consumer = KafkaConsumer("spread", bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
                              consumer_timeout_ms=10000, group_id=f"g-{uuid.uuid4().hex[:6]}")
-    assert sorted(int(r.value) for r in consumer) == list(range(90))
+    got = []
+    for r in consumer:   # the 90 records, without waiting out consumer_timeout_ms after them
+        got.append(int(r.value))
+        if len(got) == 90:
+            break
+    assert sorted(got) == list(range(90))
+    # and nothing more: each partition holds exactly its 10
+    assert consumer.end_offsets([TopicPartition("spread", p) for p in range(9)]) == \
+        {TopicPartition("spread", p): 10 for p in range(9)}
     consumer.close()
 
     admin.delete_topics(["spread"], operation_timeout=15)["spread"].result(15)
