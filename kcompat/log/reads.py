@@ -93,7 +93,7 @@ class LogReads:
         if limit >= end_limit:
             cut, key = end_limit, next_key
         else:
-            cut, after = seg.boundary_before(pos, limit)
+            cut, after = seg.boundary_before(pos, limit, h)
             key = after.base_offset if after is not None else None
         if cut <= pos:
             if not min_one:

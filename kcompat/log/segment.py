@@ -386,11 +386,23 @@ class LogSegment(SegmentTimestamps):
         return self.size, None
 
     @rebuilds_bad_index
-    def boundary_before(self, start: int, limit: int) -> tuple[int, BatchHeader | None]:
-        """The last batch boundary ``b`` with ``start <= b <= limit`` (``start`` must be a
+    def boundary_before(self, start: int, limit: int, first: BatchHeader | None = None
+                        ) -> tuple[int, BatchHeader | None]:
+        """The last batch boundary ``b`` with ``start <= b <= limit < size`` (``start`` must be a
         boundary), and the header of the batch starting at ``b`` if it was read. Starts
         from the index entry nearest below ``limit``, so it reads at most about
-        ``index.interval.bytes`` of headers."""
+        ``index.interval.bytes`` of headers.
+
+        ``first``, the header of the batch at ``start`` when the caller has it: if that batch
+        and the next decide the answer (large batches, as a consumer's fetch of about one
+        producer batch), only the next batch's header is read, and no index entry."""
+        if first is not None:
+            end = start + first.size
+            if end > limit:
+                return start, first
+            following = self.header_at(end)
+            if end + following.size > limit:
+                return end, following
         self.ensure_indexes()
         entry = self.offset_index.lookup_by_position(limit)
         headers = (self._scan_from(*entry) if entry and entry[1] > start
