@@ -8,8 +8,6 @@ handler may return an awaitable).
 
 from __future__ import annotations
 
-import inspect
-
 from kcompat.isr.completion import Completion
 from kcompat.security.acl import AclOperation as Op
 from kcompat.security.acl import ResourceType
@@ -34,7 +32,7 @@ def then(result, fn):
     still written as soon as it completes."""
     if isinstance(result, Completion):
         return result.map(fn)
-    if inspect.isawaitable(result):
+    if hasattr(type(result), "__await__"):   # a coroutine, task or future (inspect.isawaitable's ABC check costs more)
         async def later():
             return fn(await result)
         return later()

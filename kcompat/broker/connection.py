@@ -311,7 +311,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # answered from inside whatever completes it (kcompat.isr.completion)
             slot.completion = result
             result.add_callback(lambda value, exc, s=slot, a=api, r=request: self._finished(s, a, r, value, exc))
-        elif asyncio.isfuture(result) or asyncio.iscoroutine(result):
+        elif hasattr(type(result), "__await__"):   # a coroutine, task or future
             slot.task = asyncio.ensure_future(result)
             slot.task.add_done_callback(lambda t, s=slot, a=api, r=request: self._task_done(s, a, r, t))
         else:
