@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kcompat.log import Log, LogConfig, OffsetOutOfRangeError
 from kcompat.protocol.records import iter_batches
@@ -299,3 +301,40 @@ def test_compressed_batches_are_opaque(tmp_path):
     assert log.read(10, 100) == b
     assert log.offset_for_timestamp(NOW + 10) == (10, NOW + 10)
     assert [h.records_count for _p, h in iter_batches(b)] == [50]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 400), min_size=1, max_size=25), interval=st.integers(0, 1500),
+       max_bytes=st.integers(0, 3000), min_one=st.booleans())
+def test_a_read_takes_every_whole_batch_that_fits(tmp_path_factory, sizes, interval, max_bytes, min_one):
+    """A read from each batch's start returns the longest run of whole batches within
+    ``max_bytes`` (at least the first with ``min_one_batch``), and a consumer's run of reads, each
+    from where the last ended, returns the log exactly: whatever the index interval, and whether
+    the position and the header of the next batch come from the read cache or not."""
+    log = open_log(tmp_path_factory.mktemp("fits") / "t-0", index_interval_bytes=interval)
+    batches = [append(log, 1 + i % 3, value_size=size) for i, size in enumerate(sizes)]
+    bases = [0]
+    for i in range(len(sizes) - 1):
+        bases.append(bases[-1] + 1 + i % 3)
+
+    def expected(i: int) -> bytes:
+        taken, total = [], 0
+        for b in batches[i:]:
+            if total + len(b) > max_bytes and (taken or not min_one):
+                break
+            taken.append(b)
+            total += len(b)
+        return b"".join(taken)
+
+    for i in reversed(range(len(batches))):   # backwards: no read cache entry from the read before
+        assert log.read(bases[i], max_bytes, min_one_batch=min_one) == expected(i)
+    if min_one:
+        got, offset = [], 0
+        while offset < log.log_end_offset:
+            data = log.read(offset, max_bytes)
+            i = bases.index(offset)
+            assert data == expected(i)
+            got.append(data)
+            offset = bases[i + len(list(iter_batches(data)))] if i + len(list(iter_batches(data))) < len(bases) \
+                else log.log_end_offset
+        assert b"".join(got) == b"".join(batches)
