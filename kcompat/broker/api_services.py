@@ -32,6 +32,7 @@ if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
     from kcompat.broker.txn_runtime import TxnRuntime
     from kcompat.config.broker import BrokerConfig
     from kcompat.config.describe import ConfigEntry
+    from kcompat.isr.fetch_session import FetchSessions
     from kcompat.isr.replica_manager import ReplicaManager
     from kcompat.kraft.cluster_control import ClusterControl
     from kcompat.kraft.controller import Controller, TopicResult
@@ -94,9 +95,9 @@ class ApiServices:
     Broker side, None until :meth:`attach_broker_side` (and on a controller-only node):
     ``replica_manager``, ``log_manager``, ``remote_log`` (None without tiered storage),
     ``groups`` / ``txn`` / ``share_state`` (the group, transaction and share coordinators),
-    ``share`` (ShareFetch and ShareAcknowledge), ``producer_id_manager``, and
-    ``auto_create_topics`` (create topics with the defaults through the controller, awaiting this
-    node's image).
+    ``share`` (ShareFetch and ShareAcknowledge), ``fetch_sessions`` (the incremental fetch
+    session cache, KIP-227), ``producer_id_manager``, and ``auto_create_topics`` (create topics
+    with the defaults through the controller, awaiting this node's image).
     """
 
     node_id: int
@@ -120,12 +121,13 @@ class ApiServices:
     txn: TxnRuntime | None = None
     share_state: ShareStateRuntime | None = None
     share: ShareService | None = None
+    fetch_sessions: FetchSessions | None = None
     producer_id_manager: ProducerIdManager | None = None
     auto_create_topics: Callable[[list[str]], Awaitable[list[TopicResult]]] | None = None
 
     def attach_broker_side(self, *, replica_manager: ReplicaManager, log_manager: LogManager,
                            remote_log: RemoteLogManager | None, groups: GroupRuntime, txn: TxnRuntime,
-                           share_state: ShareStateRuntime, share: ShareService,
+                           share_state: ShareStateRuntime, share: ShareService, fetch_sessions: FetchSessions,
                            producer_id_manager: ProducerIdManager,
                            auto_create_topics: Callable[[list[str]], Awaitable[list[TopicResult]]]) -> None:
         """Add the broker role's collaborators once they exist (before the broker listeners serve)."""
@@ -136,5 +138,6 @@ class ApiServices:
         self.txn = txn
         self.share_state = share_state
         self.share = share
+        self.fetch_sessions = fetch_sessions
         self.producer_id_manager = producer_id_manager
         self.auto_create_topics = auto_create_topics

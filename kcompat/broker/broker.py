@@ -60,6 +60,7 @@ from kcompat.broker.share.service import ShareService
 from kcompat.broker.share_persister import SharePersister
 from kcompat.broker.share_state_runtime import ShareStateRuntime
 from kcompat.config import describe_topic, log_config_for, validate_topic_configs
+from kcompat.isr.fetch_session import FetchSessions
 from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
 from kcompat.broker.quota.replication import ReplicationQuotas
@@ -259,10 +260,12 @@ class Broker:
             self.replica_fetchers.remote_log = self.remote_log
         self.publisher.attach_coordinators(groups=self.groups, txn=self.txn, share_state=self.share_state,
                                            remote_log=self.remote_log)
+        self.fetch_sessions = FetchSessions(cfg.get("max.incremental.fetch.session.cache.slots"),
+                                            lambda tid: getattr(self.image.topics_by_id.get(tid), "name", None))
         self.api_services.attach_broker_side(
             replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
             groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,
-            producer_id_manager=self.producer_id_manager, auto_create_topics=self.auto_create_topics)
+            fetch_sessions=self.fetch_sessions, producer_id_manager=self.producer_id_manager, auto_create_topics=self.auto_create_topics)
         self.lifecycle = self.log_dir_runtime.lifecycle = BrokerLifecycle(
             self.broker_context, cluster_id=self.cluster_id, advertised_endpoint=self.advertised_endpoint,
             log_dir_runtime=self.log_dir_runtime, controller_service=self.controller_service,
@@ -278,7 +281,7 @@ class Broker:
             node_id=self.node_id, cluster_id=self.cluster_id, config=cfg, image=self.image,
             controller_active=lambda: self.controller_active, quorum=self.quorum,
             replica_manager=self.replica_manager, log_manager=self.log_manager, groups=self.groups, txn=self.txn,
-            remote_log=self.remote_log, request_stats=self.request_stats,
+            remote_log=self.remote_log, fetch_sessions=self.fetch_sessions, request_stats=self.request_stats,
             connection_count=lambda: len(self.connections), topic_values=self.topic_values,
             leader_of=self.leader_of, live_broker_ids=self.live_broker_ids,
             create_topics=self.controller_service.create_topics, auto_create_topics=self.auto_create_topics,

@@ -1,10 +1,19 @@
-"""Fetch (key 1), versions 4-16: read record batches, with long polling.
+"""Fetch (key 1), versions 4-16: read record batches, with long polling and fetch sessions.
 
 As Kafka's ``KafkaApis.handleFetchRequest``: topics by name (v4-12) or by topic id (v13+,
 UNKNOWN_TOPIC_ID if unknown); with an authorizer a consumer needs READ on each topic, a follower
 CLUSTER_ACTION on the cluster (TOPIC_AUTHORIZATION_FAILED for the partitions otherwise, as Kafka
-answers); fetch sessions are not kept (FETCH_SESSION_ID_NOT_FOUND for a session id other than 0);
-v16+ NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH partitions carry the current leader (KIP-951).
+answers); v16+ NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH partitions carry the current leader
+(KIP-951).
+
+Fetch sessions (KIP-227, v7+) are :class:`kcompat.isr.fetch_session.FetchSessions`
+(``ctx.services.fetch_sessions``): session id 0 with epoch -1 (librdkafka, kcompat's own replica
+fetcher) is a sessionless full fetch and takes the same path as before sessions existed; epoch 0
+asks for a session, whose id the response carries (0 when the cache has no room); other epochs
+are incremental fetches of the session's partitions, answered with the partitions that changed,
+or with FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH / FETCH_SESSION_TOPIC_ID_ERROR
+and no partitions. A throttled answer (``consumer_byte_rate``) leaves the session as it was
+(Kafka's ``getThrottledResponse``).
 
 The reads, the byte limits, read_committed, follower fetches, reads from a follower (KIP-392) and
 long polling are :meth:`kcompat.isr.replica_manager.ReplicaManager.fetch_messages` (Kafka's
@@ -17,6 +26,7 @@ from kcompat.broker.authz import TOPIC, Op, then
 from kcompat.broker.leader_hints import FETCH_HINT_ERRORS, add_leader_hints
 from kcompat.broker.quota.throttle import fetch_quota
 from kcompat.isr.fetch_messages import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from kcompat.isr.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchContext, FetchSessions
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.fetch import FetchResponse as R
 
@@ -26,25 +36,76 @@ MAX_VERSION = 16
 
 FOLLOWER_READS_MIN_VERSION = 11   # Fetch v11 carries rack_id: Kafka's ClientMetadata (KIP-392)
 
+_NO_SESSIONS = FetchSessions(0, lambda topic_id: None)   # services without a session cache: slots=0
+
 
 def _fetch(ctx, req):
     services = ctx.services
     version = ctx.api_version
-    if version >= 7 and req.session_id != 0:
-        return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     params = _params(ctx, req, version)
-    keys, requests = _requests(ctx, req, version, params.replica_id)
+    if version >= 7 and (req.session_id != INVALID_SESSION_ID or req.session_epoch != FINAL_EPOCH):
+        return _session_fetch(ctx, req, version, params)
+    keys, requests = _requests(ctx, req, version, _readable(ctx, params.replica_id))
     results = services.replica_manager.fetch_messages(params, requests)
     return then(results, lambda done: _response(ctx, keys, requests, done))
 
 
-def _throttled(throttle_ms: int):
-    """A consumer over its ``consumer_byte_rate``: no data, the throttle time (Kafka's
-    ``SessionlessFetchContext.getThrottledResponse``)."""
-    return R(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=0, responses=[])
+def _session_fetch(ctx, req, version: int, params: FetchParams):
+    """A fetch that names or asks for a session (Kafka's ``FetchManager.newContext``): read the
+    context's partitions; with a ``consumer_byte_rate`` quota the session is updated only once the
+    quota let the answer through (:class:`_SessionAnswer`)."""
+    services = ctx.services
+    sessions = services.fetch_sessions or _NO_SESSIONS
+    keys, requests = _requests(ctx, req, version, None)
+    forgotten = [(ft.topic_id if version >= 13 else ft.topic, p)
+                 for ft in req.forgotten_topics_data for p in ft.partitions]
+    context = sessions.new_context(version, req.session_id, req.session_epoch, params.replica_id >= 0, keys,
+                                   requests, forgotten, services.now_ms())
+    if context.error is not None:   # Kafka's SessionErrorContext
+        return R(throttle_time_ms=0, error_code=context.error, session_id=INVALID_SESSION_ID, responses=[])
+    _authorize(context.requests, _readable(ctx, params.replica_id))
+    results = services.replica_manager.fetch_messages(params, context.requests)
+    deferred = params.replica_id < 0 and services.quotas.fetch.enabled
+    return then(results, lambda done: _SessionAnswer(ctx, context, done) if deferred
+                else _session_response(ctx, context, done))
 
 
-handle = fetch_quota(_fetch, _throttled)   # consumer_byte_rate (KIP-13, KIP-219)
+def _session_response(ctx, context: FetchContext, results: list[FetchPartitionResult]):
+    """The answer, updating the session (Kafka's ``updateAndGenerateResponseData``)."""
+    error, session_id, send = context.respond(results, ctx.services.now_ms())
+    return _response(ctx, context.keys, context.requests, results, error, session_id, send)
+
+
+class _SessionAnswer:
+    """A session fetch's answer while ``consumer_byte_rate`` decides: ``responses`` are what it
+    would send (the bytes the quota is charged, Kafka's ``getResponseSize``); :func:`_settled`
+    makes the real answer, :func:`_throttled` the empty one, leaving the session untouched."""
+
+    __slots__ = ("ctx", "context", "results", "responses")
+
+    def __init__(self, ctx, context: FetchContext, results: list[FetchPartitionResult]) -> None:
+        self.ctx = ctx
+        self.context = context
+        self.results = results
+        send = context.would_send(results)
+        self.responses = _response(ctx, context.keys, context.requests, results, ErrorCode.NONE, 0, send).responses
+
+
+def _throttled(throttle_ms: int, answer):
+    """A consumer over its ``consumer_byte_rate``: no data, the throttle time; an incremental
+    fetch keeps its session (Kafka's ``getThrottledResponse``)."""
+    error, session_id = answer.context.throttled() if type(answer) is _SessionAnswer else (ErrorCode.NONE, 0)
+    return R(throttle_time_ms=throttle_ms, error_code=error, session_id=session_id, responses=[])
+
+
+def _settled(answer):
+    """The answer to send when the quota lets it through."""
+    if type(answer) is _SessionAnswer:
+        return _session_response(answer.ctx, answer.context, answer.results)
+    return answer
+
+
+handle = fetch_quota(_fetch, _throttled, _settled)   # consumer_byte_rate (KIP-13, KIP-219)
 
 
 def _params(ctx, req, version: int) -> FetchParams:
@@ -66,14 +127,18 @@ def _params(ctx, req, version: int) -> FetchParams:
         zero_copy=getattr(ctx.connection, "zero_copy", False))
 
 
-def _requests(ctx, req, version: int, replica_id: int) -> tuple[list, list[FetchPartitionRequest]]:
-    """(topic key of each partition as the request named it, the partitions to read); unknown
-    topic ids and unauthorized topics are decided here."""
+def _readable(ctx, replica_id: int):
+    """``readable(topic name) -> bool``: a follower needs CLUSTER_ACTION, a consumer READ on the topic."""
     if replica_id >= 0:
         follower_ok = ctx.authorize_cluster(Op.CLUSTER_ACTION)
-        readable = lambda name: follower_ok   # noqa: E731
-    else:
-        readable = lambda name: ctx.authorize(Op.READ, TOPIC, name)   # noqa: E731
+        return lambda name: follower_ok
+    return lambda name: ctx.authorize(Op.READ, TOPIC, name)
+
+
+def _requests(ctx, req, version: int, readable) -> tuple[list, list[FetchPartitionRequest]]:
+    """(topic key of each partition as the request named it, the partitions to read); unknown
+    topic ids and unauthorized topics are decided here when ``readable`` is given (else by
+    :func:`_authorize`, once the session's partitions are known)."""
     by_id = ctx.services.image.topics_by_id
     keys = []
     requests = []
@@ -85,7 +150,9 @@ def _requests(ctx, req, version: int, replica_id: int) -> tuple[list, list[Fetch
             key = ft.topic_id
         else:
             name = key = ft.topic
-        if name is None:
+        if readable is None:
+            error = None
+        elif name is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID
         else:
             if name not in allowed:
@@ -98,6 +165,20 @@ def _requests(ctx, req, version: int, replica_id: int) -> tuple[list, list[Fetch
                 current_leader_epoch=fp.current_leader_epoch if version >= 9 else -1,
                 last_fetched_epoch=fp.last_fetched_epoch if version >= 12 else -1, error=error))
     return keys, requests
+
+
+def _authorize(requests: list[FetchPartitionRequest], readable) -> None:
+    """UNKNOWN_TOPIC_ID / TOPIC_AUTHORIZATION_FAILED on the partitions that get them."""
+    allowed: dict[str, bool] = {}
+    for r in requests:
+        name = r.topic
+        if name is None:
+            r.error = ErrorCode.UNKNOWN_TOPIC_ID
+            continue
+        if name not in allowed:
+            allowed[name] = readable(name)
+        if not allowed[name]:
+            r.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def _partition_data(index: int, r: FetchPartitionResult):
@@ -119,18 +200,25 @@ def _error_partition(index: int, code: ErrorCode):
                            records=b"")
 
 
-def _response(ctx, keys: list, requests: list[FetchPartitionRequest], results: list[FetchPartitionResult]):
-    """The FetchResponse, partitions grouped under their topics in request order; v16+ with
-    current-leader hints on NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH partitions (KIP-951)."""
+def _response(ctx, keys: list, requests: list[FetchPartitionRequest], results: list[FetchPartitionResult],
+              error: ErrorCode = ErrorCode.NONE, session_id: int = INVALID_SESSION_ID, send: list[int] | None = None):
+    """The FetchResponse, partitions grouped under their topics in request order (only the
+    indexes ``send`` if given); v16+ with current-leader hints on NOT_LEADER_OR_FOLLOWER and
+    FENCED_LEADER_EPOCH partitions (KIP-951)."""
     version = ctx.api_version
     by_topic: dict = {}
-    for key, request, r in zip(keys, requests, results):
-        by_topic.setdefault(key, []).append(_partition_data(request.partition, r))
+    if send is None:
+        for key, request, r in zip(keys, requests, results):
+            by_topic.setdefault(key, []).append(_partition_data(request.partition, r))
+    else:
+        results = [results[i] for i in send]
+        for i, r in zip(send, results):
+            by_topic.setdefault(keys[i], []).append(_partition_data(requests[i].partition, r))
     if version >= 13:
         responses = [R.FetchableTopicResponse(topic_id=k, partitions=v) for k, v in by_topic.items()]
     else:
         responses = [R.FetchableTopicResponse(topic=k, partitions=v) for k, v in by_topic.items()]
-    resp = R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+    resp = R(throttle_time_ms=0, error_code=error, session_id=session_id, responses=responses)
     if version >= 16 and any(r.error in FETCH_HINT_ERRORS for r in results):
         by_id = ctx.services.image.topics_by_id
 

@@ -26,6 +26,8 @@ so a scrape costs the hot path nothing. Families:
   current_epoch,high_watermark,log_end_offset}``, ``kafka_server_broker_metadata_metrics_last_applied_record_offset``;
 - ``kafka_server_group_coordinator_metrics_group_count{protocol}``, ``..._classic_group_count{state}``,
   ``..._consumer_group_count{state}``, ``kafka_server_transaction_coordinator_metrics_transaction_count{state}``;
+- ``kafka_server_fetchsessioncache_{numincrementalfetchsessions,numincrementalfetchpartitionscached}``
+  and ``kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total`` (FetchSessionCache, KIP-227);
 - ``kafka_server_socket_server_metrics_{connection_count,connection_creation_total,connection_close_total}``;
 - consumer lag as kafka_exporter names it: ``kafka_consumergroup_lag{consumergroup,topic,partition}``,
   ``kafka_consumergroup_lag_stable``, ``kafka_consumergroup_current_offset``, ``kafka_consumergroup_lag_sum{consumergroup,topic}``,
@@ -84,6 +86,7 @@ class BrokerCollector:
         yield from self._topic_metrics()
         yield from self._request_metrics()
         yield from self._replica_metrics()
+        yield from self._fetch_session_metrics()
         yield from self._controller_metrics()
         yield from self._coordinator_metrics()
         yield from self._lag_metrics()
@@ -146,6 +149,19 @@ class BrokerCollector:
                                   value=stats.zero_copy_bytes)
 
     # -- ReplicaManager and Log ---------------------------------------------------------------
+
+    def _fetch_session_metrics(self):
+        """Kafka's ``kafka.server:type=FetchSessionCache`` gauges and eviction meter."""
+        sessions = self.services.fetch_sessions
+        if sessions is None:
+            return
+        prefix = "kafka_server_fetchsessioncache_"
+        yield GaugeMetricFamily(prefix + "numincrementalfetchsessions", "Incremental fetch sessions cached",
+                                value=sessions.sessions())
+        yield GaugeMetricFamily(prefix + "numincrementalfetchpartitionscached",
+                                "Partitions in the cached incremental fetch sessions", value=sessions.partitions())
+        yield CounterMetricFamily(prefix + "incrementalfetchsessionevictions",
+                                  "Incremental fetch sessions evicted to make room", value=sessions.evictions())
 
     def _replica_metrics(self):
         rm = self.services.replica_manager

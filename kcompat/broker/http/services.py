@@ -19,6 +19,7 @@ if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
     from kcompat.broker.request_stats import RequestStats
     from kcompat.broker.txn_runtime import TxnRuntime
     from kcompat.config.broker import BrokerConfig
+    from kcompat.isr.fetch_session import FetchSessions
     from kcompat.isr.replica_manager import ReplicaManager
     from kcompat.kraft.controller import NewTopic, TopicResult
     from kcompat.kraft.image import MetadataImage
@@ -41,6 +42,7 @@ class HttpServices:
       offsets, transactional ids);
     - ``remote_log``: the tiered storage manager (KIP-405), None without
       ``remote.log.storage.system.enable``;
+    - ``fetch_sessions``: the incremental fetch session cache (KIP-227), None in stand-ins;
     - ``request_stats``: the per-API request metrics (:mod:`kcompat.broker.request_stats`);
     - ``connection_count()``: the client connections open now;
     - ``topic_values(topic)``: the effective typed config values of a topic;
@@ -76,3 +78,4 @@ class HttpServices:
     create_topics: Callable[[list[NewTopic]], Awaitable[list[TopicResult]]]
     auto_create_topics: Callable[[list[str]], Awaitable[list[TopicResult]]]
     wait_for_topics: Callable[[list[str], float], Awaitable[None]]
+    fetch_sessions: FetchSessions | None = None

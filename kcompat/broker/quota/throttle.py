@@ -60,9 +60,12 @@ def produce_quota(handle):
     return wrapper
 
 
-def fetch_quota(handle, empty_response):
-    """Wrap a Fetch ``handle(ctx, req)`` with ``consumer_byte_rate`` enforcement.
-    ``empty_response(throttle_ms)``: the throttled answer."""
+def fetch_quota(handle, empty_response, settle):
+    """Wrap a Fetch ``handle(ctx, req)`` with ``consumer_byte_rate`` enforcement. The handler's
+    answer has the ``responses`` the quota is charged for; ``settle(answer)`` is the response when
+    the quota lets it through, ``empty_response(throttle_ms, answer)`` the throttled one (Kafka
+    updates a fetch session only in the first case: ``getResponseSize`` then
+    ``updateAndGenerateResponseData`` or ``getThrottledResponse``)."""
     @functools.wraps(handle)
     def wrapper(ctx, req):
         manager = ctx.services.quotas.fetch
@@ -83,9 +86,9 @@ def fetch_quota(handle, empty_response):
             user = _user(ctx)
             throttle = manager.record(user, ctx.client_id, size, now)
             if throttle <= 0:
-                return response
+                return settle(response)
             manager.unrecord(user, ctx.client_id, size, now)
-            return empty_response(throttle)
+            return empty_response(throttle, response)
 
         return then(result, account)
     return wrapper

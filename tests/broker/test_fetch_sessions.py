@@ -1,0 +1,315 @@
+"""Incremental fetch sessions (KIP-227) on the wire, against a real broker: Fetch requests written
+with kcompat's codecs over a socket, checked against what Kafka's ``FetchManager`` /
+``FetchSession.scala`` answer.
+
+A full fetch with epoch 0 creates a session (its id in the response); incremental fetches
+(epoch 1, 2, ...) read every partition of the session but answer only those that changed
+(records, high watermark, log start offset, errors); partitions that returned records move to the
+end of the session's order; forgotten partitions leave the session; a wrong epoch or an unknown
+id is a top-level error with no partitions; epoch -1 closes the session; with
+``max.incremental.fetch.session.cache.slots`` = 0 or a full cache no session is created."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kcompat.protocol import records as rb
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.create_topics import CreateTopicsRequest
+from kcompat.protocol.messages.delete_records import DeleteRecordsRequest
+from kcompat.protocol.messages.fetch import FetchRequest as F
+from kcompat.protocol.messages.produce import ProduceRequest
+from kcompat.testing import wire
+from kcompat.testing.ports import free_ports
+from tests.support.broker_process import BrokerProcess
+
+V = 16          # topic ids
+V_NAMES = 12    # topic names
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    http = free_ports(1)[0]
+    b = BrokerProcess(tmp_path_factory.mktemp("fetch-sessions") / "data",
+                      {"http.listeners": f"HTTP://127.0.0.1:{http}"})
+    b.metrics_url = f"http://127.0.0.1:{http}/metrics"
+    with b:
+        yield b
+
+
+def metrics(b) -> dict[str, float]:
+    with urllib.request.urlopen(b.metrics_url, timeout=10) as r:
+        text = r.read().decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name.startswith("kafka_server_fetchsessioncache_")}
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> uuid.UUID:
+    resp = wire.call(bootstrap, CreateTopicsRequest(timeout_ms=10000, validate_only=False, topics=[
+        CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1)]), 7)
+    assert resp.topics[0].error_code == 0
+    return resp.topics[0].topic_id
+
+
+def produce(bootstrap: str, topic: str, partition: int, n: int = 1, size: int = 100) -> int:
+    batch = rb.build_batch([(int(time.time() * 1000), None, bytes([65 + partition]) * size, ()) for _ in range(n)])
+    resp = wire.call(bootstrap, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.PartitionProduceData(index=partition, records=batch)])]), 9)
+    r = resp.responses[0].partition_responses[0]
+    assert r.error_code == 0
+    return r.base_offset
+
+
+class Session:
+    """One fetcher's view of a session over one connection: ``fetch`` sends a request with the
+    given metadata and partitions ``{partition: fetch offset}`` of one topic; returns the
+    response and ``{partition: PartitionData}``."""
+
+    def __init__(self, bootstrap: str, topic: str, topic_id: uuid.UUID, version: int = V) -> None:
+        self.sock = wire.connect(bootstrap, timeout=60)
+        self.topic, self.topic_id, self.version = topic, topic_id, version
+        self.correlation = 0
+
+    def _topic(self, cls, partitions):
+        if self.version >= 13:
+            return cls(topic_id=self.topic_id, partitions=partitions)
+        return cls(topic=self.topic, partitions=partitions)
+
+    def fetch(self, session_id: int, epoch: int, offsets: dict[int, int] | None = None, forget=(),
+              max_wait_ms: int = 0, max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20):
+        parts = [F.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=partition_max_bytes)
+                 for p, o in (offsets or {}).items()]
+        req = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                session_id=session_id, session_epoch=epoch, topics=[self._topic(F.FetchTopic, parts)] if parts else [],
+                forgotten_topics_data=[self._topic(F.ForgottenTopic, list(forget))] if forget else [], rack_id="")
+        self.correlation += 1
+        wire.send_request(self.sock, req, self.version, self.correlation)
+        cid, resp = wire.read_response(self.sock, 1, self.version)
+        assert cid == self.correlation
+        got = {}
+        for t in resp.responses:
+            assert (t.topic_id if self.version >= 13 else t.topic) == (self.topic_id if self.version >= 13 else self.topic)
+            for p in t.partitions:
+                got[p.partition_index] = p
+        return resp, got
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def records_of(p) -> list[bytes]:
+    buf = bytes(p.records or b"")
+    return [r.value for pos, h in rb.iter_batches(buf) for r in rb.iter_records(buf[pos:pos + h.size])]
+
+
+@pytest.fixture
+def topic(broker, request):
+    name = "fs-" + request.node.name[-40:].replace("[", "-").replace("]", "")
+    return name, create(broker.bootstrap, name, 3)
+
+
+def test_a_session_answers_only_the_partitions_that_changed(broker, topic):
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid)
+    before = metrics(broker)
+    resp, got = s.fetch(0, 0, {0: 0, 1: 0, 2: 0})
+    assert resp.error_code == 0 and resp.session_id != 0
+    assert sorted(got) == [0, 1, 2] and all(p.high_watermark == 0 for p in got.values())
+    sid = resp.session_id
+    after = metrics(broker)
+    assert after["kafka_server_fetchsessioncache_numincrementalfetchsessions"] == \
+        before["kafka_server_fetchsessioncache_numincrementalfetchsessions"] + 1
+    assert after["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"] == \
+        before["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"] + 3
+
+    resp, got = s.fetch(sid, 1)            # nothing changed: no partitions
+    assert (resp.error_code, resp.session_id, got) == (0, sid, {})
+
+    produce(broker.bootstrap, name, 1, n=2)
+    resp, got = s.fetch(sid, 2)            # the session's fetch offsets (0) are kept
+    assert (resp.error_code, resp.session_id, sorted(got)) == (0, sid, [1])
+    assert got[1].high_watermark == 2 and len(records_of(got[1])) == 2
+
+    resp, got = s.fetch(sid, 3, {1: 2})    # the fetcher moved on: nothing new
+    assert (resp.error_code, got) == (0, {})
+
+    produce(broker.bootstrap, name, 0)
+    resp, got = s.fetch(sid, 4)
+    assert sorted(got) == [0] and records_of(got[0]) and got[0].high_watermark == 1
+    resp, got = s.fetch(sid, 5, {0: 1})
+    assert got == {}
+    s.close()
+
+
+def test_a_changed_high_watermark_or_log_start_alone_is_sent_and_data_rotates(broker, topic):
+    """Partitions fill the byte budget in session order; one that got nothing but whose high
+    watermark moved is sent with no records; partitions that returned records go last."""
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid)
+    resp, _ = s.fetch(0, 0, {0: 0, 1: 0, 2: 0})
+    sid = resp.session_id
+    produce(broker.bootstrap, name, 0, size=2000)
+    produce(broker.bootstrap, name, 1, size=2000)
+    resp, got = s.fetch(sid, 1, max_bytes=1)   # the first batch comes whole (KIP-74), nothing more fits
+    assert sorted(got) == [0, 1]
+    assert records_of(got[0]) and records_of(got[1]) == [] and got[1].high_watermark == 1
+    # partition 0 returned records: the order is now 1, 2, 0 and partition 1 is read first
+    resp, got = s.fetch(sid, 2, {0: 1}, max_bytes=1)
+    assert sorted(got) == [1] and records_of(got[1])
+    resp, got = s.fetch(sid, 3, {1: 1})
+    assert got == {}
+
+    deleted = wire.call(broker.bootstrap, DeleteRecordsRequest(timeout_ms=5000, topics=[
+        DeleteRecordsRequest.DeleteRecordsTopic(name=name, partitions=[
+            DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=1)])]), 2)
+    assert deleted.topics[0].partitions[0].error_code == 0
+    resp, got = s.fetch(sid, 4)
+    assert sorted(got) == [0] and got[0].log_start_offset == 1 and records_of(got[0]) == []
+    s.close()
+
+
+def test_forgotten_partitions_leave_the_session_and_new_ones_join(broker, topic):
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid)
+    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
+    sid = resp.session_id
+    resp, got = s.fetch(sid, 1, {2: 0}, forget=[1])
+    assert (resp.error_code, sorted(got)) == (0, [2])   # a partition joining is sent (nothing cached yet)
+    produce(broker.bootstrap, name, 1)
+    produce(broker.bootstrap, name, 2)
+    resp, got = s.fetch(sid, 2)
+    assert sorted(got) == [2]
+    resp, got = s.fetch(sid, 3, forget=[0, 2])          # nothing left: the session is closed
+    assert (resp.error_code, resp.session_id, got) == (0, 0, {})
+    resp, got = s.fetch(sid, 4)
+    assert (resp.error_code, got) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, {})
+    s.close()
+
+
+def test_session_errors_are_top_level_with_no_partitions(broker, topic):
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid)
+    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
+    sid = resp.session_id
+    for epoch in (2, 7, -2):
+        resp, got = s.fetch(sid, epoch, {0: 0})
+        assert (resp.error_code, resp.session_id, got) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, {})
+    resp, got = s.fetch(sid + 1 if sid < 2**31 - 1 else 1, 1, {0: 0})
+    assert (resp.error_code, resp.session_id, got) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, {})
+    resp, got = s.fetch(0, 1, {0: 0})    # no session named, not a full fetch
+    assert (resp.error_code, got) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, {})
+    resp, got = s.fetch(sid, 1)          # the errors did not move the session on
+    assert (resp.error_code, resp.session_id) == (0, sid)
+    # the other side of v13: topic names cannot continue a session keyed by topic ids
+    named = Session(broker.bootstrap, name, tid, V_NAMES)
+    resp, got = named.fetch(sid, 2)
+    assert (resp.error_code, got) == (ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, {})
+    named.close()
+    s.close()
+
+
+def test_epoch_minus_one_closes_and_epoch_zero_replaces(broker, topic):
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid)
+    produce(broker.bootstrap, name, 0)
+    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
+    first = resp.session_id
+    resp, got = s.fetch(first, 0, {0: 0, 2: 0})        # close it, open another: a full fetch
+    second = resp.session_id
+    assert resp.error_code == 0 and second not in (0, first) and sorted(got) == [0, 2] and records_of(got[0])
+    resp, got = s.fetch(first, 1)
+    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    resp, got = s.fetch(second, -1, {0: 0, 1: 0})      # close it: a sessionless full fetch
+    assert (resp.error_code, resp.session_id, sorted(got)) == (0, 0, [0, 1])
+    resp, got = s.fetch(second, 1)
+    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    s.close()
+
+
+def test_sessions_by_topic_name_before_v13(broker, topic):
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid, V_NAMES)
+    resp, got = s.fetch(0, 0, {0: 0, 1: 0, 2: 0})
+    sid = resp.session_id
+    assert sid != 0 and sorted(got) == [0, 1, 2]
+    produce(broker.bootstrap, name, 2)
+    resp, got = s.fetch(sid, 1, forget=[0])
+    assert sorted(got) == [2] and records_of(got[2])
+    produce(broker.bootstrap, name, 0)
+    resp, got = s.fetch(sid, 2, {2: 1})
+    assert got == {}
+    by_id = Session(broker.bootstrap, name, tid, V)
+    resp, got = by_id.fetch(sid, 3)
+    assert resp.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    by_id.close()
+    s.close()
+
+
+def test_a_long_poll_with_no_partitions_wakes_for_any_session_partition(broker, topic):
+    """The incremental fetch names no partition, yet waits on all of the session's: records
+    produced to one of them answer it (long before max_wait_ms, else the socket times out)."""
+    name, tid = topic
+    s = Session(broker.bootstrap, name, tid)
+    resp, _ = s.fetch(0, 0, {0: 0, 1: 0, 2: 0})
+    sid = resp.session_id
+    timer = threading.Timer(0.5, produce, (broker.bootstrap, name, 2))
+    timer.start()
+    try:
+        resp, got = s.fetch(sid, 1, max_wait_ms=300_000)
+    finally:
+        timer.join()
+    assert (resp.error_code, sorted(got)) == (0, [2]) and records_of(got[2])
+    s.close()
+
+
+def test_a_sessionless_fetch_is_unchanged(broker, topic):
+    name, tid = topic
+    produce(broker.bootstrap, name, 1)
+    s = Session(broker.bootstrap, name, tid)
+    for _ in range(2):
+        resp, got = s.fetch(0, -1, {0: 0, 1: 0, 2: 0})
+        assert (resp.error_code, resp.session_id, sorted(got)) == (0, 0, [0, 1, 2]) and records_of(got[1])
+    s.close()
+
+
+def _small_broker(tmp_path, slots: int) -> BrokerProcess:
+    return BrokerProcess(tmp_path / "data", {"max.incremental.fetch.session.cache.slots": str(slots)})
+
+
+def test_no_sessions_with_zero_slots(tmp_path):
+    with _small_broker(tmp_path, 0) as b:
+        tid = create(b.bootstrap, "zero-slots", 2)
+        s = Session(b.bootstrap, "zero-slots", tid)
+        for _ in range(3):
+            resp, got = s.fetch(0, 0, {0: 0, 1: 0})
+            assert (resp.error_code, resp.session_id, sorted(got)) == (0, 0, [0, 1])
+        resp, got = s.fetch(12345, 1)
+        assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        s.close()
+
+
+def test_a_full_cache_answers_without_a_session(tmp_path):
+    """One slot, taken by a recent session of the same size: a consumer's new session may not
+    evict it (Kafka's tryEvict), so its full fetch is answered with session id 0."""
+    with _small_broker(tmp_path, 1) as b:
+        tid = create(b.bootstrap, "one-slot", 2)
+        first, other = Session(b.bootstrap, "one-slot", tid), Session(b.bootstrap, "one-slot", tid)
+        resp, _ = first.fetch(0, 0, {0: 0, 1: 0})
+        sid = resp.session_id
+        assert sid != 0
+        resp, got = other.fetch(0, 0, {0: 0, 1: 0})
+        assert (resp.error_code, resp.session_id, sorted(got)) == (0, 0, [0, 1])
+        resp, got = first.fetch(sid, 1)
+        assert (resp.error_code, resp.session_id) == (0, sid)
+        resp, got = first.fetch(sid, -1, {0: 0})     # closed: the slot is free again
+        resp, got = other.fetch(0, 0, {0: 0, 1: 0})
+        assert resp.session_id != 0
+        first.close()
+        other.close()
