@@ -27,6 +27,7 @@ from kcompat.protocol.messages.fetch import FetchRequest as F
 from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.testing import wire
 from kcompat.testing.ports import free_ports
+from tests.quotas.support import set_quota
 from tests.support.broker_process import BrokerProcess
 
 V = 16          # topic ids
@@ -72,9 +73,10 @@ class Session:
     given metadata and partitions ``{partition: fetch offset}`` of one topic; returns the
     response and ``{partition: PartitionData}``."""
 
-    def __init__(self, bootstrap: str, topic: str, topic_id: uuid.UUID, version: int = V) -> None:
+    def __init__(self, bootstrap: str, topic: str, topic_id: uuid.UUID, version: int = V,
+                 client_id: str = "kcompat-testing") -> None:
         self.sock = wire.connect(bootstrap, timeout=60)
-        self.topic, self.topic_id, self.version = topic, topic_id, version
+        self.topic, self.topic_id, self.version, self.client_id = topic, topic_id, version, client_id
         self.correlation = 0
 
     def _topic(self, cls, partitions):
@@ -90,7 +92,7 @@ class Session:
                 session_id=session_id, session_epoch=epoch, topics=[self._topic(F.FetchTopic, parts)] if parts else [],
                 forgotten_topics_data=[self._topic(F.ForgottenTopic, list(forget))] if forget else [], rack_id="")
         self.correlation += 1
-        wire.send_request(self.sock, req, self.version, self.correlation)
+        wire.send_request(self.sock, req, self.version, self.correlation, client_id=self.client_id)
         cid, resp = wire.read_response(self.sock, 1, self.version)
         assert cid == self.correlation
         got = {}
@@ -276,6 +278,33 @@ def test_a_sessionless_fetch_is_unchanged(broker, topic):
     for _ in range(2):
         resp, got = s.fetch(0, -1, {0: 0, 1: 0, 2: 0})
         assert (resp.error_code, resp.session_id, sorted(got)) == (0, 0, [0, 1, 2]) and records_of(got[1])
+    s.close()
+
+
+def test_a_throttled_incremental_fetch_keeps_its_session_unchanged(broker, topic):
+    """Over ``consumer_byte_rate`` the answer is empty with the throttle time and the session's id;
+    the session is not updated, so the next fetch sends what the throttled one left out (Kafka's
+    ``IncrementalFetchContext.getThrottledResponse``)."""
+    name, tid = topic
+    set_quota(broker.bootstrap, [("client-id", "fs-throttled")], consumer_byte_rate=2000)   # 20000 B per window
+    s = Session(broker.bootstrap, name, tid, client_id="fs-throttled")
+    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
+    sid = resp.session_id
+    produce(broker.bootstrap, name, 0, size=15000)
+    resp, got = s.fetch(sid, 1)
+    assert (resp.error_code, resp.throttle_time_ms, sorted(got)) == (0, 0, [0])
+    produce(broker.bootstrap, name, 1, size=15000)
+    resp, got = s.fetch(sid, 2, {0: 1})            # 30000 B in the window: over the quota
+    assert (resp.error_code, resp.session_id, got) == (0, sid, {}) and resp.throttle_time_ms > 0
+    epoch = 3
+    deadline = time.monotonic() + 60    # the rate falls back once the window's samples expire (11 s)
+    while resp.throttle_time_ms > 0 and time.monotonic() < deadline:
+        time.sleep(resp.throttle_time_ms / 1000)
+        resp, got = s.fetch(sid, epoch)  # throttled again: still the session, still nothing sent
+        assert (resp.error_code, resp.session_id) == (0, sid) and (got == {} or resp.throttle_time_ms == 0)
+        epoch += 1
+    assert (resp.throttle_time_ms, sorted(got)) == (0, [1])
+    assert got[1].high_watermark == 1 and records_of(got[1])
     s.close()
 
 
