@@ -15,9 +15,9 @@ from kcompat.protocol import records as rb
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 from kcompat.protocol.messages.delete_records import DeleteRecordsRequest
 from kcompat.protocol.messages.fetch import FetchRequest
-from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess
+from tests.support.wire_helpers import produce_batch
 
 TOPIC = "fetch-max-bytes"
 PARTITIONS = 3
@@ -39,12 +39,7 @@ def _create(bootstrap: str, topic: str, partitions: int, configs: dict[str, str]
 
 
 def _produce(bootstrap: str, topic: str, partition: int, batch: bytes) -> int:
-    resp = wire.call(bootstrap, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.PartitionProduceData(index=partition, records=batch)])]), 9)
-    r = resp.responses[0].partition_responses[0]
-    assert r.error_code == 0
-    return r.base_offset
+    return produce_batch(bootstrap, topic, partition, batch)
 
 
 def _fetch_request(topic: str, partitions, offset: int, max_bytes: int, partition_max_bytes: int,

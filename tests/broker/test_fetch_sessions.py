@@ -13,42 +13,33 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 import uuid
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest
 from kcompat.protocol.messages.delete_records import DeleteRecordsRequest
 from kcompat.protocol.messages.fetch import FetchRequest as F
-from kcompat.protocol.messages.produce import ProduceRequest
 from kcompat.testing import wire
-from kcompat.testing.ports import free_ports
 from tests.quotas.support import set_quota
 from tests.support.broker_process import BrokerProcess
+from tests.support.wire_helpers import broker_with_metrics, produce_batch, scrape
 
+ZERO_UUID = uuid.UUID(int=0)
 V = 16          # topic ids
 V_NAMES = 12    # topic names
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    http = free_ports(1)[0]
-    b = BrokerProcess(tmp_path_factory.mktemp("fetch-sessions") / "data",
-                      {"http.listeners": f"HTTP://127.0.0.1:{http}"})
-    b.metrics_url = f"http://127.0.0.1:{http}/metrics"
-    with b:
+    with broker_with_metrics(tmp_path_factory.mktemp("fetch-sessions") / "data") as b:
         yield b
 
 
 def metrics(b) -> dict[str, float]:
-    with urllib.request.urlopen(b.metrics_url, timeout=10) as r:
-        text = r.read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if s.name.startswith("kafka_server_fetchsessioncache_")}
+    return scrape(b, "kafka_server_fetchsessioncache_")
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> uuid.UUID:
@@ -60,12 +51,7 @@ def create(bootstrap: str, topic: str, partitions: int) -> uuid.UUID:
 
 def produce(bootstrap: str, topic: str, partition: int, n: int = 1, size: int = 100) -> int:
     batch = rb.build_batch([(int(time.time() * 1000), None, bytes([65 + partition]) * size, ()) for _ in range(n)])
-    resp = wire.call(bootstrap, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
-        ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.PartitionProduceData(index=partition, records=batch)])]), 9)
-    r = resp.responses[0].partition_responses[0]
-    assert r.error_code == 0
-    return r.base_offset
+    return produce_batch(bootstrap, topic, partition, batch)
 
 
 class Session:
@@ -97,13 +83,22 @@ class Session:
         assert cid == self.correlation
         got = {}
         for t in resp.responses:
-            assert (t.topic_id if self.version >= 13 else t.topic) == (self.topic_id if self.version >= 13 else self.topic)
+            assert (t.topic_id, t.topic) == ((self.topic_id, "") if self.version >= 13 else (ZERO_UUID, self.topic))
             for p in t.partitions:
                 got[p.partition_index] = p
         return resp, got
 
     def close(self) -> None:
         self.sock.close()
+
+
+def open_session(bootstrap: str, topic, offsets: dict[int, int], **kwargs) -> tuple[Session, int]:
+    """A :class:`Session` of ``topic`` ``(name, id)`` whose full fetch (epoch 0) of ``offsets``
+    created a session: (it, the session id)."""
+    s = Session(bootstrap, *topic, **kwargs)
+    resp, _ = s.fetch(0, 0, offsets)
+    assert resp.error_code == 0 and resp.session_id != 0
+    return s, resp.session_id
 
 
 def records_of(p) -> list[bytes]:
@@ -154,9 +149,7 @@ def test_a_changed_high_watermark_or_log_start_alone_is_sent_and_data_rotates(br
     """Partitions fill the byte budget in session order; one that got nothing but whose high
     watermark moved is sent with no records; partitions that returned records go last."""
     name, tid = topic
-    s = Session(broker.bootstrap, name, tid)
-    resp, _ = s.fetch(0, 0, {0: 0, 1: 0, 2: 0})
-    sid = resp.session_id
+    s, sid = open_session(broker.bootstrap, topic, {0: 0, 1: 0, 2: 0})
     produce(broker.bootstrap, name, 0, size=2000)
     produce(broker.bootstrap, name, 1, size=2000)
     resp, got = s.fetch(sid, 1, max_bytes=1)   # the first batch comes whole (KIP-74), nothing more fits
@@ -179,9 +172,7 @@ def test_a_changed_high_watermark_or_log_start_alone_is_sent_and_data_rotates(br
 
 def test_forgotten_partitions_leave_the_session_and_new_ones_join(broker, topic):
     name, tid = topic
-    s = Session(broker.bootstrap, name, tid)
-    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
-    sid = resp.session_id
+    s, sid = open_session(broker.bootstrap, topic, {0: 0, 1: 0})
     resp, got = s.fetch(sid, 1, {2: 0}, forget=[1])
     assert (resp.error_code, sorted(got)) == (0, [2])   # a partition joining is sent (nothing cached yet)
     produce(broker.bootstrap, name, 1)
@@ -197,9 +188,7 @@ def test_forgotten_partitions_leave_the_session_and_new_ones_join(broker, topic)
 
 def test_session_errors_are_top_level_with_no_partitions(broker, topic):
     name, tid = topic
-    s = Session(broker.bootstrap, name, tid)
-    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
-    sid = resp.session_id
+    s, sid = open_session(broker.bootstrap, topic, {0: 0, 1: 0})
     for epoch in (2, 7, -2):
         resp, got = s.fetch(sid, epoch, {0: 0})
         assert (resp.error_code, resp.session_id, got) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, 0, {})
@@ -258,9 +247,7 @@ def test_a_long_poll_with_no_partitions_wakes_for_any_session_partition(broker, 
     """The incremental fetch names no partition, yet waits on all of the session's: records
     produced to one of them answer it (long before max_wait_ms, else the socket times out)."""
     name, tid = topic
-    s = Session(broker.bootstrap, name, tid)
-    resp, _ = s.fetch(0, 0, {0: 0, 1: 0, 2: 0})
-    sid = resp.session_id
+    s, sid = open_session(broker.bootstrap, topic, {0: 0, 1: 0, 2: 0})
     timer = threading.Timer(0.5, produce, (broker.bootstrap, name, 2))
     timer.start()
     try:
@@ -287,9 +274,7 @@ def test_a_throttled_incremental_fetch_keeps_its_session_unchanged(broker, topic
     ``IncrementalFetchContext.getThrottledResponse``)."""
     name, tid = topic
     set_quota(broker.bootstrap, [("client-id", "fs-throttled")], consumer_byte_rate=2000)   # 20000 B per window
-    s = Session(broker.bootstrap, name, tid, client_id="fs-throttled")
-    resp, _ = s.fetch(0, 0, {0: 0, 1: 0})
-    sid = resp.session_id
+    s, sid = open_session(broker.bootstrap, topic, {0: 0, 1: 0}, client_id="fs-throttled")
     produce(broker.bootstrap, name, 0, size=15000)
     resp, got = s.fetch(sid, 1)
     assert (resp.error_code, resp.throttle_time_ms, sorted(got)) == (0, 0, [0])

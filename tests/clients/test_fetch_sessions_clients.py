@@ -10,18 +10,15 @@ from __future__ import annotations
 import re
 import threading
 import time
-import urllib.request
 import uuid
 
 import confluent_kafka as ck
 import pytest
 from kafka import KafkaConsumer
-from prometheus_client.parser import text_string_to_metric_families
 
 from conformance import maven
 from conformance.clients.java import JavaTools
-from kcompat.testing.ports import free_ports
-from tests.support.broker_process import BrokerProcess
+from tests.support.wire_helpers import broker_with_metrics, scrape
 
 PARTITIONS = 12
 PRELOAD = 40          # records per partition before the consumer starts
@@ -31,20 +28,14 @@ TRICKLED = 60         # records per trickled partition, a few ms apart
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    http = free_ports(1)[0]
-    b = BrokerProcess(tmp_path_factory.mktemp("fetch-sessions-clients") / "data",
-                      {"http.listeners": f"HTTP://127.0.0.1:{http}", "num.partitions": str(PARTITIONS),
-                       "offsets.topic.num.partitions": "1"})
-    b.metrics_url = f"http://127.0.0.1:{http}/metrics"
-    with b:
+    with broker_with_metrics(tmp_path_factory.mktemp("fetch-sessions-clients") / "data",
+                             {"num.partitions": str(PARTITIONS), "offsets.topic.num.partitions": "1"}) as b:
         yield b
 
 
 def session_metrics(b) -> tuple[float, float]:
     """(NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached) now."""
-    with urllib.request.urlopen(b.metrics_url, timeout=10) as r:
-        text = r.read().decode()
-    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    values = scrape(b, "kafka_server_fetchsessioncache_")
     return (values["kafka_server_fetchsessioncache_numincrementalfetchsessions"],
             values["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"])
 
@@ -54,8 +45,9 @@ def value(partition: int, i: int) -> bytes:
 
 
 class Scenario:
-    """A fresh topic, preloaded; a thread adds records to :data:`TRICKLE` in a thread while a
-    consumer reads; the session metrics are sampled meanwhile (their maxima)."""
+    """A fresh topic, preloaded. Once the consumer reads (:meth:`reading`) a thread adds records to
+    :data:`TRICKLE` and, halfway, samples the session metrics (``mid``): the consumer cannot be
+    done then, so its session is in the cache."""
 
     def __init__(self, b) -> None:
         self.b = b
@@ -66,11 +58,9 @@ class Scenario:
                 self.producer.produce(self.topic, value(p, i), partition=p)
         assert self.producer.flush(30) == 0
         # sessions of earlier tests stay cached (until evicted, as in Kafka): count from here
-        self.baseline = session_metrics(b)[0]
-        self.max_sessions = self.max_partitions = 0
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._trickle, daemon=True),
-                         threading.Thread(target=self._sample, daemon=True)]
+        self.baseline = session_metrics(b)
+        self.mid: tuple[float, float] | None = None
+        self._trickle = threading.Thread(target=self._run, daemon=True)
 
     def expected(self) -> dict[int, list[bytes]]:
         return {p: [value(p, i) for i in range(PRELOAD + (TRICKLED if p in TRICKLE else 0))]
@@ -79,30 +69,32 @@ class Scenario:
     def total(self) -> int:
         return PARTITIONS * PRELOAD + len(TRICKLE) * TRICKLED
 
-    def _trickle(self) -> None:
-        time.sleep(0.5)
+    def reading(self) -> None:
+        """The consumer read its first record: start the trickle (once)."""
+        if self._trickle.ident is None:
+            self._trickle.start()
+
+    def _run(self) -> None:
         for i in range(PRELOAD, PRELOAD + TRICKLED):
+            if i == PRELOAD + TRICKLED // 2:
+                self.mid = session_metrics(self.b)
             for p in TRICKLE:
                 self.producer.produce(self.topic, value(p, i), partition=p)
             self.producer.flush(30)
             time.sleep(0.02)
 
-    def _sample(self) -> None:
-        while not self._stop.wait(0.2):
-            sessions, partitions = session_metrics(self.b)
-            self.max_sessions = max(self.max_sessions, sessions)
-            self.max_partitions = max(self.max_partitions, partitions)
-
     def __enter__(self):
-        for t in self._threads:
-            t.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(60)
+        if self._trickle.ident is not None:
+            self._trickle.join(60)
         assert self.producer.flush(30) == 0
+
+    def used_a_session(self) -> bool:
+        """The consumer's session was cached while it read, with all the topic's partitions."""
+        (sessions, partitions), (base_sessions, base_partitions) = self.mid, self.baseline
+        return sessions > base_sessions and partitions >= base_partitions + PARTITIONS
 
     def check(self, read: list[tuple[int, int, bytes]]) -> None:
         """``read``: (partition, offset, value) in the order consumed: every record once, in order."""
@@ -125,10 +117,10 @@ def test_kafka_python_reads_every_record_once_over_a_session(broker):
         for _ in range(s.total()):
             m = next(it)
             read.append((m.partition, m.offset, m.value))
-        sessions_while_reading = session_metrics(broker)[0]
+            s.reading()
         consumer.close()
     s.check(read)
-    assert sessions_while_reading > s.baseline and s.max_sessions > s.baseline and s.max_partitions >= PARTITIONS
+    assert s.used_a_session(), (s.baseline, s.mid)
 
 
 _LINE = re.compile(r"Partition:(\d+)\tOffset:(\d+)\t(.*)$")
@@ -136,20 +128,28 @@ _LINE = re.compile(r"Partition:(\d+)\tOffset:(\d+)\t(.*)$")
 
 def test_the_java_consumer_reads_every_record_once_over_a_session(broker, tmp_path):
     tools = JavaTools(str(maven.resolve_kafka("4.3.1")), tmp_path)
-    with Scenario(broker) as s:
-        res = tools.run("org.apache.kafka.tools.consumer.ConsoleConsumer",
-                        ["--bootstrap-server", broker.bootstrap, "--topic", s.topic, "--from-beginning",
-                         "--group", "fsc-java-" + s.topic, "--max-messages", str(s.total()), "--timeout-ms", "60000",
-                         "--property", "print.partition=true", "--property", "print.offset=true",
-                         "--consumer-property", "fetch.max.wait.ms=200"], timeout=240)
     read = []
-    for line in res.stdout.splitlines():
-        m = _LINE.search(line)
+
+    def line(text: str) -> None:
+        m = _LINE.search(text)
         if m:
             read.append((int(m.group(1)), int(m.group(2)), m.group(3).encode()))
-    assert len(read) == s.total(), res.stdout[-2000:]
+            s.reading()
+
+    with Scenario(broker) as s:
+        consumer = tools.background(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            ["--bootstrap-server", broker.bootstrap, "--topic", s.topic, "--from-beginning",
+             "--group", "fsc-java-" + s.topic, "--max-messages", str(s.total()), "--timeout-ms", "60000",
+             "--property", "print.partition=true", "--property", "print.offset=true",
+             "--consumer-property", "fetch.max.wait.ms=200"], on_line=line, name="console-consumer")
+        try:
+            assert consumer.wait(240) == 0
+        finally:
+            consumer.stop()
+    assert len(read) == s.total(), (tmp_path / "console-consumer.stderr").read_text()[-2000:]
     s.check(read)
-    assert s.max_sessions > s.baseline and s.max_partitions >= PARTITIONS
+    assert s.used_a_session(), (s.baseline, s.mid)
 
 
 def test_librdkafka_reads_without_a_session(broker):
@@ -163,6 +163,7 @@ def test_librdkafka_reads_without_a_session(broker):
             m = consumer.poll(1.0)
             if m is not None and m.error() is None:
                 read.append((m.partition(), m.offset(), m.value()))
+                s.reading()
         consumer.close()
     s.check(read)
-    assert s.max_sessions <= s.baseline
+    assert s.mid[0] <= s.baseline[0]
