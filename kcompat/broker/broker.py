@@ -265,7 +265,8 @@ class Broker:
         self.api_services.attach_broker_side(
             replica_manager=self.replica_manager, log_manager=self.log_manager, remote_log=self.remote_log,
             groups=self.groups, txn=self.txn, share_state=self.share_state, share=self.share,
-            fetch_sessions=self.fetch_sessions, producer_id_manager=self.producer_id_manager, auto_create_topics=self.auto_create_topics)
+            fetch_sessions=self.fetch_sessions, producer_id_manager=self.producer_id_manager,
+            auto_create_topics=self.auto_create_topics)
         self.lifecycle = self.log_dir_runtime.lifecycle = BrokerLifecycle(
             self.broker_context, cluster_id=self.cluster_id, advertised_endpoint=self.advertised_endpoint,
             log_dir_runtime=self.log_dir_runtime, controller_service=self.controller_service,
