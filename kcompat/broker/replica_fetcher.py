@@ -10,6 +10,14 @@ actions are applied to the local :class:`~kcompat.isr.partition.Partition`. Conn
 off ``replica.fetch.backoff.ms``. A partition throttled by ``follower.replication.throttled.*``
 (:mod:`kcompat.broker.quota.replication`) is left out of the Fetch while this broker is not in its ISR
 and the measured rate is over the bound. The leader learns each follower's position from these fetches.
+
+Fetches go through an incremental fetch session (KIP-227, Kafka's ``FetchSessionHandler`` in
+``AbstractFetcherThread``; :class:`kcompat.isr.fetch_session_client.FetchSessionHandler`): the first
+is full (epoch 0, asking for a session), later ones carry only the partitions whose fetch fields
+changed (or that joined) and forget those not fetched this round; the leader answers only the
+partitions with news (records, a moved high watermark or log start offset, an error, a diverging
+epoch). A leader without room for sessions (``max.incremental.fetch.session.cache.slots=0``) answers
+session id 0 and every fetch stays full.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeConnectionError
+from kcompat.isr.fetch_session_client import FetchSessionHandler
 from kcompat.isr.follower import (
     AppendRecords, Backoff, Fenced, FollowerFetch, IncrementLogStartOffset, ListLeaderOffsets, SetHighWatermark,
     Truncate, TruncateFullyAndStartAt,
@@ -46,6 +55,10 @@ LIST_OFFSETS_VERSION = 8   # EARLIEST_LOCAL (-4) needs v8
 METADATA_LAG_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH)
 METADATA_LAG_BACKOFF_MS = 50
 EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
+# Top-level errors about the session itself: the next fetch is full, sent at once (Kafka retries
+# without replica.fetch.backoff.ms: the fetcher thread's next round rebuilds a full request).
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                  ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
 
 
 class ReplicaFetcherManager:
@@ -100,7 +113,8 @@ class ReplicaFetcherManager:
 
 
 class ReplicaFetcher:
-    """Fetches every partition this broker follows from leader ``leader_id``."""
+    """Fetches every partition this broker follows from leader ``leader_id``, in one incremental
+    fetch session (``session``) with that leader."""
 
     def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
         self.manager = manager
@@ -108,6 +122,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         # (topic, partition) -> (Partition, FollowerFetch, retry-not-before ms)
         self.partitions: dict[tuple[str, int], list] = {}
+        self.session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self._task = asyncio.ensure_future(self._run())
 
@@ -152,12 +167,31 @@ class ReplicaFetcher:
                         await self._wait_changed(min(0.1, backoff_s))
                     continue
                 timeout = (req.max_wait_ms + cfg.get("replica.socket.timeout.ms")) / 1000.0
-                resp = await self.manager.clients.send(self.leader_id, req, FETCH_VERSION, timeout_s=timeout)
+                try:
+                    resp = await self.manager.clients.send(self.leader_id, req, FETCH_VERSION, timeout_s=timeout)
+                except BaseException:
+                    self.session.handle_error()
+                    raise
+                usable = self.session.handle_response(
+                    resp.error_code, resp.session_id,
+                    [(tr.topic_id, pd.partition_index) for tr in resp.responses for pd in tr.partitions])
+                if resp.error_code in SESSION_ERRORS:
+                    log.info("fetch session %d with leader %d: %s; the next fetch is full", req.session_id,
+                             self.leader_id, ErrorCode(resp.error_code).name)
+                    continue
                 if resp.error_code != ErrorCode.NONE:
                     log.warning("fetch from leader %d failed: %s", self.leader_id, ErrorCode(resp.error_code).name)
                     await asyncio.sleep(backoff_s)
                     continue
-                await self._handle_response(resp, sent)
+                if not usable:
+                    log.warning("fetch session %d with leader %d answered partitions it does not hold; the next "
+                                "fetch is full", req.session_id, self.leader_id)
+                    continue
+                try:
+                    await self._handle_response(resp, sent)
+                except BaseException:
+                    self.session.handle_error()   # partly applied: resynchronise with a full fetch
+                    raise
             except asyncio.CancelledError:
                 raise
             except (NodeConnectionError, ConnectionError, OSError, asyncio.TimeoutError) as e:
@@ -177,11 +211,16 @@ class ReplicaFetcher:
             pass
 
     def _build_request(self, broker_epoch: int):
+        """``(FetchRequest, sent)``: the request the session handler plans for every partition
+        fetchable now (not backing off, not fenced nor waiting for the leader's offsets, its topic
+        known, not throttled), and ``sent`` ``{(topic id, partition): ((topic, partition), entry,
+        fetch offset, leader epoch)}`` for EVERY such partition, also those an incremental request
+        leaves out: the leader may answer any of them (e.g. its high watermark moved)."""
         cfg = self.context.config
         now = self.context.now_ms()
         image = self.context.image
         quota = self.manager.follower_quota
-        by_topic: dict = {}
+        desired = {}
         sent = {}
         for key, entry in self.partitions.items():
             partition, ff, not_before = entry
@@ -194,17 +233,26 @@ class ReplicaFetcher:
             ip = t.partitions.get(key[1])
             if quota.should_throttle(key[0], key[1], ip is not None and self.context.node_id in ip.isr, now):
                 continue   # follower.replication.throttled.*: not fetched while over the rate
-            by_topic.setdefault(t.topic_id, []).append(FetchRequest.FetchPartition(
+            desired[(t.topic_id, key[1])] = FetchRequest.FetchPartition(
                 partition=key[1], current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
                 last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
-                partition_max_bytes=cfg.get("replica.fetch.max.bytes")))
+                partition_max_bytes=cfg.get("replica.fetch.max.bytes"))
             sent[(t.topic_id, key[1])] = (key, entry, pos.fetch_offset, pos.current_leader_epoch)
+        plan = self.session.build(desired)
+        by_topic: dict = {}
+        for (topic_id, _p), fp in plan.partitions.items():
+            by_topic.setdefault(topic_id, []).append(fp)
+        forgotten: dict = {}
+        for topic_id, p in plan.forgotten:
+            forgotten.setdefault(topic_id, []).append(p)
         req = FetchRequest(
             replica_state=FetchRequest.ReplicaState(replica_id=self.context.node_id, replica_epoch=broker_epoch),
             max_wait_ms=cfg.get("replica.fetch.wait.max.ms"), min_bytes=cfg.get("replica.fetch.min.bytes"),
-            max_bytes=cfg.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=0, session_epoch=-1,
+            max_bytes=cfg.get("replica.fetch.response.max.bytes"), isolation_level=0,
+            session_id=plan.session_id, session_epoch=plan.session_epoch,
             topics=[FetchRequest.FetchTopic(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic_id=tid, partitions=parts)
+                                   for tid, parts in forgotten.items()], rack_id="")
         return req, sent
 
     async def _handle_response(self, resp, sent: dict) -> None:

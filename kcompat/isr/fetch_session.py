@@ -7,7 +7,7 @@ A Fetch request (v7+) carries ``session_id`` and ``session_epoch`` (Kafka's ``Fe
 ============  =========  =============================================================================
 session_id    epoch      context
 ============  =========  =============================================================================
-0             -1         sessionless full fetch (librdkafka, kcompat's replica fetcher): no session
+0             -1         sessionless full fetch (librdkafka): no session
 0             0          full fetch that creates a session; the response carries its id (0: no room)
 X             0          close X, then as ``0 / 0``
 X             -1         close X, then a sessionless full fetch

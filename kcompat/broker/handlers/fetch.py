@@ -7,9 +7,9 @@ answers); v16+ NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH partitions carry t
 (KIP-951).
 
 Fetch sessions (KIP-227, v7+) are :class:`kcompat.isr.fetch_session.FetchSessions`
-(``ctx.services.fetch_sessions``): session id 0 with epoch -1 (librdkafka, kcompat's own replica
-fetcher) is a sessionless full fetch and takes the same path as before sessions existed; epoch 0
-asks for a session, whose id the response carries (0 when the cache has no room); other epochs
+(``ctx.services.fetch_sessions``): session id 0 with epoch -1 (librdkafka) is a sessionless full
+fetch and takes the same path as before sessions existed; epoch 0 (kcompat's replica fetcher, Java
+clients) asks for a session, whose id the response carries (0 when the cache has no room); other epochs
 are incremental fetches of the session's partitions, answered with the partitions that changed,
 or with FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH / FETCH_SESSION_TOPIC_ID_ERROR
 and no partitions. A throttled answer (``consumer_byte_rate``) leaves the session as it was
