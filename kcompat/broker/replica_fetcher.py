@@ -256,8 +256,15 @@ class ReplicaFetcher:
         return req, sent
 
     async def _handle_response(self, resp, sent: dict) -> None:
+        """Apply each partition of ``resp`` (those absent from an incremental response had no
+        news). A partition still followed whose error-free answer did not set its high watermark
+        (an answer to an older request or leader epoch, a truncation for a diverging epoch) makes
+        the next fetch a full one: the leader's session counts that high watermark as sent and
+        would not repeat it until it moves again, so a full fetch brings the exact value back
+        (Kafka leaves the follower behind until the next change; this is kcompat's addition)."""
         now = self.context.now_ms()
         quota = self.manager.follower_quota
+        resync = False
         for tr in resp.responses:
             for pd in tr.partitions:
                 found = sent.get((tr.topic_id, pd.partition_index))
@@ -265,9 +272,11 @@ class ReplicaFetcher:
                     continue
                 key, entry, fetch_offset, leader_epoch = found
                 if self.partitions.get(key) is not entry:
+                    resync = resync or key in self.partitions
                     continue   # removed or re-added meanwhile
                 partition, ff, _ = entry
                 if ff.leader_epoch != leader_epoch:
+                    resync = True
                     continue   # asked at an older epoch of the same leader (a reassignment bumps it): stale
                 if pd.records and quota.is_throttled(*key):
                     quota.record(len(pd.records), now)
@@ -278,7 +287,11 @@ class ReplicaFetcher:
                                                high_watermark=pd.high_watermark, log_start_offset=pd.log_start_offset,
                                                records=pd.records, diverging_epoch=diverging,
                                                fetch_offset=fetch_offset)
+                if pd.error_code == ErrorCode.NONE and not any(isinstance(a, SetHighWatermark) for a in actions):
+                    resync = True
                 await self._apply_async(entry, actions, now)
+        if resync and not self.session.full:
+            self.session.handle_error()
 
     async def _apply_async(self, entry, actions, now: int) -> None:
         for action in actions:

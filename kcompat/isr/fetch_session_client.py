@@ -121,8 +121,9 @@ class FetchSessionHandler:
         return True
 
     def handle_error(self) -> None:
-        """The request failed (connection error, timeout): the next fetch closes the session and
-        asks for a new one (Kafka's ``handleError``: ``nextCloseExistingAttemptNew``)."""
+        """The request failed (connection error, timeout) or the fetcher could not use all of an
+        answer: the next fetch is full, closing the session and asking for a new one (Kafka's
+        ``handleError``: ``nextCloseExistingAttemptNew``)."""
         self._pending = None
         self._reset(self.session_id)
 
