@@ -40,6 +40,16 @@ def partitions(admin: AdminClient, topic: str):
     return admin.list_topics(topic, timeout=10).topics[topic].partitions
 
 
+def wait_served(cluster, topics: list[str], count: int) -> None:
+    """Wait until every node's metadata has ``count`` partitions for each of ``topics``:
+    CreateTopics answers once the controller has committed them, and each broker's metadata
+    follows a moment later (as in Kafka), so a Metadata request right after may not know them."""
+    for port in cluster.client_ports:
+        node = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        wait_until(lambda: all(len(partitions(node, t)) == count for t in topics), 30,
+                   f"the new topics in the metadata of the node at {port}")
+
+
 def racks_of_replicas(admin: AdminClient, topic: str) -> list[list[str | None]]:
     """Per partition, the racks of its replicas as the Admin API describes them (the replica Nodes
     carry the rack DescribeCluster/Metadata gave for each broker)."""
@@ -73,6 +83,7 @@ def test_one_replica_per_rack_and_a_lost_rack_loses_nothing(tmp_path):
         topics = [f"racked-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
         for f in admin.create_topics([NewTopic(t, 12, 3) for t in topics]).values():
             f.result(60)
+        wait_served(cluster, topics, 12)
         for t in topics:
             parts = partitions(admin, t)
             assert len(parts) == 12
@@ -165,6 +176,7 @@ def test_mixed_rack_configuration_is_refused_only_by_the_reassignment_tool(tmp_p
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         topic = f"mixed-{uuid.uuid4().hex[:6]}"
         admin.create_topics([NewTopic(topic, 6, 2)])[topic].result(60)
+        wait_served(cluster, [topic], 6)
         nodes = admin.describe_cluster().result(30).nodes
         assert sorted((n.id, n.rack) for n in nodes) == [(1, "rack-a"), (2, "rack-b"), (3, None)]
         rack = {1: "rack-a", 2: "rack-b", 3: None}
