@@ -45,7 +45,8 @@ def _fetch(ctx, req):
     params = _params(ctx, req, version)
     if version >= 7 and (req.session_id != INVALID_SESSION_ID or req.session_epoch != FINAL_EPOCH):
         return _session_fetch(ctx, req, version, params)
-    keys, requests = _requests(ctx, req, version, _readable(ctx, params.replica_id))
+    keys, requests = _requests(ctx, req, version)
+    _authorize(requests, _readable(ctx, params.replica_id))
     results = services.replica_manager.fetch_messages(params, requests)
     return then(results, lambda done: _response(ctx, keys, requests, done))
 
@@ -56,7 +57,7 @@ def _session_fetch(ctx, req, version: int, params: FetchParams):
     quota let the answer through (:class:`_SessionAnswer`)."""
     services = ctx.services
     sessions = services.fetch_sessions or _NO_SESSIONS
-    keys, requests = _requests(ctx, req, version, None)
+    keys, requests = _requests(ctx, req, version)
     forgotten = [(ft.topic_id if version >= 13 else ft.topic, p)
                  for ft in req.forgotten_topics_data for p in ft.partitions]
     context = sessions.new_context(version, req.session_id, req.session_epoch, params.replica_id >= 0, keys,
@@ -135,14 +136,12 @@ def _readable(ctx, replica_id: int):
     return lambda name: ctx.authorize(Op.READ, TOPIC, name)
 
 
-def _requests(ctx, req, version: int, readable) -> tuple[list, list[FetchPartitionRequest]]:
-    """(topic key of each partition as the request named it, the partitions to read); unknown
-    topic ids and unauthorized topics are decided here when ``readable`` is given (else by
-    :func:`_authorize`, once the session's partitions are known)."""
+def _requests(ctx, req, version: int) -> tuple[list, list[FetchPartitionRequest]]:
+    """(topic key of each partition as the request named it, the partitions to read); a topic id
+    the image does not know leaves the partition's topic name None (:func:`_authorize`)."""
     by_id = ctx.services.image.topics_by_id
     keys = []
     requests = []
-    allowed: dict[str, bool] = {}
     for ft in req.topics:
         if version >= 13:
             t = by_id.get(ft.topic_id)
@@ -150,20 +149,12 @@ def _requests(ctx, req, version: int, readable) -> tuple[list, list[FetchPartiti
             key = ft.topic_id
         else:
             name = key = ft.topic
-        if readable is None:
-            error = None
-        elif name is None:
-            error = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            if name not in allowed:
-                allowed[name] = readable(name)
-            error = None if allowed[name] else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for fp in ft.partitions:
             keys.append(key)
             requests.append(FetchPartitionRequest(
                 name, fp.partition, fp.fetch_offset, fp.partition_max_bytes, log_start_offset=fp.log_start_offset,
                 current_leader_epoch=fp.current_leader_epoch if version >= 9 else -1,
-                last_fetched_epoch=fp.last_fetched_epoch if version >= 12 else -1, error=error))
+                last_fetched_epoch=fp.last_fetched_epoch if version >= 12 else -1))
     return keys, requests
 
 
@@ -207,13 +198,12 @@ def _response(ctx, keys: list, requests: list[FetchPartitionRequest], results: l
     FENCED_LEADER_EPOCH partitions (KIP-951)."""
     version = ctx.api_version
     by_topic: dict = {}
-    if send is None:
-        for key, request, r in zip(keys, requests, results):
-            by_topic.setdefault(key, []).append(_partition_data(request.partition, r))
-    else:
+    if send is not None:
+        keys = [keys[i] for i in send]
+        requests = [requests[i] for i in send]
         results = [results[i] for i in send]
-        for i, r in zip(send, results):
-            by_topic.setdefault(keys[i], []).append(_partition_data(requests[i].partition, r))
+    for key, request, r in zip(keys, requests, results):
+        by_topic.setdefault(key, []).append(_partition_data(request.partition, r))
     if version >= 13:
         responses = [R.FetchableTopicResponse(topic_id=k, partitions=v) for k, v in by_topic.items()]
     else:
