@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kcompat.testing.ports import free_ports
+
 
 @dataclass
 class Completed:
@@ -157,10 +159,12 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port that is free on ``host`` right now, never handed out before by this process and
+    outside the kernel's ephemeral range (:func:`kcompat.testing.ports.free_ports`): the port
+    ``bind(port 0)`` gave could come back from the next such call once released (a reference
+    Kafka's two listener ports once collided that way), or be taken by an outgoing connection
+    before the server binds it."""
+    return free_ports(1, host)[0]
 
 
 def split_hostport(address: str) -> tuple[str, int]:
