@@ -41,6 +41,7 @@ FROM_NEWER_SPECS = (
     "message/*Share*.json",                      # KIP-932 as released in Kafka 4.1+ (v1 onwards)
     "group-coordinator/ShareGroup*.json",        # KIP-932 records incl. StatePartitionMetadata
     "share-coordinator/*.json",                  # __share_group_state: ShareSnapshot, ShareUpdate
+    "message/ListTransactions*.json",            # v2: TransactionalIdPattern (KIP-1152)
 )
 OUT_DIR = ROOT / "kcompat" / "protocol"
 

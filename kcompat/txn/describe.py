@@ -5,6 +5,8 @@ TransactionStateManager.listTransactionStates). Composed into
 
 from __future__ import annotations
 
+import re2
+
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_transactions import DescribeTransactionsResponse
 from kcompat.protocol.messages.list_transactions import ListTransactionsResponse
@@ -60,16 +62,20 @@ class TxnDescriber:
         return out
 
     def list_transactions(self, reply_to, req, version: int, now_ms: int) -> Result:
-        """ListTransactions v0-1: the transactional ids this coordinator owns, filtered by state,
-        producer id and (v1, KIP-994) running longer than ``duration_filter`` ms; unknown state
-        names come back in ``unknown_state_filters``. Errors: COORDINATOR_NOT_AVAILABLE (shut
-        down), COORDINATOR_LOAD_IN_PROGRESS (a partition is loading)."""
+        """ListTransactions v0-2: the transactional ids this coordinator owns, filtered by state,
+        producer id, (v1, KIP-994) running longer than ``duration_filter`` ms and (v2, KIP-1152)
+        a ``transactional_id_pattern`` the whole id matches (RE2 syntax, as Kafka's RE2/J; null
+        or empty: no filter); unknown state names come back in ``unknown_state_filters``.
+        Errors: COORDINATOR_NOT_AVAILABLE (shut down), COORDINATOR_LOAD_IN_PROGRESS (a partition
+        is loading), INVALID_REGULAR_EXPRESSION (a pattern RE2 refuses)."""
         shard = self._shard
         shard.begin(now_ms)
         if not shard.active:
             resp = ListTransactionsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
         elif shard.loading_any():
             resp = ListTransactionsResponse(throttle_time_ms=0, error_code=int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+        elif (pattern := _id_pattern(req, version)) is False:
+            resp = ListTransactionsResponse(throttle_time_ms=0, error_code=int(ErrorCode.INVALID_REGULAR_EXPRESSION))
         else:
             unknown: list[str] = []
             wanted_states: set[TxnState] = set()
@@ -92,9 +98,23 @@ class TxnDescriber:
                     continue
                 if duration >= 0 and now_ms - m.txn_start_ms <= duration:  # KIP-994: running longer than
                     continue
+                if pattern is not None and pattern.fullmatch(tid) is None:
+                    continue
                 states.append(ListTransactionsResponse.TransactionState(
                     transactional_id=tid, producer_id=m.producer_id, transaction_state=str(m.state)))
             resp = ListTransactionsResponse(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
                                             transaction_states=states)
         shard.reply(reply_to, resp)
         return shard.end()
+
+
+def _id_pattern(req, version: int):
+    """ListTransactions v2's ``transactional_id_pattern`` compiled (KIP-1152); None for no filter
+    (before v2, null or empty), False if RE2 refuses it."""
+    text = req.transactional_id_pattern if version >= 2 else None
+    if not text:
+        return None
+    try:
+        return re2.compile(text)
+    except re2.error:
+        return False

@@ -1,5 +1,6 @@
-"""ListTransactions (key 66), versions 0-1: transactional ids with their producer and state,
-filtered by state, producer id and (v1) minimum duration (KIP-664, KIP-994).
+"""ListTransactions (key 66), versions 0-2: transactional ids with their producer and state,
+filtered by state, producer id, (v1) minimum duration and (v2) a regular expression the
+transactional id matches (KIP-664, KIP-994, KIP-1152).
 
 With an authorizer only transactional ids the principal may DESCRIBE are listed.
 """
@@ -9,7 +10,7 @@ from kcompat.protocol.messages.list_transactions import ListTransactionsResponse
 
 API_KEY = 66
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 def handle(ctx, req):
