@@ -42,6 +42,7 @@ FROM_NEWER_SPECS = (
     "group-coordinator/ShareGroup*.json",        # KIP-932 records incl. StatePartitionMetadata
     "share-coordinator/*.json",                  # __share_group_state: ShareSnapshot, ShareUpdate
     "message/ListTransactions*.json",            # v2: TransactionalIdPattern (KIP-1152)
+    "message/AlterPartitionReassignments*.json", # v1: AllowReplicationFactorChange (KIP-860)
 )
 OUT_DIR = ROOT / "kcompat" / "protocol"
 

@@ -319,11 +319,12 @@ class ClusterControl:
     # -- reassignments ---------------------------------------------------------------------------
 
     def alter_reassignments(self, topics: list[tuple[str, list[tuple[int, list[int] | None]]]],
-                            now_ms: int) -> list[reassignment.TopicResult]:
+                            now_ms: int, allow_rf_change: bool = True) -> list[reassignment.TopicResult]:
         """AlterPartitionReassignments: see :func:`kcompat.kraft.reassignment.alter_reassignments`;
         the records of every partition that succeeded are committed as one batch."""
         results, records = reassignment.alter_reassignments(
-            self.image, topics, leader_election.acceptable_leaders(self.image), self.unclean_enabled)
+            self.image, topics, leader_election.acceptable_leaders(self.image), self.unclean_enabled,
+            allow_rf_change)
         if records:
             self._sink(records, now_ms)
         return results

@@ -121,10 +121,13 @@ def _completed(replicas: list[int], isr: list[int], adding: list[int],
 
 
 def alter_reassignments(image: MetadataImage, topics: list[tuple[str, list[tuple[int, list[int] | None]]]],
-                        acceptable: set[int], unclean_enabled) -> tuple[list[TopicResult], list[PartitionChangeRecord]]:
+                        acceptable: set[int], unclean_enabled, allow_rf_change: bool = True,
+                        ) -> tuple[list[TopicResult], list[PartitionChangeRecord]]:
     """AlterPartitionReassignments (key 45) on the controller. ``topics``: ``[(name, [(partition,
     target replicas or None to cancel), ...]), ...]`` in request order; ``acceptable``: brokers
-    that may lead; ``unclean_enabled(topic)``: the topic's ``unclean.leader.election.enable``.
+    that may lead; ``unclean_enabled(topic)``: the topic's ``unclean.leader.election.enable``;
+    ``allow_rf_change`` False (v1, KIP-860): a valid target of another size than the partition's
+    replication factor (the ongoing reassignment's target, if any) is INVALID_REPLICATION_FACTOR.
     Returns (results, records to commit atomically)."""
     records: list[PartitionChangeRecord] = []
     results = []
@@ -133,7 +136,7 @@ def alter_reassignments(image: MetadataImage, topics: list[tuple[str, list[tuple
         results.append(tr)
         for pid, target in partitions:
             try:
-                rec = _alter_one(image, name, pid, target, acceptable, unclean_enabled)
+                rec = _alter_one(image, name, pid, target, acceptable, unclean_enabled, allow_rf_change)
             except KafkaError as e:
                 tr.partitions.append(PartitionResult(pid, e.code, e.message))
                 continue
@@ -144,7 +147,7 @@ def alter_reassignments(image: MetadataImage, topics: list[tuple[str, list[tuple
 
 
 def _alter_one(image: MetadataImage, name: str, pid: int, target: list[int] | None, acceptable: set[int],
-               unclean_enabled) -> PartitionChangeRecord | None:
+               unclean_enabled, allow_rf_change: bool) -> PartitionChangeRecord | None:
     t = image.topics.get(name)
     if t is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
@@ -170,6 +173,10 @@ def _alter_one(image: MetadataImage, name: str, pid: int, target: list[int] | No
         return build_change(t.topic_id, p, acceptable, election=election, isr=isr, replicas=replicas,
                             adding=[], removing=[])
     validate_replica_list(target, set(image.brokers))
+    rf = len(p.replicas) - len(p.removing_replicas)
+    if not allow_rf_change and len(target) != rf:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"The replication factor is changed from {rf} to {len(target)}")
     removing = sorted(set(p.replicas) - set(target))
     adding = sorted(set(target) - set(p.replicas))
     replicas = list(target) + removing

@@ -12,7 +12,8 @@ AlterPartitionReassignments, on a 3-node cluster plus a fourth broker.
 - Errors, Kafka's codes and messages: an unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION),
   an unregistered broker, a broker twice or an empty list (INVALID_REPLICA_ASSIGNMENT), cancelling
   what is not in progress (NO_REASSIGNMENT_IN_PROGRESS); the other partitions of the same request
-  succeed.
+  succeed. ``--execute --disallow-replication-factor-change`` of a plan from 3 replicas to 2 is
+  refused (AlterPartitionReassignments v1, INVALID_REPLICATION_FACTOR, KIP-860).
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ def test_list_cancel_and_errors(tmp_path, kafka_lib):
             assert _alter(via, {(TOPIC, 1): bad}) == {(TOPIC, 1): (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)}
         assert _alter(via, {(TOPIC, 1): None}) == {
             (TOPIC, 1): (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")}
+        refused = reassign.execute({(TOPIC, 1): [3, 2]}, check=False,
+                                   extra=("--additional", "--disallow-replication-factor-change"))
+        assert not refused.ok and "The replication factor is changed from 3 to 2" in refused.stdout + refused.stderr, \
+            refused.summary(40)
         wait_until(lambda: replicas_of(admin, TOPIC)[1][0] == [3, 2, 1], 30, "partition 1 reordered")
 
         out = reassign.cancel(plan).stdout

@@ -136,3 +136,26 @@ def test_a_snapshot_keeps_a_move_in_progress(h):
     for i, r in enumerate(h.image.to_records()):
         copy.apply(r, i)
     assert _state(copy.topics["t"].partitions[0]) == ([1, 2, 4, 3], [1, 2, 3], [4], [3], 1)
+
+
+def test_a_request_that_forbids_changing_the_replication_factor(h):
+    """AlterPartitionReassignments v1 with AllowReplicationFactorChange false (KIP-860): a valid
+    target of another size is INVALID_REPLICATION_FACTOR (the replica list is checked first, as
+    Apache Kafka 4.3.1 answered side by side); during a move the factor is the move's target's."""
+    t = _topic(h, [[1, 2], [1, 2], [2, 3]])
+    res, = h.cc.alter_reassignments([("t", [(0, [1, 2, 3]), (0, [1]), (0, [1, 9]), (1, [3, 4]), (2, [3, 4, 1])])],
+                                    T0, allow_rf_change=False)
+    assert [(r.error, r.message) for r in res.partitions] == [
+        (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3"),
+        (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 1"),
+        (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 9, but no such broker is registered."),
+        (ErrorCode.NONE, None),
+        (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3")]
+    assert _state(t.partitions[0]) == ([1, 2], [1, 2], [], [], 1)
+    assert _state(t.partitions[1]) == ([3, 4, 1, 2], [1, 2], [3, 4], [1, 2], 1)   # moving to [3, 4]
+    res, = h.cc.alter_reassignments([("t", [(1, [4, 1, 2]), (1, [1, 4])])], T0, allow_rf_change=False)
+    assert [(r.error, r.message) for r in res.partitions] == [
+        (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3"), (ErrorCode.NONE, None)]
+    res, = h.cc.alter_reassignments([("t", [(2, [2, 3, 4])])], T0)   # allowed by default (v0)
+    assert res.partitions[0].error == ErrorCode.NONE

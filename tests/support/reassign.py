@@ -54,9 +54,10 @@ class ReassignTool:
         plan = json.loads(res.stdout.split(PROPOSED, 1)[1].strip().splitlines()[0])
         return {(p["topic"], p["partition"]): p["replicas"] for p in plan["partitions"]}
 
-    def execute(self, plan: dict, throttle: int | None = None, check: bool = True):
-        """``--execute`` (with ``--throttle`` bytes/s when given)."""
-        extra = ["--throttle", str(throttle)] if throttle is not None else []
+    def execute(self, plan: dict, throttle: int | None = None, check: bool = True, extra: tuple[str, ...] = ()):
+        """``--execute`` (with ``--throttle`` bytes/s when given, then the ``extra`` options)."""
+        if throttle is not None:
+            extra = ("--throttle", str(throttle), *extra)
         return self._run("--execute", "--reassignment-json-file", str(self._plan_file(plan)), *extra, check=check)
 
     def verify(self, plan: dict):

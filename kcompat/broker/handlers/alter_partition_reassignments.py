@@ -1,11 +1,13 @@
-"""AlterPartitionReassignments (key 45), version 0: start, change or cancel partition
+"""AlterPartitionReassignments (key 45), versions 0-1: start, change or cancel partition
 reassignments (KIP-455; ``kafka-reassign-partitions.sh --execute`` / ``--cancel``,
-``Admin.alterPartitionReassignments``).
+``Admin.alterPartitionReassignments``); v1 can forbid changing a partition's replication factor
+(KIP-860, ``--disallow-replication-factor-change``).
 
 Runs on the active controller, forwarded there by other nodes (Kafka's ``ControllerApis.
 handleAlterPartitionReassignments``); the rules are :mod:`kcompat.kraft.reassignment`. Per
 partition: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS
-(cancelling what is not in progress), with Kafka's messages. With an authorizer ALTER on the
+(cancelling what is not in progress), INVALID_REPLICATION_FACTOR (v1 with
+AllowReplicationFactorChange false, a target of another size), with Kafka's messages. With an authorizer ALTER on the
 cluster is required: CLUSTER_AUTHORIZATION_FAILED at the top level and for every partition.
 """
 
@@ -17,7 +19,7 @@ from kcompat.protocol.messages.alter_partition_reassignments import AlterPartiti
 
 API_KEY = 45
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 
 def handle(ctx, req):
@@ -31,7 +33,8 @@ def _local(ctx, req) -> R:
     services = ctx.services
     wanted = [(t.name, [(p.partition_index, None if p.replicas is None else list(p.replicas)) for p in t.partitions])
               for t in req.topics]
-    results = services.cluster_control.alter_reassignments(wanted, services.now_ms())
+    allow_rf_change = ctx.api_version < 1 or req.allow_replication_factor_change
+    results = services.cluster_control.alter_reassignments(wanted, services.now_ms(), allow_rf_change)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
         R.ReassignableTopicResponse(name=t.name, partitions=[
             R.ReassignablePartitionResponse(partition_index=p.partition, error_code=p.error, error_message=p.message)
