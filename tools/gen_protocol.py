@@ -44,6 +44,19 @@ FROM_NEWER_SPECS = (
     "message/ListTransactions*.json",            # v2: TransactionalIdPattern (KIP-1152)
     "message/AlterPartitionReassignments*.json", # v1: AllowReplicationFactorChange (KIP-860)
 )
+# APIs whose newest versions come from Kafka 4.3.1's specs while kcompat keeps serving versions that
+# Kafka 4 dropped (KIP-896): the 4.3.1 spec merged with the older one (:func:`merge_specs`), so one
+# class reads and writes both the old versions and the new ones.
+MERGED_WITH_NEWER_SPECS = (
+    "message/Metadata*.json",                    # v13: top-level ErrorCode (KIP-1102)
+    "message/FetchRe*.json",                     # v18: ReplicaState.HighWatermark (KIP-1166)
+    "message/Produce*.json",                     # v12 (KIP-890 part 2), v13: topic ids (KIP-516)
+    "message/ListOffsets*.json",                 # v11: EARLIEST_PENDING_UPLOAD (KIP-1023)
+    "message/OffsetCommit*.json",                # v10: topic ids (KIP-848)
+    "message/OffsetFetch*.json",                 # v10: topic ids (KIP-848)
+    "message/DescribeGroups*.json",              # v6: ErrorMessage, GROUP_ID_NOT_FOUND (KIP-1043)
+    "message/DescribeCluster*.json",             # v2: IncludeFencedBrokers, IsFenced (KIP-1073)
+)
 OUT_DIR = ROOT / "kcompat" / "protocol"
 
 FIXED = {  # type -> (struct name in primitives, size)
@@ -191,15 +204,61 @@ def python_default(ftype: str, raw, nullable_all: bool):
     return "None" if raw == "null" else "STRUCT"
 
 
-def parse_message(path: Path) -> Message:
-    spec = json.loads(strip_comments(path.read_text()))
+def load_spec(path: Path) -> dict:
+    return json.loads(strip_comments(path.read_text()))
+
+
+def merge_specs(older: dict, newer: dict) -> dict:
+    """``newer`` (a Kafka 4 spec) with the valid versions and the fields of ``older`` that Kafka 4
+    dropped (KIP-896) put back, each after the field that preceded it in ``older``: fields in both
+    keep ``newer``'s definition. Only for specs whose shared fields agree on the old versions (the
+    case for Kafka's: a removed version removes fields, it does not redefine the others)."""
+    lo_old, hi_old = Versions.parse(older["validVersions"]).as_tuple()
+    lo_new, hi_new = Versions.parse(newer["validVersions"]).as_tuple()
+    merged = dict(newer)
+    merged["validVersions"] = f"{min(lo_old, lo_new)}-{max(hi_old, hi_new)}"
+
+    def merge_fields(old_fields: list, new_fields: list) -> list:
+        by_name = {f["name"]: f for f in new_fields}
+        out = list(new_fields)
+        prev = None
+        for f in old_fields:
+            if f["name"] in by_name:
+                nf = by_name[f["name"]]
+                if "fields" in f and "fields" in nf:
+                    out[out.index(nf)] = dict(nf, fields=merge_fields(f["fields"], nf["fields"]))
+                prev = f["name"]
+                continue
+            at = next((i + 1 for i, g in enumerate(out) if g["name"] == prev), 0)
+            out.insert(at, f)
+            prev = f["name"]
+        return out
+
+    merged["fields"] = merge_fields(older.get("fields", []), newer.get("fields", []))
+    common_new = {c["name"]: c for c in newer.get("commonStructs", [])}
+    for c in older.get("commonStructs", []):
+        if c["name"] in common_new:
+            common_new[c["name"]] = dict(common_new[c["name"]],
+                                         fields=merge_fields(c["fields"], common_new[c["name"]]["fields"]))
+        else:
+            common_new[c["name"]] = c
+    if common_new:
+        merged["commonStructs"] = list(common_new.values())
+    return merged
+
+
+def parse_message(path: Path, older: Path | None = None) -> Message:
+    spec = load_spec(path)
+    if older is not None:
+        spec = merge_specs(load_spec(older), spec)
     msg = Message(
         name=spec["name"], kind=spec["type"], api_key=spec.get("apiKey"),
         valid=Versions.parse(spec["validVersions"]),
         flexible=Versions.parse(spec.get("flexibleVersions", "none")),
         root=Struct(spec["name"], []), listeners=spec.get("listeners", []),
         source=(f"{path.parent.name}/{path.name}" if path.parent.parent.name != NEWER_SPECS_DIR
-                else f"{path.parent.name}/{path.name} of {NEWER_SPECS_DIR}"),
+                else f"{path.parent.name}/{path.name} of {NEWER_SPECS_DIR}"
+                + (" + older versions" if older is not None else "")),
     )
     common = {c["name"]: c for c in spec.get("commonStructs", [])}
     built: dict[str, Struct] = {}
@@ -655,23 +714,27 @@ def generate(specs: Path) -> dict[str, dict[str, str]]:
     return result
 
 
-def spec_files(specs: Path, newer: Path, subdir: str) -> list[Path]:
-    """The spec files of ``subdir``: ``specs``'s, with those matching :data:`FROM_NEWER_SPECS`
-    taken from (or added from) ``newer`` instead."""
-    files = {p.name: p for p in (specs / subdir).glob("*.json")}
-    for pattern in FROM_NEWER_SPECS:
-        folder, _, glob = pattern.partition("/")
-        if folder == subdir:
-            if not newer.is_dir():
-                raise SystemExit(f"{newer} not found (needed for {pattern})")
-            files.update({p.name: p for p in (newer / subdir).glob(glob)})
+def spec_files(specs: Path, newer: Path, subdir: str) -> list[tuple[Path, Path | None]]:
+    """The spec files of ``subdir`` as ``(spec, older spec to merge with or None)``: ``specs``'s,
+    with those matching :data:`FROM_NEWER_SPECS` taken from (or added from) ``newer`` instead, and
+    those matching :data:`MERGED_WITH_NEWER_SPECS` taken from ``newer`` merged with ``specs``'s."""
+    files = {p.name: (p, None) for p in (specs / subdir).glob("*.json")}
+    for patterns, merge in ((FROM_NEWER_SPECS, False), (MERGED_WITH_NEWER_SPECS, True)):
+        for pattern in patterns:
+            folder, _, glob = pattern.partition("/")
+            if folder == subdir:
+                if not newer.is_dir():
+                    raise SystemExit(f"{newer} not found (needed for {pattern})")
+                files.update({p.name: (p, files[p.name][0] if merge and p.name in files else None)
+                              for p in (newer / subdir).glob(glob)})
     return [files[name] for name in sorted(files)]
 
 
-def generate_dir(paths: list[Path], subdir: str, package: str, by_api: bool) -> dict[str, str]:
+def generate_dir(paths: list[tuple[Path, Path | None]], subdir: str, package: str,
+                 by_api: bool) -> dict[str, str]:
     groups: dict[str, list[Message]] = {}
-    for path in paths:
-        msg = parse_message(path)
+    for path, older in paths:
+        msg = parse_message(path, older)
         if msg.kind == "header":
             mod = "headers"
         elif by_api:
