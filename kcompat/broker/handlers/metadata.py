@@ -25,7 +25,7 @@ from kcompat.protocol.primitives import ZERO_UUID
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13   # v13: top-level ErrorCode (KIP-1102), 0 unless the whole request fails
 
 AUTHORIZED_OPS_NOT_REQUESTED = -2147483648
 # Without an authorizer every operation is allowed (AclOperation codes).
@@ -134,8 +134,8 @@ def _lookup(ctx, name: str, allow_create: bool, include_ops: bool, create_errors
     return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _error_topic(name: str, code: ErrorCode):
-    return R.MetadataResponseTopic(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False,
+def _error_topic(name: str, code: ErrorCode, topic_id=ZERO_UUID):
+    return R.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
                                    partitions=[], topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)
 
 
@@ -161,7 +161,9 @@ def _topic(ctx, name: str, include_ops: bool):
 
 def error_response(req, version, code):
     # the response name is not nullable before v12: Kafka answers a null name as ""
-    topics = [] if req.topics is None else [_error_topic(t.name if t.name is not None else "", code)
+    """Kafka's ``MetadataRequest.getErrorResponse``: every requested topic (with its id) and, from
+    v13 (KIP-1102), the top-level error code carry ``code``."""
+    topics = [] if req.topics is None else [_error_topic(t.name if t.name is not None else "", code, t.topic_id)
                                             for t in req.topics]
     return R(brokers=[], cluster_id=None, controller_id=-1, topics=topics,
-             cluster_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)
+             cluster_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED, error_code=code)
