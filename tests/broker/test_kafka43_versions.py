@@ -12,10 +12,15 @@ import pytest
 
 from kcompat.broker.handlers import metadata as metadata_handler
 from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol import records
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CTReq
+from kcompat.protocol.messages.fetch import FetchRequest as FReq
 from kcompat.protocol.messages.metadata import MetadataRequest as MReq, MetadataResponse as MResp
 from kcompat.protocol.primitives import ZERO_UUID
 from kcompat.testing import wire
+from tests.support.wire_helpers import produce_batch
+
+RECS = [(1000, b"k0", b"v0", ()), (2000, b"k1", b"v1", ())]
 
 
 def new_topic(addr, partitions=1):
@@ -58,6 +63,32 @@ def test_metadata_error_response_carries_the_code_at_the_top_from_v13():
             [("a", ZERO_UUID, ErrorCode.CLUSTER_AUTHORIZATION_FAILED), ("", tid, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
 
 
+# ---- Fetch v17 / v18 --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [16, 17, 18])
+def test_fetch_v17_v18_take_the_raft_fields_and_answer_as_v16(broker, version):
+    """ReplicaDirectoryId (v17) and HighWatermark (v18) are raft-only in Kafka: a consumer's fetch
+    carrying any values reads the same records, and an unknown topic id is still UNKNOWN_TOPIC_ID."""
+    name, tid = new_topic(broker.bootstrap)
+    assert produce_batch(broker.bootstrap, name, 0, records.build_batch(RECS)) == 0
+    unknown = uuid.uuid4()
+    part = dict(partition=0, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20)
+    if version >= 17:
+        part["replica_directory_id"] = uuid.uuid4()
+    if version >= 18:
+        part["high_watermark"] = 0            # behind the leader's: no meaning on a broker
+    req = FReq(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, topics=[
+        FReq.FetchTopic(topic_id=tid, partitions=[FReq.FetchPartition(**part)]),
+        FReq.FetchTopic(topic_id=unknown, partitions=[FReq.FetchPartition(**part)])])
+    resp = wire.call(broker.bootstrap, req, version)
+    assert resp.error_code == 0
+    by_id = {t.topic_id: t.partitions for t in resp.responses}
+    [p] = by_id[tid]
+    assert (p.error_code, p.high_watermark, p.log_start_offset) == (0, 2, 0)
+    assert [(r.offset, r.value) for r in records.iter_records(bytes(p.records))] == [(0, b"v0"), (1, b"v1")]
+    assert [q.error_code for q in by_id[unknown]] == [ErrorCode.UNKNOWN_TOPIC_ID]
+
+
 def test_advertised_versions(broker):
     advertised = {k: (lo, hi) for k, lo, hi in wire.api_versions(broker.bootstrap)}
-    assert advertised[3] == (0, 13)
+    assert (advertised[3], advertised[1]) == ((0, 13), (4, 18))

@@ -1,10 +1,12 @@
-"""Fetch (key 1), versions 4-16: read record batches, with long polling and fetch sessions.
+"""Fetch (key 1), versions 4-18: read record batches, with long polling and fetch sessions.
 
 As Kafka's ``KafkaApis.handleFetchRequest``: topics by name (v4-12) or by topic id (v13+,
 UNKNOWN_TOPIC_ID if unknown); with an authorizer a consumer needs READ on each topic, a follower
 CLUSTER_ACTION on the cluster (TOPIC_AUTHORIZATION_FAILED for the partitions otherwise, as Kafka
 answers); v16+ NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH partitions carry the current leader
-(KIP-951).
+(KIP-951). v17's ReplicaDirectoryId (KIP-853) and v18's HighWatermark (KIP-1166), tagged fields of
+each partition, are decoded and ignored: in Kafka 4.3.1 only KafkaRaftClient reads them (a broker's
+FetchRequest.PartitionData carries neither), so a data-plane Fetch v17/v18 is answered as v16.
 
 Fetch sessions (KIP-227, v7+) are :class:`kcompat.isr.fetch_session.FetchSessions`
 (``ctx.services.fetch_sessions``): session id 0 with epoch -1 (librdkafka) is a sessionless full
@@ -32,7 +34,7 @@ from kcompat.protocol.messages.fetch import FetchResponse as R
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 18
 
 FOLLOWER_READS_MIN_VERSION = 11   # Fetch v11 carries rack_id: Kafka's ClientMetadata (KIP-392)
 
