@@ -105,9 +105,10 @@ def wait_partitions(addr, name, count):
         time.sleep(0.05)
 
 
-def produce_req(name, recs=RECS):
+def produce_req(name, recs=RECS, topic_id=ZERO_UUID):
+    """Topic ``name``, or ``topic_id`` for v13+ (KIP-516; the name is not sent then)."""
     return PReq(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[PReq.TopicProduceData(
-        name=name, partition_data=[PReq.PartitionProduceData(index=0, records=records.build_batch(recs))])])
+        name=name, topic_id=topic_id, partition_data=[PReq.PartitionProduceData(index=0, records=records.build_batch(recs))])])
 
 
 def produce(addr, name, recs=RECS):
@@ -152,15 +153,16 @@ def check_metadata(t, env):
 
 def check_produce(t, env):
     addr = env["addr"]
-    name, _ = new_topic(addr, f"pr{t.v}")
+    name, tid = new_topic(addr, f"pr{t.v}")
     for base in (0, 3):
         try:
-            [tr] = t.send(produce_req(name)).responses
+            [tr] = t.send(produce_req(name, topic_id=tid)).responses
         except Refused:
             assert list_offset(addr, name, -1).offset == 0      # a refused produce appends nothing
             raise
         [pr] = tr.partition_responses
-        assert (tr.name, pr.index, pr.base_offset) == (name, 0, base)
+        assert (tr.name, tr.topic_id, pr.index, pr.base_offset) == \
+            (("", tid) if t.v >= 13 else (name, ZERO_UUID)) + (0, base)   # ids from v13
         if t.v >= 5:
             assert pr.log_start_offset == 0
     assert list_offset(addr, name, -1).offset == 6

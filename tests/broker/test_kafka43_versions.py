@@ -6,6 +6,7 @@ with their error cases (unknown topic ids, ...)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -15,6 +16,9 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol import records
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CTReq
 from kcompat.protocol.messages.fetch import FetchRequest as FReq
+from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest as FCReq
+from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest as IPReq
+from kcompat.protocol.messages.produce import ProduceRequest as PReq
 from kcompat.protocol.messages.metadata import MetadataRequest as MReq, MetadataResponse as MResp
 from kcompat.protocol.primitives import ZERO_UUID
 from kcompat.testing import wire
@@ -89,6 +93,99 @@ def test_fetch_v17_v18_take_the_raft_fields_and_answer_as_v16(broker, version):
     assert [q.error_code for q in by_id[unknown]] == [ErrorCode.UNKNOWN_TOPIC_ID]
 
 
+# ---- Produce v12 / v13 ------------------------------------------------------------------------------
+
+def produce_req(topics, acks=-1, transactional_id=None):
+    """``topics``: [(name, topic id, partition, batch)]."""
+    return PReq(transactional_id=transactional_id, acks=acks, timeout_ms=10000, topic_data=[
+        PReq.TopicProduceData(name=name, topic_id=tid, partition_data=[PReq.PartitionProduceData(index=p, records=b)])
+        for name, tid, p, b in topics])
+
+
+def log_end(addr, tid):
+    req = FReq(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, topics=[FReq.FetchTopic(
+        topic_id=tid, partitions=[FReq.FetchPartition(partition=0, fetch_offset=0, log_start_offset=-1,
+                                                      partition_max_bytes=1)])])
+    return wire.call(addr, req, 18).responses[0].partitions[0].high_watermark
+
+
+def test_produce_v13_names_topics_by_id_and_answers_unknown_ids_per_partition(broker):
+    addr = broker.bootstrap
+    (a, a_id), (b, b_id) = new_topic(addr), new_topic(addr, partitions=2)
+    unknown = uuid.uuid4()
+    batch = records.build_batch(RECS)
+    resp = wire.call(addr, produce_req([(None, a_id, 0, batch), ("ignored", unknown, 0, batch),
+                                        ("", b_id, 1, batch), ("", unknown, 3, batch)]), 13)
+    got = {(t.topic_id, p.index): (p.error_code, p.base_offset) for t in resp.responses for p in t.partition_responses}
+    assert got == {(a_id, 0): (0, 0), (b_id, 1): (0, 0), (unknown, 0): (ErrorCode.UNKNOWN_TOPIC_ID, -1),
+                   (unknown, 3): (ErrorCode.UNKNOWN_TOPIC_ID, -1)}
+    assert all(t.name == "" for t in resp.responses)            # v13 carries no names
+    # the records went to the topics the ids name; an unknown partition of a known id is as before
+    assert (log_end(addr, a_id), log_end(addr, b_id)) == (2, 0)
+    resp = wire.call(addr, produce_req([("", a_id, 7, batch)]), 13)
+    assert [(t.topic_id, [p.error_code for p in t.partition_responses]) for t in resp.responses] == \
+        [(a_id, [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])]
+    # only unknown ids: nothing appended, each answered
+    resp = wire.call(addr, produce_req([("", unknown, 0, batch)]), 13)
+    assert [(t.topic_id, [p.error_code for p in t.partition_responses]) for t in resp.responses] == \
+        [(unknown, [ErrorCode.UNKNOWN_TOPIC_ID])]
+
+
+def test_produce_v13_acks_0_with_an_unknown_id_closes_the_connection(broker):
+    """As for any failed acks=0 produce: no response, the connection closes so the producer notices."""
+    name, tid = new_topic(broker.bootstrap)
+    with wire.connect(broker.bootstrap) as sock:
+        wire.send_request(sock, produce_req([("", tid, 0, records.build_batch(RECS)),
+                                             ("", uuid.uuid4(), 0, records.build_batch(RECS))], acks=0), 13)
+        with pytest.raises(ConnectionError):
+            wire.read_response(sock, PReq.API_KEY, 13)
+    assert log_end(broker.bootstrap, tid) == 2          # the known topic's batch was appended
+
+
+def test_produce_v12_is_v11_by_name(broker):
+    name, tid = new_topic(broker.bootstrap)
+    resp = wire.call(broker.bootstrap, produce_req([(name, ZERO_UUID, 0, records.build_batch(RECS))]), 12)
+    [t] = resp.responses
+    assert (t.name, t.topic_id, [(p.error_code, p.base_offset) for p in t.partition_responses]) == \
+        (name, ZERO_UUID, [(0, 0)])
+
+
+def test_produce_v12_transactional_batch_outside_the_transaction_is_answered_as_v11(broker):
+    """kcompat never finalizes transaction.version 2 (KIP-890 part 2), so a v12 transactional batch for
+    a partition not added to the transaction fails verification exactly as a v11 one does."""
+    name, _ = new_topic(broker.bootstrap)
+    answers = {}
+    for version in (11, 12):
+        txn = f"k43-txn-{uuid.uuid4().hex[:6]}"
+        init = init_producer_id(broker.bootstrap, txn)
+        batch = records.build_batch(RECS, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                                    base_sequence=0, transactional=True)
+        resp = wire.call(broker.bootstrap, produce_req([(name, ZERO_UUID, 0, batch)], transactional_id=txn), version)
+        answers[version] = [p.error_code for t in resp.responses for p in t.partition_responses]
+    assert answers[12] == answers[11] != [0]
+    assert log_end(broker.bootstrap, new_topic_id(broker.bootstrap, name)) == 0
+
+
+def init_producer_id(addr, txn):
+    """InitProducerId for ``txn`` once the transaction coordinator is loaded (the first
+    FindCoordinator creates ``__transaction_state``: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+    until then)."""
+    deadline = time.monotonic() + 30
+    while True:
+        wire.call(addr, FCReq(key_type=1, coordinator_keys=[txn]), 4)
+        init = wire.call(addr, IPReq(transactional_id=txn, transaction_timeout_ms=60000, producer_id=-1,
+                                     producer_epoch=-1), 4)
+        if init.error_code == 0:
+            return init
+        assert init.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                   ErrorCode.COORDINATOR_NOT_AVAILABLE) and time.monotonic() < deadline, init
+        time.sleep(0.1)
+
+
+def new_topic_id(addr, name):
+    return metadata(addr, [MReq.MetadataRequestTopic(name=name)]).topics[0].topic_id
+
+
 def test_advertised_versions(broker):
     advertised = {k: (lo, hi) for k, lo, hi in wire.api_versions(broker.bootstrap)}
-    assert (advertised[3], advertised[1]) == ((0, 13), (4, 18))
+    assert (advertised[3], advertised[1], advertised[0]) == ((0, 13), (4, 18), (0, 13))

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11 (0-11 advertised, see ``ADVERTISED_MIN_VERSION``): append record
+"""Produce (key 0), versions 3-13 (0-13 advertised, see ``ADVERTISED_MIN_VERSION``): append record
 batches to partition logs.
 
 As Kafka's ``KafkaApis.handleProduceRequest``; the appends, acks and the wait for replication
@@ -18,6 +18,13 @@ are :meth:`kcompat.isr.replica_manager.ReplicaManager.append_records` (Kafka's
 - a transactional batch that opens its producer's transaction in a partition is verified with
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
   ``verify_only`` when the coordinator is another broker (``ReplicaManager.handle_produce_append``);
+- v12 is v11 but for transaction version 2 (KIP-890 part 2), which kcompat never finalizes: Kafka's
+  clients send v12+ in a transaction only when TV2 is finalized, so kcompat verifies a v12
+  transactional batch as a v11 one (Kafka 4.3.1's broker would instead ask the coordinator to add the
+  partition, ``produceRequestVersionToTransactionSupportedOperation`` -> ADD_PARTITION);
+- v13 names topics by id (KIP-516): ids are resolved through the metadata image, an unknown id is
+  UNKNOWN_TOPIC_ID for each of its partitions (never auto-created), and the response carries the
+  ids (Kafka 4.3.1's ``KafkaApis.handleProduceRequest``); older versions skip this step;
 - per-partition validation (:mod:`kcompat.log.validation`) and idempotence live in
   :class:`kcompat.isr.partition.Partition`;
 - with an authorizer: WRITE on the transactional id when the batches are transactional
@@ -41,7 +48,8 @@ from kcompat.protocol.messages.produce import ProduceResponse as R
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 13
+TOPIC_IDS_MIN_VERSION = 13   # topics by id instead of name (KIP-516)
 # ApiVersions lists Produce from v0 although v0-v2 (the pre-0.11 message formats) are refused with
 # UNSUPPORTED_VERSION, as Kafka 4.0 does (KAFKA-18659, ``PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``):
 # librdkafka before 2.8 decides whether the broker can take gzip, snappy and lz4 by whether it
@@ -63,12 +71,48 @@ def handle(ctx, req):
             ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
             return NO_RESPONSE
         return error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if ctx.api_version >= TOPIC_IDS_MIN_VERSION:
+        return _by_topic_id(ctx, req)
     if services.config.get("auto.create.topics.enable"):
         missing = [td.name for td in req.topic_data if td.name not in services.image.topics and _valid(td.name)
                    and ctx.authorize(Op.WRITE, TOPIC, td.name) and may_create_topic(ctx, td.name)]
         if missing:
             return _create_then_append(ctx, req, list(dict.fromkeys(missing)))
     return _append_all(ctx, req)
+
+
+def _by_topic_id(ctx, req):
+    """v13: each topic's name from its id; the topics with unknown ids leave the request and are
+    answered UNKNOWN_TOPIC_ID (with the id) beside the others' results."""
+    by_id = ctx.services.image.topics_by_id
+    known, unknown = [], []
+    for td in req.topic_data:
+        t = by_id.get(td.topic_id)
+        if t is None:
+            unknown.append(td)
+        else:
+            td.name = t.name
+            known.append(td)
+    req.topic_data = known
+    unknown_responses = [R.TopicProduceResponse(topic_id=td.topic_id, partition_responses=[
+        _error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID, TOPIC_IDS_MIN_VERSION, None) for pd in td.partition_data])
+        for td in unknown]
+    if not known:
+        if req.acks == 0:
+            ctx.connection.close("a produce request with acks=0 failed; closing so that the producer notices")
+            return NO_RESPONSE
+        return R(responses=unknown_responses, throttle_time_ms=0)
+    return then(_append_all(ctx, req, bool(unknown)), lambda resp: _with_topic_ids(req, resp, unknown_responses))
+
+
+def _with_topic_ids(req, resp, unknown_responses: list):
+    """v13: the answered topics carry their ids (request order), then the unknown ones."""
+    if resp is NO_RESPONSE:
+        return resp
+    for td, tr in zip(req.topic_data, resp.responses):
+        tr.topic_id = td.topic_id
+    resp.responses.extend(unknown_responses)
+    return resp
 
 
 async def _create_then_append(ctx, req, names: list[str]):
@@ -104,7 +148,7 @@ def _valid(name: str) -> bool:
     return True
 
 
-def _append_all(ctx, req):
+def _append_all(ctx, req, failed: bool = False):
     """Append the partitions of the topics the principal may write
     (:meth:`ReplicaManager.handle_produce_append`, which verifies transactional batches with a
     remote transaction coordinator first, KIP-890); the others fail with TOPIC_AUTHORIZATION_FAILED."""
@@ -117,16 +161,15 @@ def _append_all(ctx, req):
                 rm.stats.produce_failed(td.name, len(pd.records or b""))
     results = rm.handle_produce_append(entries, acks=req.acks, timeout_ms=req.timeout_ms,
                                        transactional_id=req.transactional_id)
-    return then(results, lambda done: _respond(ctx, req, writable, done))
+    return then(results, lambda done: _respond(ctx, req, writable, done, failed))
 
 
-def _respond(ctx, req, writable: dict[str, bool], results: list[ProducePartitionResult]):
+def _respond(ctx, req, writable: dict[str, bool], results: list[ProducePartitionResult], failed: bool = False):
     """The ProduceResponse: the results of the appended partitions, in request order; acks=0
     answers nothing, and closes the connection if any partition failed."""
     version = ctx.api_version
     appended = iter(results)   # the authorized partitions, in request order
     topics = []
-    failed = False
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -179,5 +222,5 @@ def _error(index: int, code: ErrorCode, version: int, message: str | None,
 
 
 def error_response(req, version, code):
-    return R(responses=[R.TopicProduceResponse(name=td.name, partition_responses=[
+    return R(responses=[R.TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=[
         _error(pd.index, code, version, None) for pd in td.partition_data]) for td in req.topic_data])
