@@ -198,6 +198,8 @@ def check_list_offsets(t, env):
         expect[-3] = (1, 3000)          # KIP-734 max timestamp
     if t.v >= 8:
         expect[-4] = (0, -1)            # KIP-405 earliest local
+    if t.v >= 11:
+        expect[-6] = (-1, -1)           # KIP-1023 earliest pending upload: not tiered
     for ts, expected in expect.items():
         [tr] = t.send(list_offsets_req(name, ts)).topics
         [p] = tr.partitions

@@ -3,7 +3,7 @@
 Kafka (``KafkaApis.handleListOffsetRequestV1AndAbove``, 3.9) answers a partition whose negative
 timestamp the request's version does not define with UNSUPPORTED_VERSION instead of guessing:
 -1/-2 from v1, MAX_TIMESTAMP (-3) from v7, EARLIEST_LOCAL (-4) from v8, LATEST_TIERED (-5) from v9,
-any other negative value never. librdkafka 2.0.2 (Debian's kcat) sends -3 with an old version.
+EARLIEST_PENDING_UPLOAD (-6) from v11, any other negative value never. librdkafka 2.0.2 (Debian's kcat) sends -3 with an old version.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def test_rule_follows_kafkas_minimum_versions():
     assert [v for v in range(0, 10) if not timestamp_unsupported(-4, v)] == [8, 9]
     assert not timestamp_unsupported(-1, 1) and not timestamp_unsupported(-2, 1)
     assert timestamp_unsupported(-5, 8) and not timestamp_unsupported(-5, 9)
-    assert timestamp_unsupported(-6, 8) and timestamp_unsupported(-100, 8)
+    assert timestamp_unsupported(-6, 8) and timestamp_unsupported(-6, 10) and not timestamp_unsupported(-6, 11)
+    assert timestamp_unsupported(-100, 8) and timestamp_unsupported(-100, 11)
     assert not timestamp_unsupported(0, 1) and not timestamp_unsupported(123, 1)
 
 
@@ -87,3 +88,14 @@ def test_version_is_checked_before_the_partition_is_looked_up(broker):
     (new,) = _list(broker.bootstrap, missing, 7, -3)
     assert old.error_code == UNSUPPORTED_VERSION
     assert new.error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_earliest_pending_upload_needs_v11_and_is_minus_1_on_a_topic_that_is_not_tiered(broker, topic):
+    """KIP-1023: Kafka 4.3.1's ``UnifiedLog.fetchEarliestPendingUploadOffset`` answers offset -1,
+    epoch -1 when remote storage is off for the topic; v10 (TimeoutMs, KIP-1075) does not know -6."""
+    (v10,) = _list(broker.bootstrap, topic, 10, -6)
+    assert v10.error_code == UNSUPPORTED_VERSION
+    (v11,) = _list(broker.bootstrap, topic, 11, -6)
+    assert (v11.error_code, v11.offset, v11.timestamp, v11.leader_epoch) == (NONE, -1, -1, -1)
+    earliest, latest = _list(broker.bootstrap, topic, 10, -2, -1)     # v10 answers as before
+    assert (earliest.error_code, earliest.offset, latest.error_code, latest.offset) == (NONE, 0, NONE, 3)

@@ -1,10 +1,15 @@
-"""ListOffsets (key 2), versions 1-9: offsets by special timestamp or by time.
+"""ListOffsets (key 2), versions 1-11: offsets by special timestamp or by time.
 
 As Kafka's ``Partition.fetchOffsetForTimestamp``: LATEST (-1) is the high watermark, or the last
 stable offset for read_committed; EARLIEST (-2) the log start offset; EARLIEST_LOCAL (-4, KIP-1005)
 the local log start offset (the log start offset unless older segments are only in remote
 storage, KIP-405) with the leader epoch of that offset; LATEST_TIERED (-5, KIP-1005) the highest
 offset copied to remote storage (-1 if none, and -1 with epoch -1 on a topic that is not tiered);
+EARLIEST_PENDING_UPLOAD (-6, KIP-1023) the first offset not yet copied to remote storage, as Kafka
+4.3.1's ``UnifiedLog.fetchEarliestPendingUploadOffset``: -1 (epoch -1) on a topic that is not
+tiered; on a tiered one the highest remote offset + 1 (at least the log start offset) with its
+epoch, or when nothing is remote the EARLIEST answer if the local log starts at the log start
+offset, else -1 (the leader does not know what was uploaded yet);
 MAX_TIMESTAMP (-3, KIP-734) the record with the largest timestamp; any other value finds the first
 record whose timestamp is >= the target through the time index - of the remote segments first on
 a tiered topic (Kafka ``RemoteLogManager.findOffsetByTimestamp``, answered once the remote lookup
@@ -14,7 +19,8 @@ timestamp -1 (Spark's ``startingOffsetsByTimestamp`` depends on it).
 A special (negative) timestamp the request's version does not know is refused for that partition
 with UNSUPPORTED_VERSION, before the partition is looked up, as Kafka's
 ``handleListOffsetRequestV1AndAbove`` does: -1/-2 from v1, MAX_TIMESTAMP from v7, EARLIEST_LOCAL
-from v8, LATEST_TIERED (-5) from v9, any other negative value never.
+from v8, LATEST_TIERED (-5) from v9, EARLIEST_PENDING_UPLOAD (-6) from v11, any other negative value
+never. v10's TimeoutMs (KIP-1075) is accepted; remote timestamp lookups are not bounded by it.
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, unless ``replica_id`` is -2, Kafka's
 debugging id); a follower asking as a replica (``replica_id`` >= 0) gets the log end offset for
@@ -38,14 +44,15 @@ log = logging.getLogger("kcompat.broker")
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 11
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 DEBUGGING_REPLICA_ID = -2   # Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: any replica may answer
 READ_COMMITTED = 1
 
 # The first ListOffsets version that accepts each special timestamp (Kafka's timestampMinSupportedVersion).
-SPECIAL_TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+SPECIAL_TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                                 EARLIEST_PENDING_UPLOAD: 11}
 
 
 def timestamp_unsupported(timestamp: int, version: int) -> bool:
@@ -138,6 +145,8 @@ def _one(services: ApiServices, topic: str, lp, isolation: int, version: int, re
             return _ok(lp.partition_index, -1, -1, -1)
         highest = p.log.highest_offset_in_remote_storage
         return _ok(lp.partition_index, -1, highest, -1 if highest < 0 else _epoch_of(p, highest))
+    if ts == EARLIEST_PENDING_UPLOAD:
+        return _earliest_pending_upload(p, lp.partition_index)
     try:   # both decode a stored batch: damaged on disk -> CORRUPT_MESSAGE, an I/O error -> KAFKA_STORAGE_ERROR
         if ts == MAX_TIMESTAMP:
             found_ts, offset = p.log.max_timestamp_and_offset()
@@ -154,6 +163,19 @@ def _one(services: ApiServices, topic: str, lp, isolation: int, version: int, re
         return _ok(lp.partition_index, -1, -1, -1)
     offset, found_ts = found
     return _ok(lp.partition_index, found_ts, offset, p.leader_epoch)
+
+
+def _earliest_pending_upload(p, index: int):
+    """Kafka 4.3.1's ``UnifiedLog.fetchEarliestPendingUploadOffset`` (KIP-1023)."""
+    if not p.log.config.remote_storage_enable:
+        return _ok(index, -1, -1, -1)
+    highest = p.log.highest_offset_in_remote_storage
+    if highest < 0:
+        if p.log.local_log_start_offset == p.log_start_offset:   # nothing uploaded yet: EARLIEST's answer
+            return _ok(index, -1, p.log_start_offset, p.leader_epoch)
+        return _ok(index, -1, -1, -1)
+    offset = max(highest + 1, p.log_start_offset)
+    return _ok(index, -1, offset, _epoch_of(p, offset))
 
 
 def _epoch_of(p, offset: int) -> int:
