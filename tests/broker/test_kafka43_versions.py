@@ -15,9 +15,12 @@ from kcompat.broker.handlers import metadata as metadata_handler
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol import records
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CTReq
+from kcompat.protocol.messages.delete_topics import DeleteTopicsRequest as DTReq
 from kcompat.protocol.messages.fetch import FetchRequest as FReq
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest as FCReq
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest as IPReq
+from kcompat.protocol.messages.offset_commit import OffsetCommitRequest as OCReq
+from kcompat.protocol.messages.offset_fetch import OffsetFetchRequest as OFReq
 from kcompat.protocol.messages.produce import ProduceRequest as PReq
 from kcompat.protocol.messages.metadata import MetadataRequest as MReq, MetadataResponse as MResp
 from kcompat.protocol.primitives import ZERO_UUID
@@ -186,6 +189,71 @@ def new_topic_id(addr, name):
     return metadata(addr, [MReq.MetadataRequestTopic(name=name)]).topics[0].topic_id
 
 
+# ---- OffsetCommit v10 / OffsetFetch v10 --------------------------------------------------------------
+
+def commit(addr, group, topics, version=10):
+    """``topics``: [(name, topic id, {partition: offset})] committed outside any generation."""
+    req = OCReq(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        OCReq.OffsetCommitRequestTopic(name=name, topic_id=tid, partitions=[
+            OCReq.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata="m%d" % o)
+            for p, o in offsets.items()]) for name, tid, offsets in topics])
+    deadline = time.monotonic() + 30
+    while True:   # the first group request creates __consumer_offsets
+        resp = wire.call(addr, req, version)
+        codes = {p.error_code for t in resp.topics for p in t.partitions}
+        if not codes & {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE} or time.monotonic() > deadline:
+            return resp
+        wire.call(addr, FCReq(key_type=0, coordinator_keys=[group]), 4)
+        time.sleep(0.1)
+
+
+def fetch_offsets(addr, group, topics, version=10):
+    """``topics``: None (all) or [(name, topic id, [partitions])]; the one group's response."""
+    asked = None if topics is None else [OFReq.OffsetFetchRequestTopics(name=n, topic_id=tid, partition_indexes=ps)
+                                         for n, tid, ps in topics]
+    resp = wire.call(addr, OFReq(groups=[OFReq.OffsetFetchRequestGroup(group_id=group, topics=asked)]), version)
+    [g] = resp.groups
+    assert g.error_code == 0, g
+    return g
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker):
+    addr = broker.bootstrap
+    (a, a_id), (b, b_id) = new_topic(addr, partitions=2), new_topic(addr)
+    group, unknown = f"k43-g-{uuid.uuid4().hex[:6]}", uuid.uuid4()
+    resp = commit(addr, group, [("", a_id, {0: 5, 1: 7}), ("", unknown, {0: 1}), ("", b_id, {0: 3})])
+    assert {(t.topic_id, p.partition_index): p.error_code for t in resp.topics for p in t.partitions} == \
+        {(a_id, 0): 0, (a_id, 1): 0, (b_id, 0): 0, (unknown, 0): ErrorCode.UNKNOWN_TOPIC_ID}
+    # stored by name: an OffsetFetch v9 by name sees them
+    g9 = fetch_offsets(addr, group, [(a, ZERO_UUID, [0, 1]), (b, ZERO_UUID, [0])], version=9)
+    assert {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in g9.topics for p in t.partitions} == \
+        {(a, 0): (5, "m5"), (a, 1): (7, "m7"), (b, 0): (3, "m3")}
+    # v10 by id, with an unknown id
+    g = fetch_offsets(addr, group, [("", a_id, [0, 1]), ("", unknown, [2]), ("", b_id, [0])])
+    assert {(t.topic_id, p.partition_index): (p.error_code, p.committed_offset) for t in g.topics
+            for p in t.partitions} == {(a_id, 0): (0, 5), (a_id, 1): (0, 7), (b_id, 0): (0, 3),
+                                       (unknown, 2): (ErrorCode.UNKNOWN_TOPIC_ID, -1)}
+    # v10, all topics: each with its id
+    g = fetch_offsets(addr, group, None)
+    assert {(t.topic_id, p.partition_index): p.committed_offset for t in g.topics for p in t.partitions} == \
+        {(a_id, 0): 5, (a_id, 1): 7, (b_id, 0): 3}
+
+
+def test_offset_fetch_v10_all_topics_leaves_out_deleted_topics(broker):
+    """Kafka 4.3.1's ``fetchAllOffsetsForGroup`` keeps only the topics that have an id."""
+    addr = broker.bootstrap
+    (a, a_id), (b, b_id) = new_topic(addr), new_topic(addr)
+    group = f"k43-g-{uuid.uuid4().hex[:6]}"
+    commit(addr, group, [(a, ZERO_UUID, {0: 4}), (b, ZERO_UUID, {0: 2})], version=9)
+    resp = wire.call(addr, DTReq(topic_names=[b], timeout_ms=10000), 5)
+    assert [r.error_code for r in resp.responses] == [0]
+    g9 = fetch_offsets(addr, group, None, version=9)
+    g10 = fetch_offsets(addr, group, None)
+    assert [t.topic_id for t in g10.topics] == [a_id]
+    assert [(t.name, t.topic_id) for t in g9.topics if t.name == a] == [(a, ZERO_UUID)]
+
+
 def test_advertised_versions(broker):
     advertised = {k: (lo, hi) for k, lo, hi in wire.api_versions(broker.bootstrap)}
-    assert [advertised[k] for k in (3, 1, 0, 2)] == [(0, 13), (4, 18), (0, 13), (1, 11)]
+    assert [advertised[k] for k in (3, 1, 0, 2, 8, 9)] == [(0, 13), (4, 18), (0, 13), (1, 11), (0, 10), (0, 10)]
