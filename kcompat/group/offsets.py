@@ -346,6 +346,7 @@ class OffsetManager:
     # ------------------------------------------------------------------------------------------
 
     def describe_groups(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """Kafka 4.3.1's ``GroupMetadataManager.describeGroups``."""
         self.ctx.begin(now_ms)
         D = DescribeGroupsResponse
         ops = GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
@@ -359,10 +360,9 @@ class OffsetManager:
                                                   authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             elif group is None or group.consumer is not None or group.share is not None:
                 # a consumer or share group is not a classic group: Kafka describes it as Dead
-                # here (the admin client asks ConsumerGroupDescribe / ShareGroupDescribe first)
-                described.append(D.DescribedGroup(error_code=0, group_id=group_id, group_state=str(DEAD),
-                                                  protocol_type="", protocol_data="", members=[],
-                                                  authorized_operations=ops))
+                # here (the admin client asks ConsumerGroupDescribe / ShareGroupDescribe first);
+                # from v6 with GROUP_ID_NOT_FOUND and the reason (KIP-1043)
+                described.append(_not_a_classic_group(group_id, group, version, ops))
             else:
                 stable = group.is_(STABLE)
                 members = [D.DescribedGroupMember(
@@ -476,3 +476,20 @@ class OffsetManager:
             response = O(error_code=0, throttle_time_ms=0, topics=topics)
         self.ctx.reply((reply_to, version), response)
         return self.ctx.end(now_ms)
+
+
+GROUP_ID_NOT_FOUND_MIN_VERSION = 6   # DescribeGroups v6: GROUP_ID_NOT_FOUND instead of a Dead group (KIP-1043)
+
+
+def _not_a_classic_group(group_id: str, group: Group | None, version: int, ops: int):
+    """DescribeGroups' answer for a group that does not exist or is not a classic one: Dead, and
+    from v6 GROUP_ID_NOT_FOUND with the message of Kafka 4.3.1's ``GroupIdNotFoundException``
+    (no authorized operations then)."""
+    D = DescribeGroupsResponse
+    if version < GROUP_ID_NOT_FOUND_MIN_VERSION:
+        return D.DescribedGroup(error_code=0, group_id=group_id, group_state=str(DEAD), protocol_type="",
+                                protocol_data="", members=[], authorized_operations=ops)
+    message = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."
+    return D.DescribedGroup(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message, group_id=group_id,
+                            group_state=str(DEAD), protocol_type="", protocol_data="", members=[],
+                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

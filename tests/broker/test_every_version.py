@@ -316,6 +316,8 @@ def check_describe_cluster(t, env):
     assert [(b.broker_id, f"{b.host}:{b.port}") for b in resp.brokers] == [(env["node"], env["addr"])]
     if t.v >= 1:
         assert resp.endpoint_type == 1
+    if t.v >= 2:
+        assert [b.is_fenced for b in resp.brokers] == [False]     # KIP-1073
 
 
 CHECKS = {MReq: check_metadata, PReq: check_produce, FReq: check_fetch, LOReq: check_list_offsets,

@@ -2,7 +2,8 @@
 v13 (top-level ErrorCode, KIP-1102), Fetch v17/v18 (ReplicaDirectoryId, KIP-853; HighWatermark,
 KIP-1166), Produce v12/v13 (KIP-890 part 2 off; topic ids, KIP-516), ListOffsets v10/v11 (TimeoutMs,
 KIP-1075; EARLIEST_PENDING_UPLOAD, KIP-1023), OffsetCommit/OffsetFetch v10 (topic ids, KIP-848),
-with their error cases (unknown topic ids, ...)."""
+DescribeGroups v6 (GROUP_ID_NOT_FOUND, KIP-1043), DescribeCluster v2 (fenced brokers, KIP-1073),
+with their error cases (unknown topic ids, unknown groups, ...)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol import records
 from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CTReq
 from kcompat.protocol.messages.delete_topics import DeleteTopicsRequest as DTReq
+from kcompat.protocol.messages.describe_cluster import DescribeClusterRequest as DCReq
+from kcompat.protocol.messages.describe_groups import DescribeGroupsRequest as DGReq
 from kcompat.protocol.messages.fetch import FetchRequest as FReq
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest as FCReq
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest as IPReq
@@ -254,6 +257,36 @@ def test_offset_fetch_v10_all_topics_leaves_out_deleted_topics(broker):
     assert [(t.name, t.topic_id) for t in g9.topics if t.name == a] == [(a, ZERO_UUID)]
 
 
+# ---- DescribeGroups v6 / DescribeCluster v2 ----------------------------------------------------------
+
+def test_describe_groups_v6_answers_group_id_not_found_for_an_unknown_group(broker):
+    """KIP-1043 (Kafka 4.3.1's ``GroupMetadataManager.describeGroups``): v6 says GROUP_ID_NOT_FOUND
+    with the exception's message where v5 describes a Dead group without error."""
+    addr = broker.bootstrap
+    name, tid = new_topic(addr)
+    known, unknown = f"k43-dg-{uuid.uuid4().hex[:6]}", f"k43-dg-{uuid.uuid4().hex[:6]}"
+    commit(addr, known, [(name, ZERO_UUID, {0: 1})], version=9)         # an Empty classic group
+    req = DGReq(groups=[known, unknown], include_authorized_operations=True)
+    v5 = {g.group_id: (g.error_code, g.group_state) for g in wire.call(addr, req, 5).groups}
+    assert v5 == {known: (0, "Empty"), unknown: (0, "Dead")}
+    v6 = {g.group_id: g for g in wire.call(addr, req, 6).groups}
+    assert (v6[known].error_code, v6[known].group_state, v6[known].error_message) == (0, "Empty", None)
+    g = v6[unknown]
+    assert (g.error_code, g.group_state, g.error_message, g.authorized_operations) == \
+        (ErrorCode.GROUP_ID_NOT_FOUND, "Dead", f"Group {unknown} not found.", -2147483648)
+
+
+def test_describe_cluster_v2_says_each_broker_is_not_fenced(broker):
+    """KIP-1073: ``is_fenced`` per broker; with ``include_fenced_brokers`` the fenced ones too
+    (none on a single live node: tests/cluster/test_describe_cluster_fenced.py has a fenced one)."""
+    for include in (False, True):
+        resp = wire.call(broker.bootstrap, DCReq(endpoint_type=1, include_fenced_brokers=include), 2)
+        assert resp.error_code == 0
+        assert [(b.broker_id, f"{b.host}:{b.port}", b.is_fenced) for b in resp.brokers] == \
+            [(resp.controller_id, broker.bootstrap, False)]
+
+
 def test_advertised_versions(broker):
     advertised = {k: (lo, hi) for k, lo, hi in wire.api_versions(broker.bootstrap)}
-    assert [advertised[k] for k in (3, 1, 0, 2, 8, 9)] == [(0, 13), (4, 18), (0, 13), (1, 11), (0, 10), (0, 10)]
+    assert [advertised[k] for k in (3, 1, 0, 2, 8, 9, 15, 60)] == \
+        [(0, 13), (4, 18), (0, 13), (1, 11), (0, 10), (0, 10), (0, 6), (0, 2)]

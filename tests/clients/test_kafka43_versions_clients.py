@@ -3,7 +3,8 @@ end: the producer (ConsoleProducer) sends Produce v13 (topic ids) and Metadata v
 a consumer group (ConsoleConsumer, ``group.protocol=consumer``) fetches with Fetch v18 and commits
 and reads its offsets with OffsetCommit/OffsetFetch v10 (topic ids; the classic protocol's
 coordinator still sends v9), and the admin client (GetOffsetShell,
-``kafka-consumer-groups.sh --describe``) lists offsets with ListOffsets v11. The broker's
+``kafka-consumer-groups.sh --describe``) lists offsets with ListOffsets v11 and describes the
+cluster and a classic group with DescribeCluster v2 and DescribeGroups v6. The broker's
 ``kafka_network_requestmetrics_requests_total{request,version}`` counts which versions arrived."""
 
 from __future__ import annotations
@@ -91,8 +92,12 @@ def test_java_4_3_1_clients_use_the_newest_versions(broker, tools, protocol):
         res.stdout
     assert sum(int(r[3]) for r in rows) == RECORDS
     described = grew(before, requests_by_version(broker))
-    # the admin client reads committed offsets by name (OffsetFetch v9) in Kafka 4.3.1
+    # the admin client reads committed offsets by name (OffsetFetch v9) in Kafka 4.3.1; a classic
+    # group is described with DescribeGroups v6 (KIP-1043) after ConsumerGroupDescribe
     assert described["ListOffsets"] == {11} and described["OffsetFetch"] == {9}, described
+    assert described["DescribeCluster"] == {2}, described
+    if protocol == "classic":
+        assert described["DescribeGroups"] == {6}, described
 
     res = tools.run("org.apache.kafka.tools.GetOffsetShell",
                     ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", "-1"], timeout=120)

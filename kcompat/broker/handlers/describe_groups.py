@@ -1,4 +1,6 @@
-"""DescribeGroups (key 15), versions 0-5: state, protocol and members of groups.
+"""DescribeGroups (key 15), versions 0-6: state, protocol and members of groups. A group that
+does not exist or is not a classic group is Dead, from v6 with GROUP_ID_NOT_FOUND and a message
+(KIP-1043, Kafka 4.3.1's ``GroupMetadataManager.describeGroups``).
 
 With an authorizer DESCRIBE on each group is required (GROUP_AUTHORIZATION_FAILED);
 ``authorized_operations`` (v3+) lists what the ACLs allow on the group.
@@ -10,7 +12,7 @@ from kcompat.protocol.messages.describe_groups import DescribeGroupsResponse as 
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 def handle(ctx, req):
