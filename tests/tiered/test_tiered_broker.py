@@ -67,7 +67,7 @@ def _offset(bootstrap: str, topic: str, ts: int, version: int = 9) -> int:
     -5 latest tiered, v11: -6 earliest pending upload)."""
     from kcompat.protocol.messages.list_offsets import ListOffsetsRequest as L
     from kcompat.testing import wire
-    req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=topic, partitions=[
+    req = L(replica_id=-1, isolation_level=0, timeout_ms=30000, topics=[L.ListOffsetsTopic(name=topic, partitions=[
         L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)])])
     part = wire.call(bootstrap, req, version).topics[0].partitions[0]
     assert part.error_code == 0
@@ -124,6 +124,9 @@ def test_list_offsets_earliest_local_and_latest_tiered(tiered):
     assert _offset(broker.bootstrap, "tiered", -5) == int(files[-1].name[:20]) - 1   # all closed segments
     # KIP-1023: the first offset not yet uploaded, the active segment's base (Kafka 4.3.1)
     assert _offset(broker.bootstrap, "tiered", -6, 11) == int(files[-1].name[:20])
+    # a timestamp lookup that starts in the remote segments (offset 0 is remote only), v9 and v10
+    # (TimeoutMs, KIP-1075, bounds the remote lookup)
+    assert _offset(broker.bootstrap, "tiered", 0) == _offset(broker.bootstrap, "tiered", 0, 10) == 0
     assert _offset(broker.bootstrap, "tiered", -1) == RECORDS
     # /metrics: the local log is the tail, the remote size counts every copied segment
     m = scrape(broker.metrics_url)

@@ -20,7 +20,12 @@ A special (negative) timestamp the request's version does not know is refused fo
 with UNSUPPORTED_VERSION, before the partition is looked up, as Kafka's
 ``handleListOffsetRequestV1AndAbove`` does: -1/-2 from v1, MAX_TIMESTAMP from v7, EARLIEST_LOCAL
 from v8, LATEST_TIERED (-5) from v9, EARLIEST_PENDING_UPLOAD (-6) from v11, any other negative value
-never. v10's TimeoutMs (KIP-1075) is accepted; remote timestamp lookups are not bounded by it.
+never.
+
+The remote timestamp lookups of one request run together and are bounded as Kafka's
+``DelayedRemoteListOffsets``: by v10's TimeoutMs (KIP-1075) when positive, else by
+``remote.list.offsets.request.timeout.ms``; a partition whose lookup is not done by then is
+REQUEST_TIMED_OUT.
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, unless ``replica_id`` is -2, Kafka's
 debugging id); a follower asking as a replica (``replica_id`` >= 0) gets the log end offset for
@@ -31,6 +36,7 @@ With an authorizer, DESCRIBE on the topic is required (TOPIC_AUTHORIZATION_FAILE
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 
@@ -83,8 +89,16 @@ def handle(ctx, req):
             parts.append(_one(services, t.name, lp, isolation, version, req.replica_id))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     if any(isinstance(part, _RemoteLookup) for t in topics for part in t.partitions):
-        return _with_remote_lookups(services, topics)
+        return _with_remote_lookups(services, topics, _remote_timeout_ms(services, req, version))
     return R(throttle_time_ms=0, topics=topics)
+
+
+def _remote_timeout_ms(services: ApiServices, req, version: int) -> int:
+    """Kafka's ``ReplicaManager.fetchOffset``: the request's TimeoutMs (v10+) if positive, else
+    ``remote.list.offsets.request.timeout.ms``."""
+    if version >= 10 and req.timeout_ms > 0:
+        return req.timeout_ms
+    return services.config.get("remote.list.offsets.request.timeout.ms")
 
 
 class _RemoteLookup:
@@ -96,11 +110,19 @@ class _RemoteLookup:
         self.partition, self.index, self.timestamp, self.fetchable, self.local = p, index, timestamp, fetchable, local
 
 
-async def _with_remote_lookups(services: ApiServices, topics):
-    for t in topics:
-        for i, part in enumerate(t.partitions):
-            if isinstance(part, _RemoteLookup):
-                t.partitions[i] = await _remote_lookup(services, part)
+async def _with_remote_lookups(services: ApiServices, topics, timeout_ms: int):
+    """The response once every remote lookup is done, or after ``timeout_ms`` with the unfinished
+    ones REQUEST_TIMED_OUT (Kafka's ``DelayedRemoteListOffsets`` starts each partition so)."""
+    slots = [(t.partitions, i, part) for t in topics for i, part in enumerate(t.partitions)
+             if isinstance(part, _RemoteLookup)]
+    tasks = [asyncio.ensure_future(_remote_lookup(services, part)) for _, _, part in slots]
+    done, _pending = await asyncio.wait(tasks, timeout=timeout_ms / 1000)
+    for (parts, i, look), task in zip(slots, tasks):
+        if task in done:
+            parts[i] = task.result()
+        else:
+            task.cancel()
+            parts[i] = _error(look.index, ErrorCode.REQUEST_TIMED_OUT)
     return R(throttle_time_ms=0, topics=topics)
 
 
