@@ -5,7 +5,9 @@ One handler module per API in ``kcompat/broker/handlers`` (DESIGN.md section 2).
 awaitable of one, or NO_RESPONSE, and ``error_response(request, version, error_code)`` building the
 response Kafka gives when the whole request fails. Advertised ranges match a real Kafka release
 (3.8, with the minimum versions Kafka 4.0 keeps, KIP-896, and Produce listed from v0 as Kafka 4.0
-does, KAFKA-18659): clients infer the broker's version from them.
+does, KAFKA-18659): clients infer the broker's version from them. The APIs Kafka 4.3.1's clients use
+on their newest paths go up to 4.3.1's maxima (Metadata 13, Fetch 18, Produce 13, ListOffsets 11,
+OffsetCommit and OffsetFetch 10, DescribeGroups 6, DescribeCluster 2, and others where noted).
 """
 
 from __future__ import annotations
