@@ -43,6 +43,11 @@ FROM_NEWER_SPECS = (
     "share-coordinator/*.json",                  # __share_group_state: ShareSnapshot, ShareUpdate
     "message/ListTransactions*.json",            # v2: TransactionalIdPattern (KIP-1152)
     "message/AlterPartitionReassignments*.json", # v1: AllowReplicationFactorChange (KIP-860)
+    "message/ListConfigResources*.json",         # key 74 v0-1: ListClientMetricsResources renamed (KIP-1142)
+)
+# Older spec files that a FROM_NEWER_SPECS file replaces under another name (same API key), dropped.
+SUPERSEDED_BY_NEWER = (
+    "message/ListClientMetricsResources*.json",  # -> ListConfigResources (KIP-1142)
 )
 # APIs whose newest versions come from Kafka 4.3.1's specs while kcompat keeps serving versions that
 # Kafka 4 dropped (KIP-896): the 4.3.1 spec merged with the older one (:func:`merge_specs`), so one
@@ -716,9 +721,15 @@ def generate(specs: Path) -> dict[str, dict[str, str]]:
 
 def spec_files(specs: Path, newer: Path, subdir: str) -> list[tuple[Path, Path | None]]:
     """The spec files of ``subdir`` as ``(spec, older spec to merge with or None)``: ``specs``'s,
-    with those matching :data:`FROM_NEWER_SPECS` taken from (or added from) ``newer`` instead, and
-    those matching :data:`MERGED_WITH_NEWER_SPECS` taken from ``newer`` merged with ``specs``'s."""
+    with those matching :data:`FROM_NEWER_SPECS` taken from (or added from) ``newer`` instead,
+    those matching :data:`MERGED_WITH_NEWER_SPECS` taken from ``newer`` merged with ``specs``'s,
+    and those matching :data:`SUPERSEDED_BY_NEWER` left out."""
     files = {p.name: (p, None) for p in (specs / subdir).glob("*.json")}
+    for pattern in SUPERSEDED_BY_NEWER:
+        folder, _, glob = pattern.partition("/")
+        if folder == subdir:
+            for p in (specs / subdir).glob(glob):
+                files.pop(p.name, None)
     for patterns, merge in ((FROM_NEWER_SPECS, False), (MERGED_WITH_NEWER_SPECS, True)):
         for pattern in patterns:
             folder, _, glob = pattern.partition("/")

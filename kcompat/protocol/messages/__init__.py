@@ -86,7 +86,7 @@ API_TABLE = {
     71: ('GetTelemetrySubscriptions', 'get_telemetry_subscriptions', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse'),
     72: ('PushTelemetry', 'push_telemetry', 'PushTelemetryRequest', 'PushTelemetryResponse'),
     73: ('AssignReplicasToDirs', 'assign_replicas_to_dirs', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse'),
-    74: ('ListClientMetricsResources', 'list_client_metrics_resources', 'ListClientMetricsResourcesRequest', 'ListClientMetricsResourcesResponse'),
+    74: ('ListConfigResources', 'list_config_resources', 'ListConfigResourcesRequest', 'ListConfigResourcesResponse'),
     75: ('DescribeTopicPartitions', 'describe_topic_partitions', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse'),
     76: ('ShareGroupHeartbeat', 'share_group_heartbeat', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse'),
     77: ('ShareGroupDescribe', 'share_group_describe', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse'),
