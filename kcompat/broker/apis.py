@@ -37,6 +37,7 @@ from kcompat.broker.handlers import (
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
 from kcompat.broker.handlers import alter_client_quotas
+from kcompat.broker.handlers import list_config_resources
 from kcompat.broker.handlers import (
     alter_user_scram_credentials, describe_client_quotas, describe_user_scram_credentials, sasl_authenticate,
     sasl_handshake,
@@ -56,6 +57,7 @@ _MODULES = (
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
     describe_acls, create_acls, delete_acls, unregister_broker, alter_replica_log_dirs,
     alter_partition_reassignments, list_partition_reassignments,
+    list_config_resources,
 )
 
 HANDLERS = {m.API_KEY: m for m in _MODULES}

@@ -5,7 +5,9 @@ Both APIs end in "the resource's dynamic configs become exactly this set": for a
 overrides (validated, INVALID_CONFIG on bad names/values); for a BROKER, the dynamic configs of
 this broker (``"<id>"``) or of the cluster default (``""``), refusing read-only keys with Kafka's
 message; for a GROUP (32, KIP-848/KIP-932), the group's configs, validated as a whole against
-this (controller) node's broker bounds (``kcompat.config.group.validate_group_configs``). Raises
+this (controller) node's broker bounds (``kcompat.config.group.validate_group_configs``); for a
+CLIENT_METRICS resource (16, KIP-714), the subscription's configs, validated as a whole with
+``kcompat.config.client_metrics.validate_client_metrics_configs`` and stored as sent. Raises
 KafkaError or kcompat.config.ConfigError.
 """
 
@@ -15,10 +17,11 @@ from typing import Callable
 
 from kcompat.broker.api_services import ApiServices
 from kcompat.config import ConfigError
+from kcompat.config.client_metrics import validate_client_metrics_configs
 from kcompat.config.group import validate_group_configs
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 
 
 def current_configs(services: ApiServices, resource_type: int, resource_name: str) -> dict[str, str]:
@@ -38,6 +41,8 @@ def current_configs(services: ApiServices, resource_type: int, resource_name: st
         if not resource_name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
         return services.image.group_config(resource_name)
+    if resource_type == CLIENT_METRICS:
+        return services.image.resource_configs(CLIENT_METRICS, resource_name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
@@ -52,6 +57,10 @@ def replace_configs(services: ApiServices, resource_type: int, resource_name: st
     if resource_type == GROUP:
         normalized = validate_group_configs(new, services.config)
         services.controller.alter_group_configs(resource_name, normalized, validate_only=validate_only, now_ms=now)
+        return
+    if resource_type == CLIENT_METRICS:
+        validate_client_metrics_configs(resource_name, new)
+        services.controller.alter_client_metrics_configs(resource_name, new, validate_only=validate_only, now_ms=now)
         return
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})

@@ -223,11 +223,14 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
     :func:`validate_topic_configs`; for ``"broker"`` names are checked and the caller validates
     the values with ``BrokerConfig.validate_dynamic_update``; for ``"group"`` the caller validates
     the result with :func:`kcompat.config.group.validate_group_configs` (no group config is a
-    LIST, so APPEND and SUBTRACT always fail, as in Kafka 4.3). A key given twice, or an unknown
-    operation, is INVALID_REQUEST.
+    LIST, so APPEND and SUBTRACT always fail, as in Kafka 4.3); for ``"client_metrics"`` (KIP-714)
+    the caller validates with :func:`kcompat.config.client_metrics.validate_client_metrics_configs`,
+    and APPEND and SUBTRACT fail too, even on the LIST configs ``metrics`` and ``match``: Kafka
+    4.3.1's controller knows only broker and topic config types (``KafkaRaftServer.configSchema``).
+    A key given twice, or an unknown operation, is INVALID_REQUEST.
     """
-    if resource not in ("topic", "broker", "group"):
-        raise ValueError(f"resource must be 'topic', 'broker' or 'group', not {resource!r}")
+    if resource not in ("topic", "broker", "group", "client_metrics"):
+        raise ValueError(f"resource must be 'topic', 'broker', 'group' or 'client_metrics', not {resource!r}")
     result = dict(current)
     seen: set[str] = set()
     for name, op, value in ops:
@@ -240,6 +243,8 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
                 raise ConfigError(name, f"Unknown topic config name: {name}")
         elif resource == "group":
             key = GROUP_CONFIGS.get(name)
+        elif resource == "client_metrics":
+            key = None
         else:
             key = BROKER_CONFIGS.get(_listener_base(name))
         if op == OP_SET:

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, MetadataImage
+from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC, MetadataImage
 from kcompat.kraft.replica_placer import UsableBroker, place_replicas
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
@@ -389,6 +389,17 @@ class Controller:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
         self._commit_config_diff(RESOURCE_GROUP, group_id, self.image.group_config(group_id), new_configs,
                                  validate_only, now_ms)
+
+    def alter_client_metrics_configs(self, name: str, new_configs: dict[str, str], *, validate_only: bool,
+                                     now_ms: int) -> None:
+        """Replace the configs of client metrics subscription ``name`` (KIP-714; validated by the
+        caller, ``kcompat.config.client_metrics``): ConfigRecords of resource type CLIENT_METRICS
+        (16) for what changed; no configs left = no subscription. INVALID_REQUEST for the empty
+        name (``Subscription name can't be empty``, Kafka's ``ClientMetricsConfigs.validate``)."""
+        if not name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+        self._commit_config_diff(RESOURCE_CLIENT_METRICS, name, self.image.resource_configs(RESOURCE_CLIENT_METRICS, name),
+                                 new_configs, validate_only, now_ms)
 
     def _commit_config_diff(self, rtype: int, rname: str, old: dict, new: dict, validate_only: bool,
                             now_ms: int) -> None:

@@ -18,6 +18,7 @@ from kcompat.security.acl import AclBinding, AclStore
 # ConfigResource types (DescribeConfigs / ConfigRecord.resource_type)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16  # client metrics subscriptions (KIP-714): resource name = subscription name
 RESOURCE_GROUP = 32  # dynamic group configs (KIP-848, KIP-932): resource name = group id
 
 REGISTER_BROKER_RECORD = 0
@@ -251,11 +252,18 @@ class MetadataImage:
         a copy: ``{"share.auto.offset.reset": "earliest", ...}``, empty if none. Raw strings as
         stored; ``kcompat.config.group.effective_group_config`` gives the typed effective values.
         A group keeps its configs when it is deleted, and may have them before it exists."""
-        return dict(self.configs.get((RESOURCE_GROUP, group_id), {}))
+        return self.resource_configs(RESOURCE_GROUP, group_id)
 
-    def groups_with_configs(self) -> list[str]:
-        """Ids of the groups that have dynamic configs, sorted (ListConfigResources' GROUP list)."""
-        return sorted(name for rtype, name in self.configs if rtype == RESOURCE_GROUP)
+    def resource_configs(self, resource_type: int, name: str) -> dict[str, str]:
+        """The dynamic configs of any config resource (ConfigRecords of ``resource_type``: 2 topic,
+        4 broker, 16 client metrics, 32 group), a copy, ``{name: raw value}``, empty if none."""
+        return dict(self.configs.get((resource_type, name), {}))
+
+    def names_with_configs(self, resource_type: int) -> list[str]:
+        """Names of the resources of ``resource_type`` that have dynamic configs, sorted: the
+        groups (32) and client metrics subscriptions (16, KIP-714) ListConfigResources lists. A
+        resource whose last config is deleted is gone (:meth:`apply` drops empty entries)."""
+        return sorted(name for rtype, name in self.configs if rtype == resource_type)
 
     def unfenced_brokers(self) -> list[int]:
         """Ids of registered brokers that may lead partitions (not fenced, not shutting down)."""

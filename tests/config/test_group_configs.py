@@ -306,7 +306,7 @@ def test_group_configs_are_config_records_of_type_32_that_outlive_the_group(tmp_
     assert (e.value.code, e.value.message) == (ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
     n.reopen()   # replayed from the metadata log
     assert n.image.group_config("G") == {"share.auto.offset.reset": "earliest"}
-    assert n.image.group_config("other") == {} and n.image.groups_with_configs() == ["G"]
+    assert n.image.group_config("other") == {} and n.image.names_with_configs(RESOURCE_GROUP) == ["G"]
     snapshot = MetadataImage()
     for i, r in enumerate(n.image.to_records()):
         snapshot.apply(r, i)

@@ -2,8 +2,9 @@
 
 The pre-KIP-339 API that confluent-kafka's ``AdminClient.alter_configs`` and older tools use:
 configs not named in the request are removed (Kafka's semantics, which is why
-IncrementalAlterConfigs exists). TOPIC, BROKER and GROUP resources, as IncrementalAlterConfigs,
-with its authorization (ALTER_CONFIGS).
+IncrementalAlterConfigs exists). TOPIC, BROKER, GROUP and CLIENT_METRICS (KIP-714) resources, as
+IncrementalAlterConfigs, with its authorization (ALTER_CONFIGS); Kafka 4.3.1's legacy path takes
+client metrics too (``ConfigAdminManager.preprocess``).
 """
 
 from __future__ import annotations

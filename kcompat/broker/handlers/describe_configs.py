@@ -6,7 +6,9 @@ asked (v1+), type and documentation (v3+, KIP-569). Kafka Connect and admin tool
 full list (KAFKA-9216). BROKER resources accept ``""`` (cluster-wide dynamic defaults) or this
 broker's id; BROKER_LOGGER lists this process's loggers and their levels. GROUP resources (32)
 list Kafka 4.3's group configs with the group's overrides (source GROUP_CONFIG, 8) and the
-broker-derived rest; any non-empty group id is accepted, existing or not (as Kafka). With an
+broker-derived rest; any non-empty group id is accepted, existing or not (as Kafka). CLIENT_METRICS
+resources (16, KIP-714) list ``interval.ms``, ``match`` and ``metrics`` of a client metrics
+subscription (source CLIENT_METRICS_CONFIG, 7, where set; defaults for any other name). With an
 authorizer DESCRIBE_CONFIGS on the topic, group or cluster (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED).
 """
 
@@ -17,6 +19,7 @@ import logging
 from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.config import ConfigError, describe_broker, describe_group
+from kcompat.config.client_metrics import describe_client_metrics
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_configs import DescribeConfigsResponse as R
@@ -25,7 +28,7 @@ API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
 STRING_TYPE = 2
 
@@ -87,6 +90,11 @@ def _describe(services: ApiServices, res, synonyms: bool, documentation: bool):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
         return describe_group(services.image.group_config(res.resource_name), services.config, include_synonyms=synonyms,
                               keys=keys, include_documentation=documentation)
+    if res.resource_type == CLIENT_METRICS:
+        if not res.resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+        return describe_client_metrics(services.image.resource_configs(CLIENT_METRICS, res.resource_name),
+                                       include_synonyms=synonyms, keys=keys, include_documentation=documentation)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
 
 

@@ -6,7 +6,9 @@ reach the partition logs at once). BROKER resources change dynamic broker config
 (``Cannot update these configs dynamically: Set(...)``). BROKER_LOGGER sets logger levels of this
 process. GROUP resources (32) change a group's dynamic configs (Kafka 4.3's GroupConfig:
 ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...; the group need not exist);
-APPEND/SUBTRACT on them fail as no group config is a LIST. Errors: INVALID_CONFIG,
+APPEND/SUBTRACT on them fail as no group config is a LIST. CLIENT_METRICS resources (16, KIP-714)
+change a client metrics subscription (``metrics``, ``interval.ms``, ``match``; validated as Kafka's
+ClientMetricsConfigs, APPEND/SUBTRACT refused as Kafka 4.3.1's controller does). Errors: INVALID_CONFIG,
 INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION; with an authorizer ALTER_CONFIGS on the topic, group or
 cluster (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED).
 """
@@ -17,8 +19,8 @@ import logging
 
 from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
-from kcompat.broker.config_changes import (BROKER_LOGGER, GROUP, TOPIC, alter_each, current_configs,
-                                           replace_configs)
+from kcompat.broker.config_changes import (BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, alter_each,
+                                           current_configs, replace_configs)
 from kcompat.config import apply_incremental
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse as R
@@ -58,7 +60,7 @@ def _alter(services: ApiServices, res, ops, validate_only: bool) -> None:
         _set_log_levels(ops, validate_only)
         return
     current = current_configs(services, res.resource_type, res.resource_name)
-    kind = {TOPIC: "topic", GROUP: "group"}.get(res.resource_type, "broker")
+    kind = {TOPIC: "topic", GROUP: "group", CLIENT_METRICS: "client_metrics"}.get(res.resource_type, "broker")
     new = apply_incremental(current, ops, resource=kind, remote_storage_system_enabled=services.config.get(
         "remote.log.storage.system.enable"))
     replace_configs(services, res.resource_type, res.resource_name, new, validate_only=validate_only)
