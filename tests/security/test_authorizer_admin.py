@@ -31,6 +31,7 @@ from kcompat.protocol.messages.elect_leaders import ElectLeadersRequest as ELQ
 from kcompat.protocol.messages.fetch import FetchRequest as FQ
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IQ
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
+from kcompat.protocol.messages.list_config_resources import ListConfigResourcesRequest as LQ
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.messages.unregister_broker import UnregisterBrokerRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
@@ -130,6 +131,22 @@ def test_configs_need_describe_configs_and_alter_configs(broker):
     assert home == {2: E.NONE, 4: E.NONE}
     away = {r.resource_type: r.error_code for r in send(broker, describe, 4, AWAY).results}
     assert away == {2: E.TOPIC_AUTHORIZATION_FAILED, 4: E.CLUSTER_AUTHORIZATION_FAILED}
+
+
+def test_client_metrics_and_list_config_resources_need_the_cluster(broker):
+    """KIP-714 / KIP-1142: ListConfigResources needs DESCRIBE_CONFIGS on the cluster (the whole
+    request fails), a client metrics subscription ALTER_/DESCRIBE_CONFIGS on the cluster."""
+    for version in (0, 1):
+        assert send(broker, LQ(resource_types=[]), version, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    alter = IQ(resources=[IQ.AlterConfigsResource(resource_type=16, resource_name="sub", configs=[
+        IQ.AlterableConfig(name="interval.ms", config_operation=0, value="1000")])])
+    assert send(broker, alter, 1, AWAY).responses[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert send(broker, alter, 1, HOME).responses[0].error_code == E.NONE
+    resp = send(broker, LQ(resource_types=[16]), 1, HOME)
+    assert (resp.error_code, [r.resource_name for r in resp.config_resources]) == (E.NONE, ["sub"])
+    describe = DCQ(resources=[DCQ.DescribeConfigsResource(resource_type=16, resource_name="sub", configuration_keys=None)])
+    assert send(broker, describe, 4, AWAY).results[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert send(broker, describe, 4, HOME).results[0].error_code == E.NONE
 
 
 def test_cluster_operations(broker):
