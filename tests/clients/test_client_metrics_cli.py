@@ -8,7 +8,7 @@ are:`` then ``  name=value`` per config), bad values are refused with Kafka's me
 subscriptions survive a restart (ConfigRecords of type 16 in the metadata log) and disappear when
 their last config is deleted. The wire tests cover what the tools cannot send: ListConfigResources
 v0 and v1 with type filters and its UNSUPPORTED_VERSION, APPEND on a subscription, the empty
-name, the legacy AlterConfigs.
+name, the legacy AlterConfigs. One broker for the module (``broker`` of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from kcompat.protocol.messages.describe_configs import DescribeConfigsRequest as
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IQ
 from kcompat.protocol.messages.list_config_resources import ListConfigResourcesRequest as LQ
 from kcompat.testing import wire
-from tests.support.broker_process import BrokerProcess
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND = 0, 1, 2
@@ -37,12 +36,6 @@ COORDINATOR = "org.apache.kafka.consumer.coordinator"
 MATCH = "client_id=app.*,client_software_name=apache-kafka-java"
 S1 = ["Client metrics configs for S1 are:", "  interval.ms=1000", f"  match={MATCH}",
       f"  metrics={PRODUCER},{COORDINATOR}"]
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("client-metrics") / "data") as b:
-        yield b
 
 
 @pytest.fixture(scope="module")
