@@ -16,18 +16,18 @@ whose configs are all deleted no longer exists. The three configs:
 kcompat stores and shows subscriptions but pushes nothing: telemetry itself (GetTelemetrySubscriptions
 and PushTelemetry, keys 71/72) is not advertised, as in Kafka without a ClientTelemetry plugin.
 Values are stored as sent (as Kafka's ConfigRecords) and shown as Kafka's ``ConfigDef`` formats the
-parsed value (a list joined by ``,`` without the spaces around items).
+parsed value (a list joined by ``,`` without the spaces around items or repeated items).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from .describe import ConfigEntry, ConfigSynonym
 from .errors import ConfigError
 from .keydef import INT, LIST, RO, ConfigKey, define
-from .types import ConfigSource, Custom, format_value, java_trim
+from .types import ConfigSource, Custom, format_value, java_trim, parse_value
 
 RESOURCE_CLIENT_METRICS = 16  # ConfigResource.Type.CLIENT_METRICS
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
@@ -35,23 +35,34 @@ MATCH_SELECTORS = ("client_instance_id", "client_id", "client_software_name", "c
                    "client_source_address", "client_source_port")
 
 
-def _non_duplicate(name: str, values: list[str]) -> None:
-    """``ConfigDef.ValidList.anyNonDuplicateValues(true, false)``: empty list allowed, no item
-    twice, no empty item."""
-    if len(set(values)) != len(values):
-        raise ConfigError(name, f"Configuration '{name}' values must not be duplicated.")
+def _no_empty_item(name: str, values: list[str]) -> None:
+    """``ConfigDef.ValidList.anyNonDuplicateValues(true, false)`` on a list :func:`parse_config`
+    has already de-duplicated: the empty list is allowed, an empty item is not."""
     if any(v == "" for v in values):
         raise ConfigError(name, f"Configuration '{name}' values must not be empty.")
 
 
-_ANY_NON_DUPLICATE = Custom(_non_duplicate, "")
+_VALID_LIST = Custom(_no_empty_item, "")
 
 # ClientMetricsConfigs.CONFIG, in definition order (the order ConfigDef.parse checks them).
 CLIENT_METRICS_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in (
-    define("metrics", LIST, (), _ANY_NON_DUPLICATE, RO, False, "Telemetry metric name prefix list"),
+    define("metrics", LIST, (), _VALID_LIST, RO, False, "Telemetry metric name prefix list"),
     define("interval.ms", INT, 300_000, None, RO, False, "Metrics push interval in milliseconds"),
-    define("match", LIST, (), _ANY_NON_DUPLICATE, RO, False, "Client match criteria"),
+    define("match", LIST, (), _VALID_LIST, RO, False, "Client match criteria"),
 )}
+
+
+def parse_config(name: str, raw: str) -> Any:
+    """The typed value of client metrics config ``name`` (``ConfigDef.parseValue``): lists lose
+    repeated items first (Kafka 4.3 drops the duplicates of a ValidList config with a warning:
+    ``a,a`` is ``a``), then the validator runs. Raises :class:`ConfigError` (INVALID_CONFIG)."""
+    key = CLIENT_METRICS_CONFIGS[name]
+    value = parse_value(name, key.type, raw)
+    if key.type is LIST:
+        value = list(dict.fromkeys(value))
+    if key.validator is not None:
+        key.validator(name, value)
+    return value
 
 
 def _java_split(text: str, sep: str) -> list[str]:
@@ -88,7 +99,7 @@ def validate_client_metrics_configs(name: str, configs: Mapping[str, str | None]
     - the empty name: INVALID_REQUEST ``Subscription name can't be empty``;
     - an unknown name: INVALID_REQUEST ``Unknown client metrics configuration: x``;
     - a value that does not parse (``Invalid value x for configuration interval.ms: Not a number
-      of type INT``) or a duplicated / empty list item: INVALID_CONFIG;
+      of type INT``) or an empty list item: INVALID_CONFIG (a repeated item is dropped, not refused);
     - ``interval.ms`` out of range: INVALID_REQUEST ``Invalid value 50 for interval.ms, interval
       must be between 100 and 3600000 (1 hour)``;
     - a bad ``match`` item: INVALID_CONFIG (:func:`parse_match`).
@@ -101,8 +112,7 @@ def validate_client_metrics_configs(name: str, configs: Mapping[str, str | None]
     for key in configs:
         if key not in CLIENT_METRICS_CONFIGS:
             raise ConfigError(key, f"Unknown client metrics configuration: {key}", error="INVALID_REQUEST")
-    parsed = {key: CLIENT_METRICS_CONFIGS[key].parse(configs[key])
-              for key in CLIENT_METRICS_CONFIGS if key in configs}
+    parsed = {key: parse_config(key, configs[key]) for key in CLIENT_METRICS_CONFIGS if key in configs}
     interval = parsed.get("interval.ms")
     if interval is not None and not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
         raise ConfigError("interval.ms", f"Invalid value {interval} for interval.ms, interval must be between "
@@ -128,7 +138,7 @@ def describe_client_metrics(configs: Mapping[str, str], *, include_synonyms: boo
             continue
         key = CLIENT_METRICS_CONFIGS[name]
         stored = configs.get(name)
-        text = key.default_str if stored is None else format_value(key.type, key.parse(stored))
+        text = key.default_str if stored is None else format_value(key.type, parse_config(name, stored))
         synonyms = [] if stored is None else [ConfigSynonym(name, text, int(ConfigSource.CLIENT_METRICS_CONFIG))]
         source = synonyms[0].source if synonyms else int(ConfigSource.DEFAULT_CONFIG)
         out.append(ConfigEntry(name, text, source, False, False, int(key.type),

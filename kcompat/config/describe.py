@@ -227,10 +227,15 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
     the caller validates with :func:`kcompat.config.client_metrics.validate_client_metrics_configs`,
     and APPEND and SUBTRACT fail too, even on the LIST configs ``metrics`` and ``match``: Kafka
     4.3.1's controller knows only broker and topic config types (``KafkaRaftServer.configSchema``).
-    A key given twice, or an unknown operation, is INVALID_REQUEST.
+    A key given twice, a null value for any operation but DELETE (``Null value not supported for :
+    a, b``), or an unknown operation, is INVALID_REQUEST.
     """
     if resource not in ("topic", "broker", "group", "client_metrics"):
         raise ValueError(f"resource must be 'topic', 'broker', 'group' or 'client_metrics', not {resource!r}")
+    ops = list(ops)
+    nulls = [name for name, op, value in ops if op != OP_DELETE and value is None]
+    if nulls:   # ConfigAdminManager.preprocess, before anything else, for every resource type
+        raise ConfigError(nulls[0], "Null value not supported for : " + ", ".join(nulls), error="INVALID_REQUEST")
     result = dict(current)
     seen: set[str] = set()
     for name, op, value in ops:
@@ -248,8 +253,6 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
         else:
             key = BROKER_CONFIGS.get(_listener_base(name))
         if op == OP_SET:
-            if value is None:
-                raise ConfigError(name, f"Null value not supported for : {name}")
             result[name] = value
         elif op == OP_DELETE:
             result.pop(name, None)

@@ -22,6 +22,7 @@ def test_valid_subscriptions():
     validate_client_metrics_configs("s", {"metrics": "*", "interval.ms": " 100 ", "match": "client_id = a.* , "
                                           "client_software_version=1\\.2\\..*"})
     validate_client_metrics_configs("s", {"interval.ms": "3600000"})
+    validate_client_metrics_configs("s", {"metrics": "a, a", "match": "client_id=x,client_id=x"})   # deduplicated
 
 
 @pytest.mark.parametrize("name, configs, error, message", [
@@ -32,11 +33,9 @@ def test_valid_subscriptions():
      "Invalid value 99 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
     ("s", {"interval.ms": "1e3"}, "INVALID_CONFIG", "Invalid value 1e3 for configuration interval.ms: Not a number "
                                                     "of type INT"),
-    ("s", {"metrics": "a, a"}, "INVALID_CONFIG", "Configuration 'metrics' values must not be duplicated."),
     ("s", {"match": "client_id=a,,client_id=b"}, "INVALID_CONFIG", "Configuration 'match' values must not be empty."),
     # ConfigDef.parse checks metrics before interval.ms; the interval range before the match patterns
-    ("s", {"interval.ms": "x", "metrics": "a,a"}, "INVALID_CONFIG",
-     "Configuration 'metrics' values must not be duplicated."),
+    ("s", {"interval.ms": "x", "metrics": "a,,a"}, "INVALID_CONFIG", "Configuration 'metrics' values must not be empty."),
     ("s", {"interval.ms": "5", "match": "bad"}, "INVALID_REQUEST",
      "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
 ])
@@ -57,7 +56,7 @@ def test_match_patterns_parse_to_selectors_and_regexes():
 
 
 def test_described_with_kafka_sources_types_and_values():
-    entries = describe_client_metrics({"metrics": " a , b ", "interval.ms": "+1000"}, include_synonyms=True,
+    entries = describe_client_metrics({"metrics": " a , b,a ", "interval.ms": "+1000"}, include_synonyms=True,
                                       include_documentation=False)
     assert [(e.name, e.value, e.source, e.config_type, e.synonyms, e.documentation) for e in entries] == [
         ("interval.ms", "1000", 7, 3, [("interval.ms", "1000", 7)], None),
@@ -75,3 +74,6 @@ def test_list_operations_are_refused_as_kafka_4_3_1_controller_does(op, word):
                                                                   "not LIST.")
     assert apply_incremental({"metrics": "a"}, [("metrics", 1, None), ("interval.ms", 0, "500")],
                              resource="client_metrics") == {"interval.ms": "500"}
+    with pytest.raises(ConfigError) as e:   # for every resource type, before anything else
+        apply_incremental({}, [("metrics", 0, None), ("match", 1, None), ("x", 2, None)], resource="client_metrics")
+    assert (e.value.error, e.value.message) == ("INVALID_REQUEST", "Null value not supported for : metrics, x")
