@@ -36,7 +36,7 @@ from kcompat.broker.handlers import (
     allocate_producer_ids, alter_partition, begin_quorum_epoch, broker_heartbeat, broker_registration, describe_quorum,
     end_quorum_epoch, fetch_snapshot, raft_fetch, vote,
 )
-from kcompat.broker.handlers import alter_client_quotas
+from kcompat.broker.handlers import alter_client_quotas, update_features
 from kcompat.broker.handlers import list_config_resources
 from kcompat.broker.handlers import (
     alter_user_scram_credentials, describe_client_quotas, describe_user_scram_credentials, sasl_authenticate,
@@ -56,7 +56,7 @@ _MODULES = (
     read_share_group_state_summary,
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
     describe_acls, create_acls, delete_acls, unregister_broker, alter_replica_log_dirs,
-    alter_partition_reassignments, list_partition_reassignments,
+    alter_partition_reassignments, list_partition_reassignments, update_features,
     list_config_resources,
 )
 
@@ -73,7 +73,7 @@ _CONTROLLER_MODULES = (
     broker_registration, broker_heartbeat, allocate_producer_ids, create_topics, delete_topics, create_partitions,
     alter_configs, incremental_alter_configs, describe_cluster, alter_partition, elect_leaders,
     describe_acls, create_acls, delete_acls, unregister_broker, assign_replicas_to_dirs,
-    alter_partition_reassignments, list_partition_reassignments,
+    alter_partition_reassignments, list_partition_reassignments, update_features,
 )
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kcompat.broker.handlers import allocate_producer_ids, broker_heartbeat, broker_registration
+from kcompat.kraft import feature_control
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.allocate_producer_ids import AllocateProducerIdsRequest
 from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest
@@ -77,8 +78,8 @@ class BrokerLifecycle:
         return BrokerRegistrationRequest(
             broker_id=self.context.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
             listeners=listeners,
-            features=[BrokerRegistrationRequest.Feature(name="metadata.version", min_supported_version=1,
-                                                        max_supported_version=20)],
+            features=[BrokerRegistrationRequest.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+                      for n, (lo, hi) in sorted(feature_control.supported(self.context.image.features).items())],
             rack=cfg.get("broker.rack"), previous_broker_epoch=self.broker_epoch,
             log_dirs=self.log_dir_runtime.online_dir_ids())
 

@@ -108,9 +108,11 @@ class ClusterControl:
     # -- registration ----------------------------------------------------------------------------
 
     def register(self, broker_id: int, cluster_id: str, incarnation_id: uuid.UUID, listeners: list[Listener],
-                 rack: str | None, previous_broker_epoch: int, now_ms: int, *, log_dirs=()) -> int:
-        """BrokerRegistration (``log_dirs``: directory ids of its online log dirs, KIP-858): returns
-        the new broker epoch. Raises KafkaError
+                 rack: str | None, previous_broker_epoch: int, now_ms: int, *, log_dirs=(),
+                 features: dict[str, tuple[int, int]] | None = None) -> int:
+        """BrokerRegistration (``log_dirs``: directory ids of its online log dirs, KIP-858;
+        ``features``: the levels it supports, name -> (min, max), KIP-584, which UpdateFeatures
+        checks new levels against): returns the new broker epoch. Raises KafkaError
         (INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION, INVALID_REQUEST)."""
         if cluster_id != self.cluster_id:
             raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -133,7 +135,9 @@ class ClusterControl:
             end_points=[RegisterBrokerRecord.BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
                                                             security_protocol=lst.security_protocol)
                         for lst in listeners],
-            rack=rack, fenced=True, in_controlled_shutdown=False, log_dirs=list(log_dirs)))
+            rack=rack, fenced=True, in_controlled_shutdown=False, log_dirs=list(log_dirs),
+            features=[RegisterBrokerRecord.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                      for n, (lo, hi) in sorted((features or {}).items())]))
         self._sink(records, now_ms)
         self.last_heartbeat[broker_id] = now_ms
         self.heard_from.add(broker_id)

@@ -25,11 +25,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kcompat.kraft import feature_control
+from kcompat.kraft.feature_control import METADATA_VERSION
 from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC, MetadataImage
 from kcompat.kraft.replica_placer import UsableBroker, place_replicas
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import (
-    ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord, TopicRecord,
+    ConfigRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord, TopicRecord,
 )
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -38,7 +40,6 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: CreateTopics adding more partitions
 # in one request fails with POLICY_VIOLATION (a huge count must not stall the broker placing them).
 MAX_PARTITIONS_PER_BATCH = 10_000
-METADATA_VERSION = 20  # Kafka 3.8-IV0
 
 
 def _unfenced(usable: list[UsableBroker]) -> list[int]:
@@ -144,9 +145,24 @@ class Controller:
             self._sink(list(records), now_ms)
 
     def bootstrap(self, now_ms: int) -> None:
-        """First start of a new cluster: finalize metadata.version (Kafka's bootstrap records)."""
+        """First start of a new cluster: finalize metadata.version and the feature levels Kafka 4.3
+        finalizes with it (Kafka's bootstrap records, :func:`feature_control.bootstrap_records`)."""
         if "metadata.version" not in self.image.features:
-            self.commit([FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)], now_ms)
+            self.commit(feature_control.bootstrap_records(METADATA_VERSION), now_ms)
+
+    # -- features --------------------------------------------------------------------------------
+
+    def update_features(self, updates: list[feature_control.Update], *, validate_only: bool, now_ms: int) -> None:
+        """UpdateFeatures (KIP-584, KIP-778): validated against this controller's supported levels
+        and every registered broker's (:func:`feature_control.update_features`), committed as
+        FeatureLevelRecords in one batch unless ``validate_only``. Raises
+        :class:`feature_control.FeatureUpdateError` for the whole request."""
+        finalized = self.image.features
+        records = feature_control.update_features(
+            finalized, updates, node_id=self.node_id, local=feature_control.supported(finalized),
+            brokers={b.broker_id: b.features for b in self.image.brokers.values()})
+        if not validate_only:
+            self.commit(records, now_ms)
 
     # -- topics ----------------------------------------------------------------------------------
 

@@ -97,6 +97,8 @@ class BrokerImage:
     in_controlled_shutdown: bool = False
     # directory ids of its online log dirs (KIP-858); empty: unknown (every dir counts as online)
     log_dirs: list[uuid.UUID] = field(default_factory=list)
+    # the feature levels it supports, name -> (min, max) (its registration's Features, KIP-584)
+    features: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def has_online_dir(self, directory: uuid.UUID | None) -> bool:
         """Kafka ``BrokerRegistration.hasOnlineDir``: an unassigned replica (None, the zero uuid)
@@ -184,12 +186,20 @@ class MetadataImage:
         elif kind == PRODUCER_IDS_RECORD:
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
         elif kind == FEATURE_LEVEL_RECORD:
-            self.features[record.name] = record.feature_level
+            # level 0 finalizes nothing (Kafka removes the feature); kraft.version belongs to the
+            # Raft layer and its records are skipped (KAFKA-18979)
+            if record.name == "kraft.version":
+                pass
+            elif record.feature_level == 0 and record.name != "metadata.version":
+                self.features.pop(record.name, None)
+            else:
+                self.features[record.name] = record.feature_level
         elif kind == REGISTER_BROKER_RECORD:
             self.brokers[record.broker_id] = BrokerImage(
                 record.broker_id, record.broker_epoch, record.incarnation_id,
                 {e.name: BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points},
-                record.rack, bool(record.fenced), bool(record.in_controlled_shutdown), list(record.log_dirs))
+                record.rack, bool(record.fenced), bool(record.in_controlled_shutdown), list(record.log_dirs),
+                {f.name: (f.min_supported_version, f.max_supported_version) for f in record.features})
         elif kind == UNREGISTER_BROKER_RECORD:
             b = self.brokers.get(record.broker_id)
             if b is not None and b.epoch == record.broker_epoch:
@@ -283,7 +293,9 @@ class MetadataImage:
                                                                 security_protocol=e.security_protocol)
                             for e in b.endpoints.values()],
                 rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown,
-                log_dirs=list(b.log_dirs)))
+                log_dirs=list(b.log_dirs),
+                features=[RegisterBrokerRecord.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                          for n, (lo, hi) in sorted(b.features.items())]))
         for t in self.topics.values():
             out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
             for p in t.partitions.values():

@@ -1,7 +1,10 @@
 """ApiVersions (key 18): the APIs and version ranges this broker supports (KIP-35, KIP-511).
 
 v3+ requests carry the client software name and version; Kafka rejects malformed ones with
-INVALID_REQUEST. v3+ responses list supported and finalized features (``metadata.version``).
+INVALID_REQUEST. v3+ responses list the features this node supports and the cluster's finalized
+levels with their epoch (KIP-584, KIP-1022; :mod:`kcompat.kraft.feature_control`), as Kafka 4.3's
+``ApiVersionsResponse``: finalized features at level 0 are left out, and so are supported features
+whose minimum is 0 when the request is v3 (older clients cannot read them, KAFKA-17011).
 Unknown (newer) request versions never reach this module: the connection answers them with the
 KIP-511 downgrade response.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from kcompat.kraft import feature_control
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.api_versions import ApiVersionsResponse
 
@@ -18,7 +22,6 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-METADATA_VERSION_MIN = 1
 
 
 def handle(ctx, req):
@@ -35,13 +38,15 @@ def handle(ctx, req):
         throttle_time_ms=0)
     if version >= 3:
         image = ctx.services.image
-        level = image.features.get("metadata.version", 0)
-        resp.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
-            name="metadata.version", min_version=METADATA_VERSION_MIN, max_version=level or 20)]
-        if level:
+        finalized = image.features
+        resp.supported_features = [
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+            for name, (lo, hi) in sorted(feature_control.supported(finalized).items()) if version >= 4 or lo > 0]
+        if "metadata.version" in finalized:
             resp.finalized_features_epoch = max(image.offset, 0)
-            resp.finalized_features = [ApiVersionsResponse.FinalizedFeatureKey(
-                name="metadata.version", max_version_level=level, min_version_level=level)]
+            resp.finalized_features = [
+                ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                for name, level in sorted(finalized.items()) if level]
     return resp
 
 

@@ -21,7 +21,8 @@ def local(services: ApiServices, req) -> R:
         epoch = services.cluster_control.register(
             req.broker_id, req.cluster_id, req.incarnation_id,
             [Listener(lst.name, lst.host, lst.port, lst.security_protocol) for lst in req.listeners],
-            req.rack, req.previous_broker_epoch, services.now_ms(), log_dirs=req.log_dirs or [])
+            req.rack, req.previous_broker_epoch, services.now_ms(), log_dirs=req.log_dirs or [],
+            features={f.name: (f.min_supported_version, f.max_supported_version) for f in req.features})
     except KafkaError as e:
         return R(error_code=e.code, broker_epoch=-1)
     return R(error_code=0, broker_epoch=epoch)
