@@ -34,6 +34,7 @@ from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
 from kcompat.protocol.messages.list_config_resources import ListConfigResourcesRequest as LQ
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.protocol.messages.unregister_broker import UnregisterBrokerRequest
+from kcompat.protocol.messages.update_features import UpdateFeaturesRequest as UFQ
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
 from kcompat.security.acl import AclOperation as Op, AclPermissionType as Perm, PatternType as PT, ResourceType as RT
 from kcompat.testing import Broker, Cluster
@@ -156,6 +157,13 @@ def test_cluster_operations(broker):
     unregister = UnregisterBrokerRequest(broker_id=42)      # ALTER on the cluster, then the controller's answer
     assert send(broker, unregister, 0, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
     assert send(broker, unregister, 0, HOME).error_code == E.BROKER_ID_NOT_REGISTERED
+    features = UFQ(timeout_ms=10000, validate_only=True, feature_updates=[   # ALTER on the cluster (KIP-584)
+        UFQ.FeatureUpdateKey(feature="group.version", max_version_level=1, upgrade_type=1)])
+    denied = send(broker, features, 1, AWAY)
+    assert (denied.error_code, denied.error_message, denied.results) == \
+        (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
+    allowed = send(broker, features, 1, HOME)
+    assert (allowed.error_code, [(r.feature, r.error_code) for r in allowed.results]) == (E.NONE, [("group.version", 0)])
     markers = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
         producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0, topics=[
             WriteTxnMarkersRequest.WritableTxnMarkerTopic(name="whatever", partition_indexes=[0])])])
