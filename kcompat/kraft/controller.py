@@ -156,7 +156,7 @@ class Controller:
         """UpdateFeatures (KIP-584, KIP-778): validated against this controller's supported levels
         and every registered broker's (:func:`feature_control.update_features`), committed as
         FeatureLevelRecords in one batch unless ``validate_only``. Raises
-        :class:`feature_control.FeatureUpdateError` for the whole request."""
+        KafkaError (INVALID_UPDATE_VERSION) for the whole request."""
         finalized = self.image.features
         records = feature_control.update_features(
             finalized, updates, node_id=self.node_id, local=feature_control.supported(finalized),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import FeatureLevelRecord
 
 METADATA_VERSION_NAME = "metadata.version"
@@ -134,15 +134,6 @@ def java_hash_map_order(names: list[str]) -> list[str]:
     return [n for _, _, n in sorted((bucket(n), i, n) for i, n in enumerate(names))]
 
 
-class FeatureUpdateError(Exception):
-    """The whole UpdateFeatures request failed: ``code`` and Kafka's ``message``."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def _range_text(lo: int, hi: int) -> str:
     """Kafka's ``VersionRange.toString``."""
     return str(lo) if lo == hi else f"{lo}+" if hi == 32767 else f"{lo}-{hi}"
@@ -158,8 +149,8 @@ def _reason_not_supported(level: int, what: str, rng: tuple[int, int]) -> str | 
     return f"{what} only supports versions {_range_text(lo, hi)}"
 
 
-def _invalid(feature: str, level: int, reason: str) -> FeatureUpdateError:
-    return FeatureUpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+def _invalid(feature: str, level: int, reason: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_UPDATE_VERSION,
                               f"Invalid update version {level} for feature {feature}. {reason}")
 
 
@@ -174,7 +165,7 @@ def update_features(finalized: dict[str, int], updates: list[Update], *, node_id
                     local: dict[str, tuple[int, int]],
                     brokers: dict[int, dict[str, tuple[int, int]]]) -> list:
     """UpdateFeatures as Kafka 4.3's ``FeatureControlManager.updateFeatures``: returns the
-    FeatureLevelRecords to commit; raises :class:`FeatureUpdateError` with the first failure
+    FeatureLevelRecords to commit; raises :class:`~kcompat.protocol.errors.KafkaError` with the first failure
     (INVALID_UPDATE_VERSION and Kafka's message). ``finalized``: the image's levels;
     ``local``: this controller's supported ranges; ``brokers``: each registered broker's ranges
     (from its registration). A repeated feature counts once, with its last level and type."""
@@ -231,12 +222,12 @@ def _update_one(finalized, proposed, u: Update, node_id, local, brokers) -> list
 def _update_metadata_version(current: int, level: int, unsafe: bool) -> list:
     """Kafka's ``FeatureControlManager.updateMetadataVersion``."""
     if level not in METADATA_VERSIONS:
-        raise FeatureUpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+        raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION,
                                  f"Invalid metadata.version {level}. Valid versions are from {METADATA_VERSION_MIN} "
                                  f"to {max(METADATA_VERSIONS)}.")
     if level < current and metadata_changed(current, level):
         reason = ("Unsafe metadata downgrade is not supported in this version." if unsafe else
                   "Refusing to perform the requested downgrade because it might delete metadata information.")
-        raise FeatureUpdateError(ErrorCode.INVALID_UPDATE_VERSION,
+        raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION,
                                  f"Unsupported metadata.version downgrade from {current} to {level}. {reason}")
     return [FeatureLevelRecord(name=METADATA_VERSION_NAME, feature_level=level)]

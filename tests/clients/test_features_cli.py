@@ -8,18 +8,17 @@ upgrade types, repeated features) is checked on the wire."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from conformance import maven
-from conformance.reference import java_command
+from conformance.clients.java import JavaTools
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from kcompat.protocol.messages.update_features import UpdateFeaturesRequest as UQ
 from kcompat.testing import wire
 from tests.support.broker_process import BrokerProcess
 
+FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
 
 
@@ -37,15 +36,14 @@ def wire_broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lib():
-    return maven.resolve_kafka("4.3.1")
+def tools(tmp_path_factory):
+    return JavaTools(str(maven.resolve_kafka("4.3.1")), tmp_path_factory.mktemp("features-tools"))
 
 
-def kafka_features(lib, broker, *args: str) -> subprocess.CompletedProcess:
-    """``kafka-features.sh --bootstrap-server <broker> <args>`` of Kafka 4.3.1."""
-    cmd = java_command(lib, "org.apache.kafka.tools.FeatureCommand", ["--bootstrap-server", broker.bootstrap, *args],
-                       heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+def kafka_features(tools, broker, *args: str):
+    """``kafka-features.sh --bootstrap-server <broker> <args>`` of Kafka 4.3.1 (stdout, stderr, exit status)."""
+    return tools.run(FEATURE_COMMAND, ["--bootstrap-server", broker.bootstrap, *args], check=False, timeout=120,
+                     heap="256m")
 
 
 def line(feature: str, lo: str, hi: str, level: str, epoch: int) -> str:
@@ -54,8 +52,8 @@ def line(feature: str, lo: str, hi: str, level: str, epoch: int) -> str:
             f"FinalizedVersionLevel: {level:<15}  Epoch: {epoch}")
 
 
-def described(lib, broker) -> tuple[list[str], int]:
-    out = kafka_features(lib, broker, "describe")
+def described(tools, broker) -> tuple[list[str], int]:
+    out = kafka_features(tools, broker, "describe")
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     return lines, int(lines[0].rsplit("Epoch: ", 1)[1])
@@ -63,59 +61,58 @@ def described(lib, broker) -> tuple[list[str], int]:
 
 def expected(epoch: int, group: int = 0, share: int = 0, txn: int = 0, mv: str = "3.8-IV0") -> list[str]:
     return [line("group.version", "0", "1", str(group), epoch), line("kraft.version", "0", "0", "0", epoch),
-            line("metadata.version", "3.3-IV3", "3.8-IV0", mv, epoch), line("share.version", "0", "1", str(share), epoch),
+            line("metadata.version", "3.3-IV3", "3.8-IV0", mv, epoch),
+            line("share.version", "0", "1", str(share), epoch),
             line("transaction.version", "0", "1", str(txn), epoch)]
 
 
-def changes(lib, broker, *args: str) -> str:
-    out = kafka_features(lib, broker, *args)
+def changes(tools, broker, *args: str) -> str:
+    out = kafka_features(tools, broker, *args)
     assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
     return out.stdout.strip()
 
 
-def refused(lib, broker, *args: str) -> str:
+def refused(tools, broker, *args: str) -> str:
     """What the tool prints for the one refused change (the exit status and the count on stderr
     say it failed)."""
-    out = kafka_features(lib, broker, *args)
+    out = kafka_features(tools, broker, *args)
     assert out.returncode != 0 and "1 out of 1 operation(s) failed." in out.stderr, out.stdout + out.stderr
     return out.stdout.strip()
 
 
 @pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
-def test_kafka_features_describes_upgrades_downgrades_and_keeps_levels_over_a_restart(broker, lib):
-    lines, epoch = described(lib, broker)
+def test_kafka_features_describes_upgrades_downgrades_and_keeps_levels_over_a_restart(broker, tools):
+    lines, epoch = described(tools, broker)
     assert lines == expected(epoch)   # a new cluster at 3.8-IV0: Kafka 4.3 finalizes nothing else
 
-    assert changes(lib, broker, "upgrade", "--feature", "group.version=1", "--feature", "share.version=1") == \
+    assert changes(tools, broker, "upgrade", "--feature", "group.version=1", "--feature", "share.version=1") == \
         "group.version was upgraded to 1.\nshare.version was upgraded to 1."
-    lines, later = described(lib, broker)
+    lines, later = described(tools, broker)
     assert later > epoch and lines == expected(later, group=1, share=1)
 
-    assert refused(lib, broker, "upgrade", "--feature", "transaction.version=2") == (
-        f"Could not upgrade transaction.version to 2. {ALL_FAILED}Invalid update version 2 for feature "
-        "transaction.version. Local controller 1 only supports versions 0-1")
-    assert refused(lib, broker, "downgrade", "--feature", "transaction.version=1") == (
-        f"Could not downgrade transaction.version to 1. {ALL_FAILED}Invalid update version 1 for feature "
-        "transaction.version. Can't downgrade to a newer version.")
-    assert refused(lib, broker, "upgrade", "--feature", "streams.version=1") == (
-        f"Could not upgrade streams.version to 1. {ALL_FAILED}Invalid update version 1 for feature streams.version. "
-        "Local controller 1 does not support this feature.")
-    assert refused(lib, broker, "downgrade", "--feature", "metadata.version=14") == (
+    for command, (feature, level), reason in [
+            ("upgrade", ("transaction.version", 2), "Local controller 1 only supports versions 0-1"),
+            ("downgrade", ("transaction.version", 1), "Can't downgrade to a newer version."),
+            ("upgrade", ("streams.version", 1), "Local controller 1 does not support this feature.")]:
+        assert refused(tools, broker, command, "--feature", f"{feature}={level}") == (
+            f"Could not {command} {feature} to {level}. {ALL_FAILED}Invalid update version {level} for feature "
+            f"{feature}. {reason}")
+    assert refused(tools, broker, "downgrade", "--feature", "metadata.version=14") == (
         f"Could not downgrade metadata.version to 14. {ALL_FAILED}Unsupported metadata.version downgrade from 20 to "
         "14. Refusing to perform the requested downgrade because it might delete metadata information.")
-    assert changes(lib, broker, "upgrade", "--feature", "transaction.version=1", "--dry-run") == \
+    assert changes(tools, broker, "upgrade", "--feature", "transaction.version=1", "--dry-run") == \
         "transaction.version can be upgraded to 1."
-    assert described(lib, broker)[0] == expected(later, group=1, share=1)   # nothing changed
+    assert described(tools, broker)[0] == expected(later, group=1, share=1)   # nothing changed
 
-    assert changes(lib, broker, "downgrade", "--feature", "share.version=0") == "share.version was downgraded to 0."
-    assert changes(lib, broker, "upgrade", "--feature", "transaction.version=1") == \
+    assert changes(tools, broker, "downgrade", "--feature", "share.version=0") == "share.version was downgraded to 0."
+    assert changes(tools, broker, "upgrade", "--feature", "transaction.version=1") == \
         "transaction.version was upgraded to 1."
 
     broker.restart()
-    lines, epoch = described(lib, broker)
+    lines, epoch = described(tools, broker)
     assert lines == expected(epoch, group=1, txn=1)
-    assert changes(lib, broker, "disable", "--feature", "group.version") == "group.version was disabled."
-    assert described(lib, broker)[0] == expected(epoch + 1, txn=1)
+    assert changes(tools, broker, "disable", "--feature", "group.version") == "group.version was disabled."
+    assert described(tools, broker)[0] == expected(epoch + 1, txn=1)
 
 
 def test_api_versions_lists_features_as_kafka(broker):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from kcompat.broker.authz import DENIED_MESSAGES, Op
 from kcompat.kraft import feature_control
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.update_features import UpdateFeaturesResponse as R
 
 API_KEY = 57
@@ -42,7 +42,7 @@ def _local(ctx, req) -> R:
     try:
         ctx.services.controller.update_features(updates, validate_only=bool(req.validate_only),
                                                 now_ms=ctx.services.now_ms())
-    except feature_control.FeatureUpdateError as e:
+    except KafkaError as e:
         return R(throttle_time_ms=0, error_code=e.code, error_message=feature_control.ALL_FAILED + e.message)
     resp = R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None)
     if version <= 1:
