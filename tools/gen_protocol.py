@@ -44,6 +44,7 @@ FROM_NEWER_SPECS = (
     "message/ListTransactions*.json",            # v2: TransactionalIdPattern (KIP-1152)
     "message/AlterPartitionReassignments*.json", # v1: AllowReplicationFactorChange (KIP-860)
     "message/ListConfigResources*.json",         # key 74 v0-1: ListClientMetricsResources renamed (KIP-1142)
+    "message/*DelegationToken*.json",            # keys 38-41 (KIP-48) from v1: v0 removed in Kafka 4.0
 )
 # Older spec files that a FROM_NEWER_SPECS file replaces under another name (same API key), dropped.
 SUPERSEDED_BY_NEWER = (

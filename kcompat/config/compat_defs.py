@@ -97,12 +97,12 @@ COMPAT_CONFIGS: list[ConfigKey] = [
     _d("follower.replication.throttled.rate", LONG, LONG_MAX, at_least(0), CW, "Follower-side replication throttle (bytes/s)."),
     _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, at_least(0), CW, "Throttle (bytes/s) of log-dir moves."),
     _d("client.quota.callback.class", CLASS, None, None, RO, "ClientQuotaCallback implementation."),
-    # delegation tokens and password encoding
-    _d("delegation.token.secret.key", PASSWORD, None, None, RO, "Secret for delegation tokens."),
-    _d("delegation.token.master.key", PASSWORD, None, None, RO, "Deprecated alias of delegation.token.secret.key."),
-    _d("delegation.token.max.lifetime.ms", LONG, 604800000, at_least(1), RO, "Maximum token lifetime (ms)."),
-    _d("delegation.token.expiry.time.ms", LONG, 86400000, at_least(1), RO, "Token validity (ms) before renewal."),
-    _d("delegation.token.expiry.check.interval.ms", LONG, 3600000, at_least(1), RO, "Expired-token scan interval (ms)."),
+    # delegation tokens (KIP-48, implemented: kcompat.kraft.token_control) and password encoding
+    _define("delegation.token.secret.key", PASSWORD, None, None, RO, True, "Secret for delegation tokens."),
+    _define("delegation.token.master.key", PASSWORD, None, None, RO, True, "Deprecated alias of delegation.token.secret.key."),
+    _define("delegation.token.max.lifetime.ms", LONG, 604800000, at_least(1), RO, True, "Maximum token lifetime (ms)."),
+    _define("delegation.token.expiry.time.ms", LONG, 86400000, at_least(1), RO, True, "Token validity (ms) before renewal."),
+    _define("delegation.token.expiry.check.interval.ms", LONG, 3600000, at_least(1), RO, True, "Expired-token scan interval (ms)."),
     _d("password.encoder.secret", PASSWORD, None, None, RO, "Secret encoding dynamically configured passwords."),
     _d("password.encoder.old.secret", PASSWORD, None, None, RO, "Previous password.encoder.secret."),
     _d("password.encoder.keyfactory.algorithm", STRING, None, None, RO, "SecretKeyFactory algorithm for passwords."),
