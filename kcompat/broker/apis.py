@@ -39,6 +39,9 @@ from kcompat.broker.handlers import (
 from kcompat.broker.handlers import alter_client_quotas, update_features
 from kcompat.broker.handlers import list_config_resources
 from kcompat.broker.handlers import (
+    create_delegation_token, describe_delegation_token, expire_delegation_token, renew_delegation_token,
+)
+from kcompat.broker.handlers import (
     alter_user_scram_credentials, describe_client_quotas, describe_user_scram_credentials, sasl_authenticate,
     sasl_handshake,
 )
@@ -65,6 +68,9 @@ HANDLERS = {m.API_KEY: m for m in _MODULES}
 HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials,
                                         describe_user_scram_credentials, describe_client_quotas,
                                         alter_client_quotas)})
+# delegation tokens (KIP-48): create, renew and expire go to the active controller
+HANDLERS.update({m.API_KEY: m for m in (create_delegation_token, renew_delegation_token, expire_delegation_token,
+                                        describe_delegation_token)})
 
 # The controller listener (Kafka's ControllerApis): the KRaft RPCs, metadata replication, and the
 # requests brokers forward to the active controller.
@@ -78,7 +84,11 @@ _CONTROLLER_MODULES = (
 
 CONTROLLER_HANDLERS = {m.API_KEY: m for m in _CONTROLLER_MODULES}
 CONTROLLER_HANDLERS.update({m.API_KEY: m for m in (sasl_handshake, sasl_authenticate, alter_user_scram_credentials,
-                                                   alter_client_quotas)})
+                                                   alter_client_quotas, create_delegation_token,
+                                                   renew_delegation_token, expire_delegation_token)})
+# delegation tokens (KIP-48): create, renew and expire go to the active controller
+HANDLERS.update({m.API_KEY: m for m in (create_delegation_token, renew_delegation_token, expire_delegation_token,
+                                        describe_delegation_token)})
 
 
 def handlers_for(controller_listener: bool) -> dict:

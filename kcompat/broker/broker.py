@@ -525,7 +525,8 @@ class Broker:
     async def _controller_periodic(self) -> None:
         """The controller's timed work (Kafka's QuorumController periodic tasks): the bootstrap
         records if a controller that became active at start-up lost the quorum first, fence brokers
-        whose session expired (every ``FENCE_CHECK_INTERVAL_S``), leader elections and metadata
+        whose session expired (every ``FENCE_CHECK_INTERVAL_S``), remove expired delegation tokens
+        (every ``delegation.token.expiry.check.interval.ms``), leader elections and metadata
         snapshots (every ``PERIODIC_INTERVAL_S``). A task of its own: a controller operation that
         waits for the quorum never holds up log maintenance."""
         loop = asyncio.get_running_loop()
@@ -535,6 +536,7 @@ class Broker:
             await guarded("bootstrap records", self._write_bootstrap_records())
             # a dead broker is fenced (and loses leadership) soon after its session expires
             await guarded("fencing stale brokers", self.controller_service.fence_stale_brokers())
+            await guarded("expired delegation tokens", self.controller_service.sweep_expired_tokens())
             if loop.time() - last < PERIODIC_INTERVAL_S:
                 continue
             last = loop.time()

@@ -21,6 +21,7 @@ from kcompat.broker.node_client import NodeClients, NodeConnectionError
 from kcompat.broker.tls import controller_ssl
 from kcompat.security.sasl_client import controller_sasl
 from kcompat.kraft.controller import NewTopic, TopicResult
+from kcompat.kraft import token_control
 from kcompat.kraft.metadata_log import encode_record
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -70,6 +71,7 @@ class ControllerService:
                                     ssl_context=controller_ssl(context.config),
                                     sasl=controller_sasl(context.config))
         self._next_rebalance_ms: int | None = None
+        self._next_token_sweep_ms: int | None = None
 
     def attach(self, *, controller: Controller, cluster_control: ClusterControl, quorum: QuorumRuntime) -> None:
         """The KRaft state machines this service runs operations on, and the metadata quorum that
@@ -236,6 +238,37 @@ class ControllerService:
                 return
             if fenced:
                 log.warning("fenced broker(s) %s: no heartbeat for broker.session.timeout.ms", fenced)
+
+    async def sweep_expired_tokens(self) -> None:
+        """Active controller: every ``delegation.token.expiry.check.interval.ms`` (the first one
+        that long after becoming active), remove the delegation tokens past their expiry or
+        maximum lifetime (KIP-48; Kafka's ``expireDelegationTokens`` periodic task, again at once
+        when a pass hit its limit of 1000 tokens)."""
+        settings = token_control.TokenSettings.from_config(self.context.config)
+        if not self.active or not settings.enabled:
+            self._next_token_sweep_ms = None
+            return
+        now = self.context.now_ms()
+        if self._next_token_sweep_ms is None:
+            self._next_token_sweep_ms = now + settings.check_interval_ms
+        if now < self._next_token_sweep_ms:
+            return
+
+        def sweep():
+            records = token_control.sweep_expired(self.context.image, self.context.now_ms())
+            if records:
+                self.controller.commit(records, self.context.now_ms())
+            return len(records)
+        try:
+            removed = await self.run(sweep)
+        except KafkaError as e:
+            if e.code != ErrorCode.NOT_CONTROLLER:
+                raise
+            return
+        more = removed >= token_control.MAX_RECORDS_PER_EXPIRATION
+        self._next_token_sweep_ms = now if more else now + settings.check_interval_ms
+        if removed:
+            log.info("removed %d expired delegation token(s)", removed)
 
     # -- leader elections ------------------------------------------------------------------------------
 

@@ -38,6 +38,8 @@ REMOVE_USER_SCRAM_CREDENTIAL_RECORD = 22
 ACCESS_CONTROL_ENTRY_RECORD = 18
 REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
 CLIENT_QUOTA_RECORD = 14
+DELEGATION_TOKEN_RECORD = 10
+REMOVE_DELEGATION_TOKEN_RECORD = 26
 
 NO_LEADER = -1
 NO_CHANGE_LEADER = -2  # PartitionChangeRecord: leader unchanged
@@ -120,7 +122,8 @@ class MetadataImage:
     ``configs`` ((resource type, resource name) -> {config name: value}), ``next_producer_id``
     (first id of the next unallocated block, ProducerIdsRecord), ``features`` (name -> level),
     ``brokers`` (id -> BrokerImage), ``acls`` (the ACL set, :class:`kcompat.security.acl.AclStore`,
-    AccessControlEntryRecords), ``client_quotas`` (quota entity -> {key: value}, ClientQuotaRecords,
+    AccessControlEntryRecords), ``delegation_tokens`` (token id -> DelegationTokenRecord, KIP-48,
+:mod:`kcompat.kraft.token_control`), ``client_quotas`` (quota entity -> {key: value}, ClientQuotaRecords,
     :mod:`kcompat.kraft.quota_control`), ``offset`` (metadata log offset of the last applied record,
     -1 if none).
     """
@@ -136,6 +139,8 @@ class MetadataImage:
         # SCRAM credentials (Kafka's ScramImage): (mechanism type 1|2, user) -> UserScramCredentialRecord
         self.scram: dict[tuple[int, str], object] = {}
         self.client_quotas: dict[quota_control.EntityKey, dict[str, float]] = {}
+        # delegation tokens (Kafka's DelegationTokenImage): token id -> DelegationTokenRecord
+        self.delegation_tokens: dict[str, object] = {}
         self.offset = -1
 
     def apply(self, record, offset: int) -> None:
@@ -231,6 +236,10 @@ class MetadataImage:
             self.scram.pop((record.mechanism, record.name), None)
         elif kind == CLIENT_QUOTA_RECORD:
             quota_control.apply_record(self.client_quotas, record)
+        elif kind == DELEGATION_TOKEN_RECORD:
+            self.delegation_tokens[record.token_id] = record
+        elif kind == REMOVE_DELEGATION_TOKEN_RECORD:
+            self.delegation_tokens.pop(record.token_id, None)
         # other record types are not used by kcompat yet
         self.offset = offset
 
@@ -281,7 +290,8 @@ class MetadataImage:
 
     def to_records(self) -> list:
         """Records that rebuild this image from empty (a metadata snapshot, KIP-630): features,
-        brokers, topics with partitions, configs, ACLs, the producer id watermark."""
+        brokers, topics with partitions, configs, ACLs, SCRAM credentials, client quotas, delegation
+        tokens, the producer id watermark."""
         from kcompat.protocol.metadata_records import (
             AccessControlEntryRecord, ConfigRecord, FeatureLevelRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord, TopicRecord,
         )
@@ -314,6 +324,7 @@ class MetadataImage:
                 principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type))
         out += [self.scram[key] for key in sorted(self.scram)]
         out += quota_control.quota_records(self.client_quotas)
+        out += list(self.delegation_tokens.values())
         if self.next_producer_id:
             out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id))
         return out

@@ -8,17 +8,20 @@ name principals in this ``User:alice`` form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 USER_TYPE = "User"
 
 
 @dataclass(frozen=True)
 class KafkaPrincipal:
-    """``principal_type`` (``User``) and ``name``; ``str()`` gives Kafka's ``User:alice``."""
+    """``principal_type`` (``User``) and ``name``; ``str()`` gives Kafka's ``User:alice``.
+    ``token_authenticated``: the connection authenticated with a delegation token (KIP-48); as in
+    Kafka's ``KafkaPrincipal`` it takes no part in equality."""
 
     principal_type: str
     name: str
+    token_authenticated: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"
@@ -36,5 +39,5 @@ class KafkaPrincipal:
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 
 
-def user(name: str) -> KafkaPrincipal:
-    return KafkaPrincipal(USER_TYPE, name)
+def user(name: str, token_authenticated: bool = False) -> KafkaPrincipal:
+    return KafkaPrincipal(USER_TYPE, name, token_authenticated)

@@ -30,6 +30,7 @@ import struct
 import time
 
 from kcompat.protocol.errors import ErrorCode
+from kcompat.security.delegation_token import TokenCredentials, TokenSettings
 from kcompat.security.jaas import plain_users
 from kcompat.security.principal import user
 from kcompat.security.sasl_config import ListenerSasl, listener_sasl
@@ -52,12 +53,13 @@ class SaslListeners:
     ``config``: the :class:`~kcompat.config.broker.BrokerConfig` (``sasl.enabled.mechanisms``,
     ``listener.name.<l>.<mechanism>.sasl.jaas.config``, ...: :func:`kcompat.security.sasl_config.listener_sasl`);
     ``image``: the :class:`~kcompat.kraft.image.MetadataImage`, whose SCRAM credentials (KIP-554)
-    the sessions check.
+    and delegation tokens (KIP-48, SCRAM with ``tokenauth=true``) the sessions check.
     """
 
     def __init__(self, config, image) -> None:
         self.config = config
         self.image = image
+        self.tokens = TokenCredentials(image, TokenSettings.from_config(config))
         self.settings: dict[str, ListenerSasl | None] = {}   # listener name -> its settings (None: no SASL)
         self.oauth_validators: dict[str, object] = {}       # listener name -> its OAUTHBEARER validator
 
@@ -66,7 +68,7 @@ class SaslListeners:
         if listener_name not in self.settings:
             self.settings[listener_name] = listener_sasl(self.config, listener_name)
         settings = self.settings[listener_name]
-        return None if settings is None else SaslSession(settings, self.image, self.oauth_validators)
+        return None if settings is None else SaslSession(settings, self.image, self.oauth_validators, self.tokens)
 
     def check_listener(self, listener_name: str) -> None:
         """Read a listener's SASL settings at start-up, as Kafka builds its authenticators then: a
@@ -98,12 +100,15 @@ class SaslListeners:
 class SaslSession:
     """SASL state of one connection. ``settings``: its listener's; ``image``: the metadata image
     holding the SCRAM credentials; ``oauth_validators``: the OAUTHBEARER validator of each
-    listener (listener name -> validator), made on first use when start-up did not."""
+    listener (listener name -> validator), made on first use when start-up did not; ``tokens``:
+    the delegation tokens' SCRAM credentials (:class:`~kcompat.security.delegation_token.TokenCredentials`)."""
 
-    def __init__(self, settings: ListenerSasl, image, oauth_validators: dict[str, object]) -> None:
+    def __init__(self, settings: ListenerSasl, image, oauth_validators: dict[str, object],
+                 tokens: TokenCredentials | None = None) -> None:
         self.settings = settings
         self.image = image
         self.oauth_validators = oauth_validators
+        self.tokens = tokens
         self.state = INITIAL
         self.mechanism: str | None = None
         self.exchange = None
@@ -194,7 +199,9 @@ class SaslSession:
                 rec = self.image.scram.get((mtype, name))
                 return None if rec is None else (bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key),
                                                   rec.iterations)
-            return ScramServerExchange(mechanism, lookup)
+            tokens = self.tokens
+            token_lookup = None if tokens is None else (lambda token_id: tokens.lookup(mtype, token_id))
+            return ScramServerExchange(mechanism, lookup, token_lookup)
         from kcompat.security.oauth import OAuthBearerServerExchange, make_validator
         validators = self.oauth_validators
         key = self.settings.listener
@@ -229,7 +236,8 @@ class SaslSession:
             raise SaslFailure(e.message) from None
         if not ex.complete:
             return response
-        principal = user(ex.username)
+        token_owner = getattr(ex, "token_owner", None)
+        principal = user(ex.username) if token_owner is None else user(token_owner, token_authenticated=True)
         if self.reauthenticating and principal != self.principal:
             self.state = FAILED
             raise SaslFailure(f"Cannot change principals during re-authentication from {self.principal.principal_type}."

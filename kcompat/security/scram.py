@@ -56,14 +56,23 @@ class ScramServerExchange:
 
     ``lookup(user) -> (salt, stored_key, server_key, iterations) | None`` reads the stored
     credential. :meth:`evaluate` takes each client token and returns the server's token;
-    :attr:`complete` and :attr:`username` tell the outcome. Raises
+    :attr:`complete` and :attr:`username` tell the outcome. A client-first message with the
+    extension ``tokenauth=true`` authenticates a delegation token (KIP-48): ``token_lookup(token id)
+    -> (owner name, expiry timestamp ms, credential) | None`` reads it, and :attr:`token_owner` /
+    :attr:`lifetime_ms` (the token's expiry, ms since the epoch) are set (Kafka ``ScramSaslServer``;
+    other extensions are ignored, as Kafka does). Raises
     :class:`ScramAuthenticationError` on any failure (unknown user, bad proof, nonce mismatch,
     malformed message, any GS2 authorization id: scramp refuses them all, where Kafka accepts one
     equal to the user name, which Kafka's clients never send)."""
 
-    def __init__(self, mechanism: str, lookup: Callable[[str], tuple | None]) -> None:
+    def __init__(self, mechanism: str, lookup: Callable[[str], tuple | None],
+                 token_lookup: Callable[[str], tuple | None] | None = None) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self.token_auth = False
+        self.token_owner: str | None = None
+        self.lifetime_ms: int | None = None
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_fn)
         self._step = 0
         self.complete = False
@@ -71,7 +80,13 @@ class ScramServerExchange:
 
     def _auth_fn(self, user: str):
         self.username = user
-        cred = self._lookup(user)
+        if self.token_auth:
+            found = self._token_lookup(user) if self._token_lookup is not None else None
+            if found is None:
+                return None
+            self.token_owner, self.lifetime_ms, cred = found
+        else:
+            cred = self._lookup(user)
         if cred is None or not MIN_ITERATIONS <= cred[3] <= MAX_ITERATIONS:
             return None
         return cred
@@ -86,7 +101,11 @@ class ScramServerExchange:
         try:
             if self._step == 0:
                 self._step = 1
-                self._server.set_client_first(text)
+                stripped, bare, extensions = _split_extensions(text)
+                self.token_auth = extensions.get("tokenauth", "").lower() == "true"
+                self._server.set_client_first(stripped)
+                # the AuthMessage the proofs sign holds the extensions (Kafka clientFirstMessageBare)
+                self._server.client_first_bare = bare
                 return self._server.get_server_first().encode()
             if self._step == 1:
                 self._step = 2
@@ -98,3 +117,25 @@ class ScramServerExchange:
             raise ScramAuthenticationError(failed, str(e)) from None
         raise ScramAuthenticationError(failed, "unexpected message after the exchange completed")
 
+
+
+def _split_extensions(client_first: str) -> tuple[str, str, dict[str, str]]:
+    """``(client-first without extensions, client-first-bare with them, {extension: value})``:
+    scramp accepts only one-letter attributes, Kafka's clients append ``,tokenauth=true`` after
+    the nonce (``ScramMessages.ClientFirstMessage``). A malformed message is passed on unchanged
+    for scramp to refuse."""
+    try:
+        second_comma = client_first.index(",", client_first.index(",") + 1)
+    except ValueError:
+        return client_first, "", {}
+    header, bare = client_first[:second_comma + 1], client_first[second_comma + 1:]
+    parts = bare.split(",")
+    if len(parts) <= 2 or not parts[0].startswith("n=") or not parts[1].startswith("r="):
+        return client_first, bare, {}
+    extensions = {}
+    for part in parts[2:]:
+        key, sep, value = part.partition("=")
+        if not sep or len(key) == 1:   # a one-letter attribute is SCRAM's own: scramp judges it
+            return client_first, bare, {}
+        extensions[key] = value
+    return header + ",".join(parts[:2]), bare, extensions

@@ -1,0 +1,75 @@
+"""What the delegation token handlers (KIP-48, API keys 38-41) share.
+
+Kafka 4's brokers forward CreateDelegationToken, RenewDelegationToken and ExpireDelegationToken
+to the active controller inside an Envelope that names the client's principal (the controller
+needs it: it becomes the token's owner and requester, and only the owner or a renewer may renew
+or expire). kcompat forwards the request itself (:mod:`kcompat.broker.controller_service`), so the
+broker puts the client's principal into a tagged field of its own (:data:`PRINCIPAL_TAG`, a
+``DefaultPrincipalData``, the structure Kafka's Envelope carries) and forwards at the API's newest
+(flexible) version; the controller reads it only from requests on a controller listener, which
+only principals with CLUSTER_ACTION reach (:mod:`kcompat.broker.controller_gate`), as Kafka trusts
+an Envelope's principal only from such a peer.
+
+:func:`allow_token_requests` is Kafka's ``allowTokenRequests``: no token requests from a
+connection that authenticated with a delegation token, nor over PLAINTEXT, nor over SSL without a
+client certificate (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED); forwarded requests skip the protocol
+check (Kafka ``ControllerApis``).
+"""
+
+from __future__ import annotations
+
+from kcompat.protocol.messages.default_principal_data import DefaultPrincipalData
+from kcompat.security.delegation_token import TokenSettings
+from kcompat.security.principal import ANONYMOUS, KafkaPrincipal
+
+PRINCIPAL_TAG = 0x4B43_0030   # "KC" + 48 (KIP-48): far above any tag Kafka's specs use
+
+
+def settings(ctx) -> TokenSettings:
+    """This node's delegation token settings (``delegation.token.*``)."""
+    return TokenSettings.from_config(ctx.services.config)
+
+
+def on_controller_listener(ctx) -> bool:
+    return ctx.listener_name in ctx.services.config.controller_listener_names
+
+
+def requester(ctx, req) -> tuple[KafkaPrincipal, bool]:
+    """``(principal, forwarded)``: the client's principal a broker attached to a request it
+    forwarded (on a controller listener), else the connection's own."""
+    if on_controller_listener(ctx):
+        for tag, data in req.unknown_tagged_fields or ():
+            if tag == PRINCIPAL_TAG:
+                p, _ = DefaultPrincipalData.read(memoryview(data), 0, 0)
+                return KafkaPrincipal(p.type, p.name, bool(p.token_authenticated)), True
+    return ctx.principal, False
+
+
+def allow_token_requests(ctx, principal: KafkaPrincipal, forwarded: bool) -> bool:
+    """Kafka ``KafkaApis.allowTokenRequests`` / ``ControllerApis.allowTokenRequests``."""
+    if principal.token_authenticated:
+        return False
+    if forwarded:
+        return True
+    protocol = ctx.services.config.security_protocol(ctx.listener_name)
+    return not (protocol == "PLAINTEXT" or (protocol == "SSL" and principal == ANONYMOUS))
+
+
+def forward(ctx, req, max_version: int, local, error_response):
+    """Run ``local()`` on the active controller or forward ``req`` there (at ``max_version``,
+    with the client's principal attached); an awaitable of the response."""
+    service = ctx.services.controller_service
+    if on_controller_listener(ctx):
+        return service.handle(ctx, req, local, error_response)
+    p = ctx.principal
+    out = bytearray()
+    DefaultPrincipalData(type=p.principal_type, name=p.name, token_authenticated=p.token_authenticated).write(out, 0)
+    others = [(t, d) for t, d in (req.unknown_tagged_fields or ()) if t != PRINCIPAL_TAG]
+    req.unknown_tagged_fields = sorted(others + [(PRINCIPAL_TAG, bytes(out))])
+    return service.call(req, max_version, local, error_response)
+
+
+def commit(ctx, records: list) -> None:
+    """Queue a controller operation's records (committed before the response is sent)."""
+    services = ctx.services
+    services.controller.commit(records, services.now_ms())
