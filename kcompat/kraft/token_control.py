@@ -20,6 +20,7 @@ every ``delegation.token.expiry.check.interval.ms`` (:func:`sweep_expired`, at m
 
 from __future__ import annotations
 
+import base64
 import hmac as _hmac
 import uuid
 
@@ -66,6 +67,15 @@ def token_for_hmac(image, settings: TokenSettings, hmac: bytes) -> DelegationTok
     return None
 
 
+def new_token_id() -> str:
+    """A random token id as Kafka's ``Uuid.randomUuid().toString()`` writes it: the 16 bytes in
+    URL-safe base64 without padding (22 characters), never starting with ``-``."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 def _sum(now: int, duration: int) -> int:
     return _LONG_MAX if now > _LONG_MAX - duration else now + duration
 
@@ -84,7 +94,7 @@ def create_token(settings: TokenSettings, req, requester: KafkaPrincipal, now_ms
                  token_id: str | None = None) -> tuple[list, CR]:
     """``(records, response)`` for CreateDelegationToken from ``requester`` (the client's
     principal, also the owner unless v3's OwnerPrincipalName names another). Timestamps in ms;
-    ``token_id`` a fresh random UUID string unless given (tests)."""
+    ``token_id`` a fresh :func:`new_token_id` unless given (tests)."""
     owner = requester
     if req.owner_principal_name:
         owner = KafkaPrincipal(req.owner_principal_type or "", req.owner_principal_name)
@@ -106,7 +116,7 @@ def create_token(settings: TokenSettings, req, requester: KafkaPrincipal, now_ms
             resp.error_code = ErrorCode.INVALID_PRINCIPAL_TYPE
             return [], resp
         renewers.append(str(KafkaPrincipal(r.principal_type, r.principal_name)))
-    token_id = token_id or str(uuid.uuid4())
+    token_id = token_id or new_token_id()
     resp.issue_timestamp_ms, resp.expiry_timestamp_ms, resp.max_timestamp_ms = now_ms, expiry_ts, max_ts
     resp.token_id, resp.hmac = token_id, settings.hmac(token_id)
     record = DelegationTokenRecord(owner=str(owner), requester=str(requester), renewers=renewers,

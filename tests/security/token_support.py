@@ -37,11 +37,12 @@ def token_broker(**extra) -> tuple[Broker, dict[str, str]]:
     return Broker(props, port=p_plain), {"PLAINTEXT": f"127.0.0.1:{p_plain}", "SASL_PLAINTEXT": f"127.0.0.1:{p_sasl}"}
 
 
-def plain_login(addr: str, user: str) -> socket.socket:
-    """A connection authenticated with SASL/PLAIN as ``user`` (one of :data:`PASSWORDS`)."""
+def plain_login(addr: str, user: str, password: str | None = None) -> socket.socket:
+    """A connection authenticated with SASL/PLAIN as ``user`` (password from :data:`PASSWORDS`
+    unless given)."""
     sock = wire.connect(addr)
     assert handshake(sock, "PLAIN").error_code == 0
-    resp = authenticate(sock, plain_token(user, PASSWORDS[user]))
+    resp = authenticate(sock, plain_token(user, password or PASSWORDS[user]))
     assert resp.error_code == 0, resp
     return sock
 
