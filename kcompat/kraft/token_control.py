@@ -125,21 +125,28 @@ def create_token(settings: TokenSettings, req, requester: KafkaPrincipal, now_ms
     return [record], resp
 
 
+def _checked(image, settings: TokenSettings, hmac: bytes, principal: KafkaPrincipal, now_ms: int,
+             expired_first: bool) -> tuple[DelegationTokenRecord | None, int]:
+    """``(token, error code)`` for a renew (``expired_first``: an expired token is
+    DELEGATION_TOKEN_EXPIRED before the owner check) or an expire request, in Kafka's order."""
+    if not settings.enabled:
+        return None, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+    token = token_for_hmac(image, settings, hmac)
+    if token is None:
+        return None, ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+    if expired_first and _expired(token, now_ms):
+        return token, ErrorCode.DELEGATION_TOKEN_EXPIRED
+    if not _may_renew(token, principal):
+        return token, ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+    return token, ErrorCode.NONE
+
+
 def renew_token(image, settings: TokenSettings, req, principal: KafkaPrincipal, now_ms: int) -> tuple[list, RR]:
     """``(records, response)`` for RenewDelegationToken: the new expiry is
     ``min(max timestamp, now + min(expiry.time.ms, RenewPeriodMs if > 0))``."""
-    resp = RR(error_code=0, expiry_timestamp_ms=0, throttle_time_ms=0)
-    if not settings.enabled:
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
-        return [], resp
-    token = token_for_hmac(image, settings, req.hmac)
-    if token is None:
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_NOT_FOUND
-    elif _expired(token, now_ms):
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_EXPIRED
-    elif not _may_renew(token, principal):
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
-    if resp.error_code:
+    token, code = _checked(image, settings, req.hmac, principal, now_ms, expired_first=True)
+    resp = RR(error_code=code, expiry_timestamp_ms=0, throttle_time_ms=0)
+    if code:
         return [], resp
     period = settings.expiry_time_ms
     if req.renew_period_ms > 0:
@@ -152,16 +159,9 @@ def expire_token(image, settings: TokenSettings, req, principal: KafkaPrincipal,
     """``(records, response)`` for ExpireDelegationToken: a negative ``ExpiryTimePeriodMs``
     removes the token now (expiry timestamp = now), else its expiry becomes
     ``min(max timestamp, now + period)``."""
-    resp = XR(error_code=0, expiry_timestamp_ms=0, throttle_time_ms=0)
-    if not settings.enabled:
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
-        return [], resp
-    token = token_for_hmac(image, settings, req.hmac)
-    if token is None:
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_NOT_FOUND
-        return [], resp
-    if not _may_renew(token, principal):
-        resp.error_code = ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+    token, code = _checked(image, settings, req.hmac, principal, now_ms, expired_first=False)
+    resp = XR(error_code=code, expiry_timestamp_ms=0, throttle_time_ms=0)
+    if code:
         return [], resp
     if req.expiry_time_period_ms < 0:   # expire immediately
         resp.expiry_timestamp_ms = now_ms

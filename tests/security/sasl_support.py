@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import socket
 import struct
+from pathlib import Path
+
+from conformance import maven
+from conformance.reference import ReferenceKafka
 
 from kcompat.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kcompat.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from kcompat.testing import Broker
 from kcompat.testing import wire
 from kcompat.testing.ports import free_ports
+from kcompat.testing.process import BrokerProcess
 
 PASSWORDS = {"admin": "admin-secret-7d1", "alice": "alice-secret-93a", "bob": "bob-secret-c4e"}
 REAUTH_MS = 3000
@@ -103,3 +108,44 @@ def logged(broker, text: str, timeout: float = 30.0) -> bool:
     are written); AssertionError after ``timeout`` s."""
     from kcompat.testing.process import wait_for
     return bool(wait_for(lambda: text in broker.log_text(), timeout, what=f"log line {text!r}"))
+
+
+def reference_probes(tmp_path_factory, probes, props: dict[str, str]) -> dict:
+    """``probes(plaintext address, sasl address)`` run against Apache Kafka 4.3.1 (KRaft, one node)
+    with a SASL_PLAINTEXT listener beside its PLAINTEXT one and ``props`` in its server.properties."""
+    class _SaslKafka(ReferenceKafka):
+        def __init__(self, *a, **kw) -> None:
+            super().__init__(*a, **kw)
+            self.sasl_port = free_ports(1, self.host)[0]
+
+        def server_properties(self) -> dict[str, str]:
+            server = super().server_properties()
+            extra = f",SASL_PLAINTEXT://{self.host}:{self.sasl_port}"
+            server["listeners"] += extra
+            server["advertised.listeners"] += extra
+            server["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            return {**server, **props}
+
+    kafka = _SaslKafka(maven.resolve_kafka("4.3.1"), "4.3.1", Path(tmp_path_factory.mktemp("kafka")))
+    kafka.start()
+    try:
+        return probes(kafka.bootstrap, f"{kafka.host}:{kafka.sasl_port}")
+    finally:
+        kafka.stop()
+
+
+def assert_answers_as_kafka(reference: dict, probes, props: dict[str, str], tmp_path) -> None:
+    """Run ``probes`` against a kcompat process with the same listeners and ``props`` and assert
+    every answer equals Kafka's (``reference``, from :func:`reference_probes`)."""
+    plain, sasl = free_ports(2, "127.0.0.1")
+    broker = BrokerProcess(tmp_path / "data", {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        **props}, port=plain).start()
+    try:
+        ours = probes(f"127.0.0.1:{plain}", f"127.0.0.1:{sasl}")
+    finally:
+        broker.stop()
+    differences = {k: (ours.get(k), v) for k, v in reference.items() if ours.get(k) != v}
+    assert not differences, "\n".join(f"{k}:\n  kcompat {o}\n  kafka   {r}" for k, (o, r) in differences.items())
+    assert set(ours) == set(reference)

@@ -15,22 +15,18 @@ from __future__ import annotations
 
 import struct
 import time
-from pathlib import Path
 
 import jwt
 import pytest
 
-from conformance import maven
-from conformance.reference import ReferenceKafka
 from kcompat.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest as AReq
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from kcompat.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest as DReq
 from kcompat.protocol.messages.metadata import MetadataRequest
 from kcompat.security.oauth import unsecured_token
 from kcompat.testing import wire
-from kcompat.testing.ports import free_ports
-from kcompat.testing.process import BrokerProcess
-from tests.security.sasl_support import authenticate, closed_by_broker, handshake, plain_token
+from tests.security.sasl_support import (assert_answers_as_kafka, authenticate, closed_by_broker, handshake, plain_token,
+                                         reference_probes)
 
 USER, PASSWORD = "ref-user", "ref-secret-6c2"
 PROPS = {
@@ -144,40 +140,10 @@ def probes(plain: str, sasl: str) -> dict:
     return out
 
 
-class _SaslKafka(ReferenceKafka):
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.sasl_port = free_ports(1, self.host)[0]
-
-    def server_properties(self) -> dict[str, str]:
-        props = super().server_properties()
-        extra = f",SASL_PLAINTEXT://{self.host}:{self.sasl_port}"
-        props["listeners"] += extra
-        props["advertised.listeners"] += extra
-        props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
-        return {**props, **PROPS}
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    kafka = _SaslKafka(maven.resolve_kafka("4.3.1"), "4.3.1", Path(tmp_path_factory.mktemp("kafka")))
-    kafka.start()
-    try:
-        yield probes(kafka.bootstrap, f"{kafka.host}:{kafka.sasl_port}")
-    finally:
-        kafka.stop()
+    return reference_probes(tmp_path_factory, probes, PROPS)
 
 
 def test_kcompat_answers_sasl_as_kafka_4_3_1(reference, tmp_path):
-    plain, sasl = free_ports(2, "127.0.0.1")
-    broker = BrokerProcess(tmp_path / "data", {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-        **PROPS}, port=plain).start()
-    try:
-        ours = probes(f"127.0.0.1:{plain}", f"127.0.0.1:{sasl}")
-    finally:
-        broker.stop()
-    differences = {k: (ours.get(k), v) for k, v in reference.items() if ours.get(k) != v}
-    assert not differences, "\n".join(f"{k}:\n  kcompat {o}\n  kafka   {r}" for k, (o, r) in differences.items())
-    assert set(ours) == set(reference)
+    assert_answers_as_kafka(reference, probes, PROPS, tmp_path)

@@ -18,6 +18,7 @@ check (Kafka ``ControllerApis``).
 
 from __future__ import annotations
 
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.default_principal_data import DefaultPrincipalData
 from kcompat.security.delegation_token import TokenSettings
 from kcompat.security.principal import ANONYMOUS, KafkaPrincipal
@@ -73,3 +74,28 @@ def commit(ctx, records: list) -> None:
     """Queue a controller operation's records (committed before the response is sent)."""
     services = ctx.services
     services.controller.commit(records, services.now_ms())
+
+
+def handle_token_change(ctx, req, max_version: int, operation, error_response):
+    """RenewDelegationToken / ExpireDelegationToken: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED where
+    Kafka refuses token requests, else ``operation(image, settings, req, principal, now_ms) ->
+    (records, response)`` (:mod:`kcompat.kraft.token_control`) on the active controller."""
+    principal, forwarded = requester(ctx, req)
+    if not allow_token_requests(ctx, principal, forwarded):
+        return error_response(req, ctx.api_version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
+    token_settings = settings(ctx)
+
+    def local():
+        services = ctx.services
+        records, response = operation(services.image, token_settings, req, principal, services.now_ms())
+        commit(ctx, records)
+        return response
+    return forward(ctx, req, max_version, local, error_response)
+
+
+def expiry_error_response(response_class):
+    """The ``error_response`` of RenewDelegationToken / ExpireDelegationToken: the error with
+    expiry timestamp -1 (Kafka ``DelegationTokenManager.ERROR_TIMESTAMP``)."""
+    def error_response(req, version, code):
+        return response_class(error_code=code, expiry_timestamp_ms=-1, throttle_time_ms=0)
+    return error_response

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from kcompat.broker.handlers import _tokens
 from kcompat.kraft import token_control
-from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.expire_delegation_token import ExpireDelegationTokenResponse as R
 
 API_KEY = 40
@@ -22,19 +21,8 @@ MIN_VERSION = 1
 MAX_VERSION = 2
 
 
+error_response = _tokens.expiry_error_response(R)
+
+
 def handle(ctx, req):
-    principal, forwarded = _tokens.requester(ctx, req)
-    if not _tokens.allow_token_requests(ctx, principal, forwarded):
-        return error_response(req, ctx.api_version, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
-    settings = _tokens.settings(ctx)
-
-    def local():
-        services = ctx.services
-        records, response = token_control.expire_token(services.image, settings, req, principal, services.now_ms())
-        _tokens.commit(ctx, records)
-        return response
-    return _tokens.forward(ctx, req, MAX_VERSION, local, error_response)
-
-
-def error_response(req, version, code):
-    return R(error_code=code, expiry_timestamp_ms=token_control.ERROR_TIMESTAMP, throttle_time_ms=0)
+    return _tokens.handle_token_change(ctx, req, MAX_VERSION, token_control.expire_token, error_response)
