@@ -14,7 +14,8 @@ expires after ``delegation.token.expiry.time.ms`` unless renewed; only the owner
 named renewers (``User`` principals, else INVALID_PRINCIPAL_TYPE) or the owner may renew or expire
 (DELEGATION_TOKEN_OWNER_MISMATCH); an unknown HMAC is DELEGATION_TOKEN_NOT_FOUND; renewing (or
 expiring with a period >= 0) a token past its expiry or max timestamp is DELEGATION_TOKEN_EXPIRED;
-expiring with a negative period removes the token at once. The controller removes expired tokens
+expiring with a negative period removes the token at once; a cluster whose ``metadata.version``
+is below 3.6-IV2 (14) answers UNSUPPORTED_VERSION to create, renew and expire. The controller removes expired tokens
 every ``delegation.token.expiry.check.interval.ms`` (:func:`sweep_expired`, at most 1000 per pass).
 """
 
@@ -33,6 +34,7 @@ from kcompat.security.delegation_token import TokenSettings
 from kcompat.security.principal import USER_TYPE, KafkaPrincipal
 
 MAX_RECORDS_PER_EXPIRATION = 1000   # Kafka DelegationTokenControlManager
+MIN_METADATA_VERSION = 14           # 3.6-IV2: MetadataVersion.isDelegationTokenSupported
 ERROR_TIMESTAMP = -1                # Kafka DelegationTokenManager.ERROR_TIMESTAMP
 _LONG_MAX = 2**63 - 1
 
@@ -90,7 +92,13 @@ def _with_expiration(token: DelegationTokenRecord, expiration_ms: int) -> Delega
                                  expiration_timestamp=expiration_ms, token_id=token.token_id)
 
 
-def create_token(settings: TokenSettings, req, requester: KafkaPrincipal, now_ms: int,
+def _metadata_version_supports_tokens(image) -> bool:
+    """The finalized ``metadata.version`` has delegation token records (3.6-IV2 and later; an
+    image without one yet counts as current)."""
+    return image.features.get("metadata.version", MIN_METADATA_VERSION) >= MIN_METADATA_VERSION
+
+
+def create_token(image, settings: TokenSettings, req, requester: KafkaPrincipal, now_ms: int,
                  token_id: str | None = None) -> tuple[list, CR]:
     """``(records, response)`` for CreateDelegationToken from ``requester`` (the client's
     principal, also the owner unless v3's OwnerPrincipalName names another). Timestamps in ms;
@@ -104,6 +112,9 @@ def create_token(settings: TokenSettings, req, requester: KafkaPrincipal, now_ms
               max_timestamp_ms=0, token_id="", hmac=b"", throttle_time_ms=0)
     if not settings.enabled:
         resp.error_code = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+        return [], resp
+    if not _metadata_version_supports_tokens(image):
+        resp.error_code = ErrorCode.UNSUPPORTED_VERSION
         return [], resp
     max_life = settings.max_lifetime_ms
     if req.max_lifetime_ms > 0:
@@ -131,6 +142,8 @@ def _checked(image, settings: TokenSettings, hmac: bytes, principal: KafkaPrinci
     DELEGATION_TOKEN_EXPIRED before the owner check) or an expire request, in Kafka's order."""
     if not settings.enabled:
         return None, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+    if not _metadata_version_supports_tokens(image):
+        return None, ErrorCode.UNSUPPORTED_VERSION
     token = token_for_hmac(image, settings, hmac)
     if token is None:
         return None, ErrorCode.DELEGATION_TOKEN_NOT_FOUND

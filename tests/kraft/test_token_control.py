@@ -30,7 +30,7 @@ def _create(image, now=NOW, **kw):
     req = C(renewers=[C.CreatableRenewers(principal_type="User", principal_name="bob")], max_lifetime_ms=-1)
     for k, v in kw.items():
         setattr(req, k, v)
-    records, resp = tc.create_token(SETTINGS, req, ALICE, now)
+    records, resp = tc.create_token(image, SETTINGS, req, ALICE, now)
     _apply(image, records)
     return resp
 
@@ -55,9 +55,9 @@ def test_create_for_another_owner_and_invalid_renewers_and_disabled():
     assert (resp.principal_name, resp.token_requester_principal_name) == ("carol", "alice")
     assert image.delegation_tokens[resp.token_id].owner == "User:carol"
     bad = C(renewers=[C.CreatableRenewers(principal_type="Group", principal_name="g")], max_lifetime_ms=-1)
-    records, resp = tc.create_token(SETTINGS, bad, ALICE, NOW)
+    records, resp = tc.create_token(image, SETTINGS, bad, ALICE, NOW)
     assert (records, resp.error_code) == ([], ErrorCode.INVALID_PRINCIPAL_TYPE)
-    records, resp = tc.create_token(TokenSettings(secret=None), C(), ALICE, NOW)
+    records, resp = tc.create_token(image, TokenSettings(secret=None), C(), ALICE, NOW)
     assert (records, resp.error_code) == ([], ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
 
 
@@ -114,3 +114,16 @@ def test_tokens_survive_a_snapshot_and_give_scram_credentials():
     assert SETTINGS.password(tok.token_id) == base64.b64encode(tok.hmac).decode()
     assert TokenCredentials(copy, TokenSettings(secret=None)).lookup(2, tok.token_id) is None
     assert TokenCredentials(copy, SETTINGS).lookup(2, "no-such-token") is None
+
+
+def test_a_metadata_version_before_3_6_iv2_has_no_tokens():
+    image = MetadataImage()
+    tok = _create(image)
+    image.features["metadata.version"] = 13
+    records, resp = tc.create_token(image, SETTINGS, C(renewers=[], max_lifetime_ms=-1), ALICE, NOW)
+    assert (records, resp.error_code) == ([], ErrorCode.UNSUPPORTED_VERSION)
+    for op, req in ((tc.renew_token, RN(hmac=tok.hmac, renew_period_ms=-1)),
+                    (tc.expire_token, X(hmac=tok.hmac, expiry_time_period_ms=-1))):
+        assert op(image, SETTINGS, req, ALICE, NOW)[1].error_code == ErrorCode.UNSUPPORTED_VERSION
+    image.features["metadata.version"] = 14
+    assert tc.create_token(image, SETTINGS, C(renewers=[], max_lifetime_ms=-1), ALICE, NOW)[1].error_code == 0

@@ -40,7 +40,8 @@ def handle(ctx, req):
     settings = _tokens.settings(ctx)
 
     def local():
-        records, response = token_control.create_token(settings, req, requester, ctx.services.now_ms())
+        records, response = token_control.create_token(ctx.services.image, settings, req, requester,
+                                                       ctx.services.now_ms())
         _tokens.commit(ctx, records)
         return response
     return _tokens.forward(ctx, req, MAX_VERSION, local, error_response)
