@@ -91,7 +91,13 @@ def ends(b, topic: str, partitions: int) -> dict[int, int]:
 
 
 def consume_all(lib, b, group: str, topic: str, tmp_path: Path, name: str) -> ShareConsumer:
-    c = ShareConsumer(lib, b.bootstrap_servers, group, topic, "accept", idle_ms=6_000, workdir=tmp_path, name=name)
+    """A share consumer that accepts every record until none came for 6 s. Every caller expects
+    records, so the first may take up to 150 s: on a fresh broker the consumer's first
+    FindCoordinator creates ``__consumer_offsets`` and the group is joined only then, which on a
+    loaded machine took longer than 6 s (the group did not even exist when a 6 s first wait ran
+    out, and the test saw no records)."""
+    c = ShareConsumer(lib, b.bootstrap_servers, group, topic, "accept", idle_ms=6_000, first_idle_ms=150_000,
+                      workdir=tmp_path, name=name)
     c.wait_done(180)
     wait_empty(b, group)
     return c
