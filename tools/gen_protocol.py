@@ -45,6 +45,9 @@ FROM_NEWER_SPECS = (
     "message/AlterPartitionReassignments*.json", # v1: AllowReplicationFactorChange (KIP-860)
     "message/ListConfigResources*.json",         # key 74 v0-1: ListClientMetricsResources renamed (KIP-1142)
     "message/*DelegationToken*.json",            # keys 38-41 (KIP-48) from v1: v0 removed in Kafka 4.0
+    "message/BrokerHeartbeat*.json",             # v2: CordonedLogDirs (KIP-1066)
+    "metadata/RegisterBrokerRecord.json",        # v4: CordonedLogDirs (KIP-1066)
+    "metadata/BrokerRegistrationChangeRecord.json",  # v3: CordonedLogDirs (KIP-1066)
 )
 # Older spec files that a FROM_NEWER_SPECS file replaces under another name (same API key), dropped.
 SUPERSEDED_BY_NEWER = (
@@ -62,6 +65,7 @@ MERGED_WITH_NEWER_SPECS = (
     "message/OffsetFetch*.json",                 # v10: topic ids (KIP-848)
     "message/DescribeGroups*.json",              # v6: ErrorMessage, GROUP_ID_NOT_FOUND (KIP-1043)
     "message/DescribeCluster*.json",             # v2: IncludeFencedBrokers, IsFenced (KIP-1073)
+    "message/DescribeLogDirs*.json",             # v5: IsCordoned (KIP-1066)
 )
 OUT_DIR = ROOT / "kcompat" / "protocol"
 
