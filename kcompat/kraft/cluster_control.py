@@ -18,6 +18,9 @@ As Kafka's ``ClusterControlManager`` + ``BrokerHeartbeatManager`` + the broker-s
   partitions whose replica on this broker is assigned to one of those directories
   (AssignReplicasToDirs, :mod:`kcompat.kraft.directories`) lose it as leader and ISR member, as if
   the broker were fenced for them alone (Kafka ``ReplicationControlManager.handleDirectoriesOffline``).
+  ``cordoned_log_dirs`` (KIP-1066), once the broker sends them, are kept in its registration
+  (BrokerRegistrationChangeRecord) when they change; a broker whose every log dir is cordoned gets
+  no new replicas (``Controller``'s usable brokers, Kafka ``BrokerRegistration.hasUncordonedDirs``).
 - A broker without a heartbeat for ``broker.session.timeout.ms`` is fenced (FenceBrokerRecord):
   it leaves the ISR of every partition where others remain and loses leadership to the next ISR
   member, or the partition goes leaderless (leader -1) when it was the last one - unless the
@@ -156,8 +159,9 @@ class ClusterControl:
             self.heard_from.add(broker_id)
 
     def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int, want_fence: bool,
-                  want_shut_down: bool, now_ms: int, offline_dirs=()) -> HeartbeatResult:
-        """BrokerHeartbeat; ``offline_dirs``: directory ids of the broker's failed log dirs.
+                  want_shut_down: bool, now_ms: int, offline_dirs=(), cordoned_dirs=None) -> HeartbeatResult:
+        """BrokerHeartbeat; ``offline_dirs``: directory ids of the broker's failed log dirs;
+        ``cordoned_dirs``: of its cordoned ones (KIP-1066), None before the broker has caught up.
         Raises KafkaError (BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH)."""
         b = self.image.brokers.get(broker_id)
         if b is None:
@@ -178,6 +182,10 @@ class ClusterControl:
             if offline & set(b.log_dirs):   # the registration keeps only the online dirs (Kafka)
                 records.append(BrokerRegistrationChangeRecord(
                     broker_id=broker_id, broker_epoch=b.epoch, log_dirs=[d for d in b.log_dirs if d not in offline]))
+        if cordoned_dirs is not None and (b.cordoned_log_dirs is None or set(cordoned_dirs) != set(b.cordoned_log_dirs)):
+            # Kafka ReplicationControlManager.handleDirectoriesCordoned: the registration follows
+            records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
+                                                          cordoned_log_dirs=list(cordoned_dirs)))
         if want_shut_down:
             if not b.in_controlled_shutdown and not b.fenced:
                 records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,

@@ -13,8 +13,9 @@ UNKNOWN_TOPIC_ID, TOPIC_DELETION_DISABLED.
 
 Partitions created without a manual assignment are placed by :mod:`kcompat.kraft.replica_placer`
 (Kafka's ``StripedReplicaPlacer``: rack-aware, leaders spread over racks and brokers) on the
-usable brokers, registered and not in controlled shutdown; a fenced broker may get a follower
-replica, outside the ISR, when there are not enough unfenced ones (as in Kafka).
+usable brokers, registered and not in controlled shutdown, leaving out those whose every log dir
+is cordoned (KIP-1066); a fenced broker may get a follower replica, outside the ISR, when there are
+not enough unfenced ones (as in Kafka).
 """
 
 from __future__ import annotations
@@ -235,6 +236,13 @@ class Controller:
         except Exception as e:  # ConfigError from kcompat.config
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from e
 
+    def _placeable(self, usable: list[UsableBroker]) -> list[UsableBroker]:
+        """The usable brokers the placer may choose: not those whose every log dir is cordoned
+        (Kafka ``BrokerHeartbeatManager.usableBrokers`` with ``hasUncordonedDirs``, KIP-1066);
+        manual assignments may still name them."""
+        brokers = self.image.brokers
+        return [b for b in usable if b.broker_id not in brokers or brokers[b.broker_id].has_uncordoned_dirs()]
+
     def _image_usable_brokers(self) -> list[UsableBroker]:
         return [UsableBroker(b.broker_id, b.rack, b.fenced) for b in self.image.brokers.values()
                 if not b.in_controlled_shutdown]
@@ -258,7 +266,7 @@ class Controller:
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                  "Replication factor must be larger than 0, or -1 to use the default value.")
             try:
-                assignment = place_replicas(usable, 0, n, rf, self.random)
+                assignment = place_replicas(self._placeable(usable), 0, n, rf, self.random)
             except KafkaError as e:  # ReplicationControlManager.createTopic's wording
                 raise KafkaError(e.code, f"Unable to replicate the partition {rf} time(s): {e.message}") from e
         topic_id = uuid.uuid4()
@@ -374,7 +382,7 @@ class Controller:
             new = self._check_assignments({current + i: a for i, a in enumerate(assignments)}, current, usable,
                                           rf if t.partitions else None)
         else:  # the placer's message as it is (Kafka's createPartitionsForTopic adds no prefix)
-            new = place_replicas(usable, current, count - current, rf, self.random)
+            new = place_replicas(self._placeable(usable), current, count - current, rf, self.random)
         if not validate_only:
             self.commit(self._partition_records(t.topic_id, new, active), now_ms)
 

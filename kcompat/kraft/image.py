@@ -101,11 +101,22 @@ class BrokerImage:
     log_dirs: list[uuid.UUID] = field(default_factory=list)
     # the feature levels it supports, name -> (min, max) (its registration's Features, KIP-584)
     features: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # directory ids of its cordoned log dirs (KIP-1066); None until its first heartbeat that
+    # carries them (sent once the broker has caught up with the metadata)
+    cordoned_log_dirs: list[uuid.UUID] | None = None
 
     def has_online_dir(self, directory: uuid.UUID | None) -> bool:
         """Kafka ``BrokerRegistration.hasOnlineDir``: an unassigned replica (None, the zero uuid)
         or a broker that registered no dirs counts as online."""
         return directory is None or directory.int == 0 or not self.log_dirs or directory in self.log_dirs
+
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka ``BrokerRegistration.hasUncordonedDirs`` (KIP-1066): False only when every log dir
+        it registered is cordoned; a broker with no registered dirs, or that has not reported its
+        cordoned dirs yet, has room for new replicas."""
+        if not self.log_dirs or self.cordoned_log_dirs is None:
+            return True
+        return bool(set(self.log_dirs) - set(self.cordoned_log_dirs))
 
 
 @dataclass
@@ -204,7 +215,8 @@ class MetadataImage:
                 record.broker_id, record.broker_epoch, record.incarnation_id,
                 {e.name: BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points},
                 record.rack, bool(record.fenced), bool(record.in_controlled_shutdown), list(record.log_dirs),
-                {f.name: (f.min_supported_version, f.max_supported_version) for f in record.features})
+                {f.name: (f.min_supported_version, f.max_supported_version) for f in record.features},
+                None if record.cordoned_log_dirs is None else list(record.cordoned_log_dirs))
         elif kind == UNREGISTER_BROKER_RECORD:
             b = self.brokers.get(record.broker_id)
             if b is not None and b.epoch == record.broker_epoch:
@@ -224,6 +236,8 @@ class MetadataImage:
                     b.in_controlled_shutdown = True
                 if record.log_dirs:
                     b.log_dirs = list(record.log_dirs)
+                if record.cordoned_log_dirs is not None:   # null: no change (KIP-1066)
+                    b.cordoned_log_dirs = list(record.cordoned_log_dirs)
         elif kind == ACCESS_CONTROL_ENTRY_RECORD:
             self.acls.add(record.id, AclBinding.of(record.resource_type, record.resource_name, record.pattern_type,
                                                    record.principal, record.host, record.operation,
@@ -305,7 +319,8 @@ class MetadataImage:
                 rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown,
                 log_dirs=list(b.log_dirs),
                 features=[RegisterBrokerRecord.BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
-                          for n, (lo, hi) in sorted(b.features.items())]))
+                          for n, (lo, hi) in sorted(b.features.items())],
+                cordoned_log_dirs=None if b.cordoned_log_dirs is None else list(b.cordoned_log_dirs)))
         for t in self.topics.values():
             out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
             for p in t.partitions.values():

@@ -105,9 +105,10 @@ def place_replicas(brokers: Iterable[UsableBroker], first_partition: int, count:
     does not change the result). Returns {partition index: replica broker ids}, leader first;
     every list has ``replication_factor`` distinct brokers and an unfenced leader.
 
-    Raises KafkaError(INVALID_REPLICATION_FACTOR) with Kafka's placer messages, checked in
+    Raises KafkaError(INVALID_REPLICATION_FACTOR) with Kafka 4.3's placer messages, checked in
     Kafka's order: a non-positive replication factor, no unfenced broker at all ("All brokers are
-    currently fenced."), more replicas than usable brokers. ReplicationControlManager prefixes
+    currently fenced, or have all their log directories cordoned."), more replicas than usable
+    brokers (brokers whose every log dir is cordoned are not usable, KIP-1066). ReplicationControlManager prefixes
     them with "Unable to replicate the partition N time(s): " for CreateTopics only.
     """
     by_rack: dict[str | None, tuple[list[int], list[int]]] = {}
@@ -121,11 +122,13 @@ def place_replicas(brokers: Iterable[UsableBroker], first_partition: int, count:
                          f"Invalid replication factor {replication_factor}: the replication factor "
                          f"must be positive.")
     if num_unfenced == 0:
-        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced.")
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         "All brokers are currently fenced, or have all their log directories cordoned.")
     if replication_factor > total:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"The target replication factor of {replication_factor} cannot be reached "
-                         f"because only {total} broker(s) are registered.")
+                         f"because only {total} broker(s) are registered or some brokers have all their "
+                         f"log directories cordoned.")
 
     names = sorted(by_rack, key=rack_sort_key)
     racks = {name: _Rack(*by_rack[name], rng) for name in names}

@@ -147,7 +147,7 @@ def test_new_replicas_prefer_unfenced_brokers_and_reach_fenced_ones_only_as_foll
     counts for the replication factor and may hold a follower (outside the ISR), never a leader."""
     (res,) = h.controller.create_topics([NewTopic("none", 1, 1)], validate_only=False, now_ms=T0)
     assert (res.error, res.message) == (ErrorCode.INVALID_REPLICATION_FACTOR,
-                                        "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")
+                                        "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned.")
     h.join(1)
     h.register(2)  # registered, still fenced
     assert all(p.replicas == [1] for p in h.topic("y", 4, 1).partitions.values())   # unfenced first
@@ -156,7 +156,7 @@ def test_new_replicas_prefer_unfenced_brokers_and_reach_fenced_ones_only_as_foll
     (res,) = h.controller.create_topics([NewTopic("z", 1, 3)], validate_only=False, now_ms=T0)
     assert (res.error, res.message) == (
         ErrorCode.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 3 time(s): The target "
-        "replication factor of 3 cannot be reached because only 2 broker(s) are registered.")
+        "replication factor of 3 cannot be reached because only 2 broker(s) are registered or some brokers have all their log directories cordoned.")
     h.join(3)
     h.cc.heartbeat(3, h.image.brokers[3].epoch, h.image.offset, False, True, T0 + 10)  # controlled shutdown
     assert h.image.brokers[3].in_controlled_shutdown

@@ -57,11 +57,11 @@ def test_errors_have_kafkas_messages_in_kafkas_order():
     assert error_of(two, -1)[1] == "Invalid replication factor -1: the replication factor must be positive."
     assert error_of(two, 3) == (ErrorCode.INVALID_REPLICATION_FACTOR,
                                 "The target replication factor of 3 cannot be reached because only 2 "
-                                "broker(s) are registered.")
+                                "broker(s) are registered or some brokers have all their log directories cordoned.")
     all_fenced = racked({"1": [10, 11]}, fenced={10, 11})
-    assert error_of(all_fenced, 1) == (ErrorCode.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced.")
-    assert error_of(all_fenced, 3)[1] == "All brokers are currently fenced."   # before the count check
-    assert error_of([], 1)[1] == "All brokers are currently fenced."
+    assert error_of(all_fenced, 1) == (ErrorCode.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced, or have all their log directories cordoned.")
+    assert error_of(all_fenced, 3)[1] == "All brokers are currently fenced, or have all their log directories cordoned."   # before the count check
+    assert error_of([], 1)[1] == "All brokers are currently fenced, or have all their log directories cordoned."
     assert error_of(all_fenced, 0)[1].startswith("Invalid replication factor 0")  # the first check
 
 
@@ -299,4 +299,4 @@ def test_create_partitions_reports_the_placers_message_as_kafka_does():
     # no "Unable to replicate the partition" prefix: Kafka's createPartitionsForTopic adds none
     assert (e.value.code, e.value.message) == (
         ErrorCode.INVALID_REPLICATION_FACTOR,
-        "The target replication factor of 2 cannot be reached because only 1 broker(s) are registered.")
+        "The target replication factor of 2 cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.")
