@@ -425,6 +425,7 @@ class Broker:
     def _apply_dynamic_broker_configs(self) -> None:
         self.config.set_dynamic(cluster_default=self.image.broker_configs(""),
                                 per_broker=self.image.broker_configs(str(self.node_id)))
+        self.log_dir_runtime.refresh_cordoned()   # cordoned.log.dirs (KIP-1066)
         reload_listener_contexts(self.config)   # KIP-226: new ssl.* stores for new TLS connections
 
     # -- topic configuration ---------------------------------------------------------------------

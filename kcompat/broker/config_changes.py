@@ -18,6 +18,7 @@ from typing import Callable
 from kcompat.broker.api_services import ApiServices
 from kcompat.config import ConfigError
 from kcompat.config.client_metrics import validate_client_metrics_configs
+from kcompat.config.cordoned import CORDONED_LOG_DIRS, check_cordoned_update
 from kcompat.config.group import validate_group_configs
 from kcompat.protocol.errors import ErrorCode, KafkaError
 
@@ -65,6 +66,9 @@ def replace_configs(services: ApiServices, resource_type: int, resource_name: st
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})
     services.config.validate_dynamic_update(updates, per_broker=resource_name != "")
+    if CORDONED_LOG_DIRS in updates:   # KIP-1066: paths of this broker, or only fewer of them
+        check_cordoned_update(services.config, updates[CORDONED_LOG_DIRS], current=current.get(CORDONED_LOG_DIRS),
+                              own_broker=resource_name == str(services.node_id))
     services.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
 
 

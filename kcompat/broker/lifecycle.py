@@ -5,7 +5,10 @@ After its metadata has caught up, a broker registers with the active controller
 ``broker.heartbeat.interval.ms`` with its metadata offset. The controller unfences it once that
 offset reaches its registration; it serves clients only from then on. Controlled shutdown:
 heartbeats with ``want_shut_down`` until the controller has moved every leadership away and
-answers ``should_shut_down``. Every heartbeat names the broker's failed log dirs (KIP-858). A STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED answer (the
+answers ``should_shut_down``. Every heartbeat names the broker's failed log dirs (KIP-858), and,
+once the controller has said the broker caught up, its cordoned log dirs (v2, KIP-1066; null
+before, as Kafka's lifecycle manager sends them only from the RECOVERY state on). A
+STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED answer (the
 controller fenced and forgot this incarnation) makes the broker register again.
 """
 
@@ -65,6 +68,7 @@ class BrokerLifecycle:
         self.unfenced = asyncio.Event()
         self.want_shut_down = False
         self.should_shut_down = asyncio.Event()
+        self.caught_up = False   # a heartbeat answer said is_caught_up (this registration)
         self._task: asyncio.Task | None = None
 
     def _registration(self) -> BrokerRegistrationRequest:
@@ -92,6 +96,7 @@ class BrokerLifecycle:
                                  broker_registration.error_response)
             if resp.error_code == ErrorCode.NONE:
                 self.broker_epoch = resp.broker_epoch
+                self.caught_up = False
                 log.info("registered with the controller: broker epoch %d", self.broker_epoch)
                 return
             if resp.error_code not in (ErrorCode.NOT_CONTROLLER, ErrorCode.DUPLICATE_BROKER_REGISTRATION,
@@ -105,11 +110,12 @@ class BrokerLifecycle:
         req = BrokerHeartbeatRequest(broker_id=ctx.node_id, broker_epoch=self.broker_epoch,
                                      current_metadata_offset=max(ctx.image.offset, 0),
                                      want_fence=False, want_shut_down=self.want_shut_down,
-                                     offline_log_dirs=self.log_dir_runtime.offline_dir_ids())
+                                     offline_log_dirs=self.log_dir_runtime.offline_dir_ids(),
+                                     cordoned_log_dirs=self.log_dir_runtime.cordoned_dir_ids() if self.caught_up else None)
         # a heartbeat stuck on an unresponsive controller must not outlive the session
         timeout_s = max(0.5, ctx.config.get("broker.session.timeout.ms") / 3000.0)
         broker_heartbeat.touch_session(self.api_services, req)
-        resp = await self.controller_service.call(req, 1, lambda: broker_heartbeat.local(self.api_services, req),
+        resp = await self.controller_service.call(req, 2, lambda: broker_heartbeat.local(self.api_services, req),
                                                   broker_heartbeat.error_response, timeout_s=timeout_s)
         if resp.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning("the controller no longer knows this broker epoch (%s): registering again",
@@ -119,6 +125,9 @@ class BrokerLifecycle:
             return
         if resp.error_code != ErrorCode.NONE:
             return
+        if resp.is_caught_up and not self.caught_up:
+            self.caught_up = True   # from now on heartbeats carry the cordoned dirs: send them now
+            asyncio.ensure_future(self.heartbeat())
         self._set_fenced(resp.is_fenced)
         if resp.should_shut_down:
             self.should_shut_down.set()

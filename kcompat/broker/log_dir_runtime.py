@@ -12,6 +12,11 @@
   differs from the one in the metadata image is sent to the controller in an AssignReplicasToDirs
   (again after ``ASSIGNMENT_RETRY_MS`` while the image has not caught up), as Kafka's
   ``AssignmentsManager``.
+- Cordoned log dirs (KIP-1066): ``cordoned.log.dirs`` (static, or dynamic per broker) is applied
+  to the log manager (new logs avoid those dirs, DescribeLogDirs reports ``IsCordoned``) and its
+  directory ids go to the controller in every heartbeat once the broker has caught up, at once
+  when it changes (Kafka's ``DynamicLogConfig.reconfigure`` -> ``BrokerLifecycleManager.
+  propagateDirectoryCordoned``), so that new replicas avoid a broker whose every dir is cordoned.
 - Fault injection for tests: every second :meth:`kcompat.log.LogManager.poll_injected_faults`.
 """
 
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompat.broker.handlers import assign_replicas_to_dirs
+from kcompat.config.cordoned import cordoned_entries
 from kcompat.isr.future_replica import COPY_STEP_BYTES
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.assign_replicas_to_dirs import AssignReplicasToDirsRequest as Req
@@ -98,6 +104,24 @@ class LogDirRuntime:
         """Directory ids of the offline log dirs (BrokerHeartbeat ``offline_log_dirs``)."""
         lm = self.log_manager
         return [lm.directory_id_of(d) for d in sorted(lm.offline_dirs) if lm.directory_id_of(d) is not None]
+
+    def cordoned_dir_ids(self) -> list:
+        """Directory ids of the cordoned log dirs (BrokerHeartbeat v2 ``cordoned_log_dirs``)."""
+        lm = self.log_manager
+        return [lm.directory_id_of(d) for d in lm.log_dirs
+                if d in lm.cordoned_dirs and lm.directory_id_of(d) is not None]
+
+    def refresh_cordoned(self) -> None:
+        """Apply the effective ``cordoned.log.dirs`` (after a config change); when it changed and
+        the broker is registered, heartbeat now so the controller learns it."""
+        lm = self.log_manager
+        dirs = {d for d in (lm.find_log_dir(entry) for entry in cordoned_entries(self.context.config)) if d is not None}
+        if not lm.set_cordoned(dirs):
+            return
+        log.info("cordoned log dirs: %s", ", ".join(sorted(map(str, dirs))) or "none")
+        lifecycle = self.lifecycle
+        if lifecycle is not None and lifecycle.broker_epoch >= 0:
+            asyncio.ensure_future(lifecycle.heartbeat())
 
     async def _run(self) -> None:
         last_poll = -POLL_S * 1000

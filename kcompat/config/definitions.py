@@ -24,7 +24,7 @@ import re
 
 from .compat_defs import COMPAT_CONFIGS, METADATA_VERSION
 from .endpoints import parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
-from .errors import invalid_value
+from .errors import ConfigError, invalid_value
 from .group_defs import GROUP_COORDINATOR_CONFIGS
 from .keydef import (BOOLEAN, CLASS, CW, DOUBLE, INT, LIST, LONG, PB, RO, SHORT, STRING, ConfigKey,
                      define as d)
@@ -56,6 +56,15 @@ _gzip_level = one_of_or_range([-1], between(1, 9))
 _lz4_level = between(1, 17)
 _zstd_level = between(-131072, 22)
 _protocols = ValidString(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+
+
+def _check_no_empty_items(name: str, value: list) -> None:
+    """``ConfigDef.ValidList.anyNonDuplicateValues``: no empty item (duplicates are dropped)."""
+    if any(not item for item in value):
+        raise ConfigError(name, f"Configuration '{name}' values must not be empty.")
+
+
+_no_empty_items = Custom(_check_no_empty_items, "")
 
 
 _HTTP_LISTENER = re.compile(r"^HTTP://(\[[^\]]*\]|[^:/]*):(\d{1,5})$", re.IGNORECASE)
@@ -171,6 +180,8 @@ _CORE: list[ConfigKey] = [
     d("log.dirs", STRING, None, None, RO, True, "Comma-separated data directories; if unset, log.dir is used."),
     d("log.dir", STRING, KCOMPAT_DEFAULTS["log.dir"], None, RO, True,
       "Data directory when log.dirs is unset (kcompat default: kcompat-data, relative to the working directory)."),
+    d("cordoned.log.dirs", LIST, "", _no_empty_items, PB, True,
+      "Log dirs (entries of log.dirs or log.dir, or * for all) that get no new partition replicas (KIP-1066)."),
     d("num.partitions", INT, 1, at_least(1), RO, True, "Default number of partitions of a new topic."),
     d("auto.create.topics.enable", BOOLEAN, True, None, RO, True, "Create topics on first Metadata/Produce request."),
     d("delete.topic.enable", BOOLEAN, True, None, RO, True, "Allow DeleteTopics; false makes deletion a no-op."),

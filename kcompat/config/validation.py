@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .cordoned import CORDONED_LOG_DIRS, check_cordoned, configured_log_dirs
 from .endpoints import parse_listeners
 from .errors import ConfigError
 
@@ -59,6 +60,8 @@ def validate_broker(cfg: "BrokerConfig") -> None:
         raise ConfigError("log.retention.ms", "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
     if not cfg.log_dirs:
         raise ConfigError("log.dirs", "At least one log directory must be defined via log.dirs or log.dir.")
+    if "broker" in roles:   # KafkaConfig.validateCordonedLogDirs (KIP-1066)
+        check_cordoned(configured_log_dirs(cfg), cfg.get(CORDONED_LOG_DIRS) or [])
     _validate_group_bounds(cfg)
 
 

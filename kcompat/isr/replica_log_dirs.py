@@ -2,7 +2,7 @@
 
 - AlterReplicaLogDirs (KIP-113), as Kafka's ``ReplicaManager.alterReplicaLogDirs``: per partition,
   LOG_DIR_NOT_FOUND for a path that is not one of ``log.dirs``, KAFKA_STORAGE_ERROR for an offline
-  dir or a partition whose dir is offline, REPLICA_NOT_AVAILABLE for a partition this broker does
+  dir or a partition whose dir is offline, INVALID_REPLICA_ASSIGNMENT for a cordoned dir (KIP-1066), REPLICA_NOT_AVAILABLE for a partition this broker does
   not host (the dir is remembered and used if it comes to host it later), UNKNOWN_TOPIC_OR_PARTITION
   for one the cluster does not have. Otherwise a future log is created in the destination dir
   (nothing if the replica is already there; a move to another dir is cancelled first) and
@@ -49,6 +49,8 @@ class ReplicaLogDirs:
             return ErrorCode.LOG_DIR_NOT_FOUND
         if not self.log_manager.is_online(d):
             return ErrorCode.KAFKA_STORAGE_ERROR
+        if d in self.log_manager.cordoned_dirs:   # Kafka 4.3: "Log directory <d> is cordoned" (KIP-1066)
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
         key = (topic, partition)
         p = self.replica_manager.get(topic, partition)
         if p is not None and p.offline:

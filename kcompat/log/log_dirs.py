@@ -45,6 +45,7 @@ class LogDirsMixin:
     future_logs: dict[TopicPartition, Log]
     _future_dir_of: dict[TopicPartition, Path]
     offline_dirs: set[Path]
+    cordoned_dirs: set[Path]   # no new logs unless every online dir is cordoned (KIP-1066)
     directory_ids: dict[Path, uuid.UUID]
     preferred_dirs: dict[TopicPartition, Path]
 
@@ -204,19 +205,29 @@ class LogDirsMixin:
 
     def placement_dir(self, tp: TopicPartition) -> Path:
         """Where a new log of ``tp`` goes: the dir an AlterReplicaLogDirs named for it before it
-        existed (Kafka's preferred log dir), else the online dir holding the fewest partitions
-        (Kafka ``LogManager.nextLogDirs``). LogStorageError if every dir is offline."""
+        existed (Kafka's preferred log dir), else the online, not cordoned dir holding the fewest
+        partitions (Kafka ``LogManager.nextLogDirs``); when every online dir is cordoned (the
+        replica was placed here just before), the first online dir, as Kafka does (KIP-1066).
+        LogStorageError if every dir is offline."""
         online = self.online_dirs
         if not online:
             raise LogStorageError("every log dir is offline", errno=5)
         preferred = self.preferred_dirs.pop(tp, None)
         if preferred is not None and preferred in online:
             return preferred
-        counts = {d: 0 for d in online}
+        candidates = [d for d in online if d not in self.cordoned_dirs] or online[:1]
+        counts = {d: 0 for d in candidates}
         for d in list(self._dir_of.values()) + list(self._future_dir_of.values()):
             if d in counts:
                 counts[d] += 1
-        return min(online, key=lambda x: counts[x])
+        return min(candidates, key=lambda x: counts[x])
+
+    def set_cordoned(self, dirs: set[Path]) -> bool:
+        """Make ``dirs`` (configured log dirs) the cordoned ones (Kafka ``LogManager.
+        updateCordonedLogDirs``, KIP-1066); True if that changed anything."""
+        changed = set(dirs) != self.cordoned_dirs
+        self.cordoned_dirs = set(dirs)
+        return changed
 
 
 def _close_quietly(log: Log) -> None:

@@ -65,6 +65,7 @@ class LogDirDescription:
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
     error: OSError | None = None
     future_logs: dict[TopicPartition, Log] = field(default_factory=dict)   # moving here (is_future_key)
+    is_cordoned: bool = False   # cordoned.log.dirs names it (KIP-1066)
 
 
 class LogManager(LogDirsMixin):
@@ -99,6 +100,7 @@ class LogManager(LogDirsMixin):
         self.future_logs: dict[TopicPartition, Log] = {}
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self.offline_dirs: set[Path] = set()
+        self.cordoned_dirs: set[Path] = set()
         self.preferred_dirs: dict[TopicPartition, Path] = {}
 
     # -- start-up -----------------------------------------------------------------------------------
@@ -273,6 +275,7 @@ class LogManager(LogDirsMixin):
                 out.append(desc)
                 continue
             desc.total_bytes, desc.usable_bytes = usage.total, usage.free
+            desc.is_cordoned = d in self.cordoned_dirs
             desc.logs = {tp: log for tp, log in sorted(self.logs.items())
                          if self._dir_of.get(tp) == d and (partitions is None or tp in partitions)}
             desc.future_logs = {tp: log for tp, log in sorted(self.future_logs.items())

@@ -1,6 +1,6 @@
-"""BrokerHeartbeat (key 63), versions 0-1: a registered broker keeps its session, reports its
-metadata offset and its failed log dirs (v1, KIP-858), and asks to be unfenced, fenced or shut
-down (KIP-631). Answered by the active
+"""BrokerHeartbeat (key 63), versions 0-2: a registered broker keeps its session, reports its
+metadata offset, its failed log dirs (v1, KIP-858) and its cordoned log dirs (v2, KIP-1066; null
+until it has caught up), and asks to be unfenced, fenced or shut down (KIP-631). Answered by the active
 controller; see :meth:`kcompat.kraft.cluster_control.ClusterControl.heartbeat`.
 """
 
@@ -12,7 +12,7 @@ from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatResponse a
 
 API_KEY = 63
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 def local(services: ApiServices, req) -> R:
@@ -20,7 +20,8 @@ def local(services: ApiServices, req) -> R:
     try:
         res = services.cluster_control.heartbeat(req.broker_id, req.broker_epoch, req.current_metadata_offset,
                                                req.want_fence, req.want_shut_down, services.now_ms(),
-                                               offline_dirs=req.offline_log_dirs or ())
+                                               offline_dirs=req.offline_log_dirs or (),
+                                               cordoned_dirs=req.cordoned_log_dirs)
     except KafkaError as e:
         return error_response(req, 0, e.code)
     return R(error_code=0, is_caught_up=res.is_caught_up, is_fenced=res.is_fenced,

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 0-4: the broker's log dirs and the partitions in each, with
+"""DescribeLogDirs (key 35), versions 0-5: the broker's log dirs and the partitions in each, with
 their size on disk (``kafka-log-dirs.sh --describe``; ``kafka-reassign-partitions.sh`` 4.x reads it
 to keep replicas in their log dirs).
 
@@ -11,8 +11,9 @@ segments' ``.log`` files, as ``UnifiedLog.size``), ``offset_lag`` (the high wate
 end offset, never below 0; -1 when the replica has no partition state) and ``is_future_key``
 false; a replica moving to this dir (AlterReplicaLogDirs) is listed there too with its future log:
 ``is_future_key`` true, the lag behind the current log's end offset. v4 adds the total and usable
-bytes of the dir's filesystem. An offline dir, or one whose filesystem cannot be read, answers
-KAFKA_STORAGE_ERROR with no topics.
+bytes of the dir's filesystem; v5 ``is_cordoned``, true for a dir ``cordoned.log.dirs`` names
+(KIP-1066; Kafka 4.3 sets it only at metadata.version 4.3-IV0 or later, kcompat at any). An
+offline dir, or one whose filesystem cannot be read, answers KAFKA_STORAGE_ERROR with no topics.
 
 Version 0 (the same as 1, which only added throttling after the response) was removed in Kafka 4.0
 (KIP-896); kcompat keeps serving it for older clients, as it does the other versions Kafka 4 dropped.
@@ -27,7 +28,7 @@ from kcompat.protocol.messages.describe_log_dirs import DescribeLogDirsResponse 
 
 API_KEY = 35
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 INVALID_OFFSET_LAG = -1   # DescribeLogDirsResponse.INVALID_OFFSET_LAG
 
@@ -54,6 +55,7 @@ def handle(ctx, req):
                 offset_lag=services.replica_manager.log_dirs.future_lag(topic, index), is_future_key=True))
         results.append(R.DescribeLogDirsResult(
             error_code=ErrorCode.NONE, log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes,
+            is_cordoned=d.is_cordoned,
             topics=[R.DescribeLogDirsTopic(name=name, partitions=parts) for name, parts in topics.items()]))
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
 
