@@ -66,9 +66,8 @@ def replace_configs(services: ApiServices, resource_type: int, resource_name: st
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})
     services.config.validate_dynamic_update(updates, per_broker=resource_name != "")
-    if CORDONED_LOG_DIRS in updates:   # KIP-1066: paths of this broker, or only fewer of them
-        check_cordoned_update(services.config, updates[CORDONED_LOG_DIRS], current=current.get(CORDONED_LOG_DIRS),
-                              own_broker=resource_name == str(services.node_id))
+    if CORDONED_LOG_DIRS in updates and resource_name == str(services.node_id):   # KIP-1066: its log dirs
+        check_cordoned_update(services.config, updates[CORDONED_LOG_DIRS])
     services.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
 
 

@@ -5,9 +5,11 @@ A LIST, default empty, dynamic per broker (``DynamicBrokerConfig.PER_BROKER_CONF
 compared as strings, or the single value ``*``: every log dir (``AbstractKafkaConfig.
 cordonedLogDirs``). Checked as Kafka's ``KafkaConfig.validateCordonedLogDirs`` (``require``, so
 the message starts with "requirement failed: "; a dynamic update failing it is INVALID_REQUEST,
-as ``ConfigAdminManager.validateBrokerConfigChange`` turns non-API exceptions into). Updates that
-reach a controller for another broker (whose paths it cannot see) may only remove entries
-(``ConfigurationControlManager.isCordonedLogDirsInvalid``).
+as ``ConfigAdminManager.validateBrokerConfigChange`` turns non-API exceptions into): by the broker
+the change names, before it forwards the change to the controller, which cannot see its paths.
+(Kafka's controller, asked directly with ``--bootstrap-controller``, only lets entries be removed,
+``ConfigurationControlManager.isCordonedLogDirsInvalid``; kcompat cannot tell a direct request from
+a forwarded one and does not make that check.)
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CORDONED_LOG_DIRS = "cordoned.log.dirs"
 ALL = "*"   # ServerLogConfigs.CORDONED_LOG_DIRS_ALL
-NOT_A_SUBSET = (f"When updating {CORDONED_LOG_DIRS} via controllers,  the new value must be a subset of the "
-                f"current configuration value.")   # Kafka's text, with its double space
 
 
 def configured_log_dirs(cfg: BrokerConfig) -> list[str]:
@@ -54,15 +54,9 @@ def check_cordoned(log_dirs: list[str], entries: list[str], *, error: str = "INV
                           error=error)
 
 
-def check_cordoned_update(cfg: BrokerConfig, value: str | None, *, current: str | None,
-                          own_broker: bool) -> None:
-    """A dynamic update of ``cordoned.log.dirs`` to ``value`` (None: deleted). ``own_broker``:
-    the resource is this broker, whose log dirs are known; otherwise (a controller updating
-    another broker) the new entries must be among ``current``'s. Raises :class:`ConfigError`."""
-    if value is None or not value.strip():
-        return
-    entries = csv_list(value)
-    if own_broker:
-        check_cordoned(configured_log_dirs(cfg), entries, error="INVALID_REQUEST")
-    elif not set(entries) <= set(csv_list(current)):
-        raise ConfigError(CORDONED_LOG_DIRS, NOT_A_SUBSET)
+def check_cordoned_update(cfg: BrokerConfig, value: str | None) -> None:
+    """A dynamic update of this broker's ``cordoned.log.dirs`` to ``value`` (None: deleted),
+    checked against its log dirs as Kafka's broker does before forwarding the change to the
+    controller (``ConfigAdminManager.preprocess``). Raises :class:`ConfigError` (INVALID_REQUEST)."""
+    if value is not None and value.strip():
+        check_cordoned(configured_log_dirs(cfg), csv_list(value), error="INVALID_REQUEST")
