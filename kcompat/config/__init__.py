@@ -12,7 +12,7 @@ Entry points for the broker::
 
 Modules: :mod:`.definitions` (broker config table), :mod:`.compat_defs` (accepted-only keys),
 :mod:`.topic` (topic configs and synonyms), :mod:`.group` (dynamic group configs, Kafka 4.3),
-:mod:`.client_metrics` (client metrics subscriptions, KIP-714),
+:mod:`.client_metrics` (client metrics subscriptions, KIP-714), :mod:`.cordoned` (``cordoned.log.dirs``, KIP-1066),
 :mod:`.group_defs` (group.share.* / group.streams.* broker configs), :mod:`.broker` (``BrokerConfig``),
 :mod:`.describe`, :mod:`.properties` (server.properties syntax), :mod:`.endpoints` (listeners, quorum voters),
 :mod:`.types` (types, validators, Kafka's value strings), :mod:`.errors` (``ConfigError``).
