@@ -2,7 +2,8 @@
 (``org.apache.kafka.tools.FeatureCommand``): an upgrade sent to a broker that is not the active
 controller is forwarded there (as CreateTopics is) and every node's ApiVersions then shows the new
 level; the active controller's controller listener takes UpdateFeatures too, while on another
-controller's listener it answers NOT_CONTROLLER."""
+controller's listener it answers NOT_CONTROLLER; ``kafka-features --bootstrap-controller describe``
+prints what ``--bootstrap-server`` prints."""
 
 from __future__ import annotations
 
@@ -64,3 +65,12 @@ def test_feature_updates_reach_the_active_controller_and_every_node(tmp_path, ka
         resp = wire.call(f"127.0.0.1:{cluster.controller_ports[follower - 1]}", req, 2)
         assert resp.error_code == ErrorCode.NOT_CONTROLLER and resp.results == []
         assert all(finalized(p).get("group.version") == 1 for p in cluster.client_ports)
+
+        # --bootstrap-controller (KIP-919): DescribeCluster on a controller listener names the
+        # controllers, and the tool describes the features from a controller as from a broker
+        via_controller = kafka_features(kafka_lib, "--bootstrap-controller",
+                                        f"127.0.0.1:{cluster.controller_ports[follower - 1]}", "describe")
+        via_broker = kafka_features(kafka_lib, "--bootstrap-server", f"127.0.0.1:{cluster.client_ports[0]}", "describe")
+        assert via_controller.returncode == 0, via_controller.stdout + via_controller.stderr
+        assert "Feature: group.version" in via_controller.stdout
+        assert via_controller.stdout == via_broker.stdout

@@ -281,7 +281,7 @@ def test_controller_listeners_require_cluster_action():
             quorum = DQQ(topics=[DQQ.TopicData(topic_name="__cluster_metadata",
                                                partitions=[DQQ.PartitionData(partition_index=0)])])
             assert send(Target(bs), quorum, 1, AWAY).error_code == E.CLUSTER_AUTHORIZATION_FAILED
-            assert send(Target(bs), DescribeClusterRequest(), 0, AWAY).error_code == E.NONE
+            assert send(Target(bs), DescribeClusterRequest(endpoint_type=2), 1, AWAY).error_code == E.NONE   # KIP-919
         # the cluster still works: a topic created through a broker that is not the controller is
         # forwarded (from 127.0.0.1) and replicated
         topic = unique("after-gate")

@@ -1,7 +1,11 @@
 """DescribeCluster (key 60), versions 0-2: cluster id, controller and brokers (KIP-700).
 
-v1 adds ``endpoint_type`` (KIP-919): 1 = brokers (what we serve), 2 = controllers (answered
-with UNSUPPORTED_ENDPOINT_TYPE by a broker listener, as Kafka does). With an authorizer,
+v1 adds ``endpoint_type`` (KIP-919): a broker listener serves 1 (brokers), a controller listener
+2 (controllers: the quorum's voters at their controller addresses, with the active controller as
+``controller_id``, Kafka's ``ControllerApis.handleDescribeCluster``; what ``--bootstrap-controller``
+tools and ``bootstrap.controllers`` admin clients ask first). The other type is
+MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for v0, which cannot name one), an unknown type
+UNSUPPORTED_ENDPOINT_TYPE, with Kafka 4.3.1's messages. With an authorizer,
 ``cluster_authorized_operations`` lists what the ACLs allow (0 without DESCRIBE on the cluster).
 v2 (KIP-1073): ``include_fenced_brokers`` adds the registered brokers that are fenced, each broker
 says ``is_fenced`` (Kafka 4.3.1's ``KafkaApis.handleDescribeCluster``).
@@ -18,20 +22,39 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 ENDPOINT_BROKERS = 1
+ENDPOINT_CONTROLLERS = 2
+_ENDPOINT_NAMES = {ENDPOINT_BROKERS: "BROKER", ENDPOINT_CONTROLLERS: "CONTROLLER"}
 
 
 def handle(ctx, req):
     services = ctx.services
-    if ctx.api_version >= 1 and req.endpoint_type != ENDPOINT_BROKERS:
-        return R(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                 error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
-                               "of type CONTROLLER",
-                 endpoint_type=req.endpoint_type, cluster_id=services.cluster_id, controller_id=-1, brokers=[])
+    version = ctx.api_version
+    wanted = req.endpoint_type if version >= 1 else ENDPOINT_BROKERS
+    serves = ENDPOINT_CONTROLLERS if getattr(ctx.connection, "is_controller_listener", False) else ENDPOINT_BROKERS
+    if wanted not in _ENDPOINT_NAMES:
+        return _refused(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {wanted}")
+    if wanted != serves:
+        return _refused(ErrorCode.MISMATCHED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST,
+                        f"The request was sent to an endpoint of type {_ENDPOINT_NAMES[serves]}, but we wanted "
+                        f"an endpoint of type {_ENDPOINT_NAMES[wanted]}")
     ops = cluster_operations(ctx) if req.include_cluster_authorized_operations else AUTHORIZED_OPS_NOT_REQUESTED
+    if serves == ENDPOINT_CONTROLLERS:
+        leader = services.quorum.leader_id
+        return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                 endpoint_type=ENDPOINT_CONTROLLERS, cluster_id=services.cluster_id,
+                 controller_id=-1 if leader is None else leader, cluster_authorized_operations=ops,
+                 brokers=[R.DescribeClusterBroker(broker_id=v.node_id, host=v.host, port=v.port, rack=None)
+                          for v in services.config.controller_quorum_voters])
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_BROKERS,
              cluster_id=services.cluster_id, controller_id=services.node_id,
-             brokers=_brokers(services, ctx.listener_name, ctx.api_version >= 2 and req.include_fenced_brokers),
+             brokers=_brokers(services, ctx.listener_name, version >= 2 and req.include_fenced_brokers),
              cluster_authorized_operations=ops)
+
+
+def _refused(code: ErrorCode, message: str) -> R:
+    """A request for the other (or an unknown) endpoint type: as Kafka, no cluster id, no nodes."""
+    return R(error_code=code, error_message=message, endpoint_type=ENDPOINT_BROKERS, cluster_id="", controller_id=-1,
+             brokers=[])
 
 
 def _brokers(services, listener_name: str, include_fenced: bool):
