@@ -1,12 +1,12 @@
-"""Shared by the group offset handlers whose newest versions name topics by id instead of name
-(OffsetCommit v10, OffsetFetch v10; KIP-848): Kafka 4.3.1's ``KafkaApis`` resolves the ids through
-the metadata cache before the group coordinator sees the request (committed offsets stay stored by
-topic name), answers a topic whose id is unknown with UNKNOWN_TOPIC_ID for each of its partitions,
-and puts the ids back into the coordinator's answer."""
+"""Shared by the handlers whose newest versions name topics by id instead of name (Produce v13,
+KIP-516; OffsetCommit v10, OffsetFetch v10, KIP-848): Kafka 4.3.1's ``KafkaApis`` resolves the ids
+through the metadata cache before the request goes on (committed offsets stay stored by topic
+name), answers a topic whose id is unknown with UNKNOWN_TOPIC_ID for each of its partitions, and
+puts the ids back into the answer."""
 
 from __future__ import annotations
 
-TOPIC_IDS_MIN_VERSION = 10
+TOPIC_IDS_MIN_VERSION = 10   # OffsetCommit / OffsetFetch (Produce: its own, v13)
 
 
 def resolve_names(image, topics) -> list:

@@ -18,6 +18,7 @@ import logging
 
 from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
+from kcompat.broker.config_changes import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.config.client_metrics import describe_client_metrics
 from kcompat.kraft.controller import validate_topic_name
@@ -28,7 +29,6 @@ API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
 STRING_TYPE = 2
 

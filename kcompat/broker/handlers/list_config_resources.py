@@ -17,6 +17,7 @@ subscriptions, ``kafka-client-metrics.sh --list``); KIP-1142 renamed it and adde
 from __future__ import annotations
 
 from kcompat.broker.authz import Op
+from kcompat.broker.config_changes import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_config_resources import ListConfigResourcesResponse as R
 
@@ -24,7 +25,6 @@ API_KEY = 74
 MIN_VERSION = 0
 MAX_VERSION = 1
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 # ListConfigResourcesRequest.supportedResourceTypes() per request version
 SUPPORTED = {0: frozenset({CLIENT_METRICS}), 1: frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})}
 

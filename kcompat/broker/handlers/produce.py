@@ -40,6 +40,7 @@ from kcompat.broker.authz import TOPIC, TRANSACTIONAL_ID, Op, may_create_topic, 
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.broker.quota.throttle import produce_quota
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
+from kcompat.broker.handlers._topic_ids import resolve_names
 from kcompat.isr.append_records import ProducePartitionResult
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol import records as rb
@@ -84,16 +85,8 @@ def handle(ctx, req):
 def _by_topic_id(ctx, req):
     """v13: each topic's name from its id; the topics with unknown ids leave the request and are
     answered UNKNOWN_TOPIC_ID (with the id) beside the others' results."""
-    by_id = ctx.services.image.topics_by_id
-    known, unknown = [], []
-    for td in req.topic_data:
-        t = by_id.get(td.topic_id)
-        if t is None:
-            unknown.append(td)
-        else:
-            td.name = t.name
-            known.append(td)
-    req.topic_data = known
+    unknown = resolve_names(ctx.services.image, req.topic_data)
+    known = req.topic_data = [td for td in req.topic_data if td.name]
     unknown_responses = [R.TopicProduceResponse(topic_id=td.topic_id, partition_responses=[
         _error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID, TOPIC_IDS_MIN_VERSION, None) for pd in td.partition_data])
         for td in unknown]
