@@ -66,6 +66,8 @@ MERGED_WITH_NEWER_SPECS = (
     "message/DescribeGroups*.json",              # v6: ErrorMessage, GROUP_ID_NOT_FOUND (KIP-1043)
     "message/DescribeCluster*.json",             # v2: IncludeFencedBrokers, IsFenced (KIP-1073)
     "message/DescribeLogDirs*.json",             # v5: IsCordoned (KIP-1066)
+    "message/TxnOffsetCommit*.json",             # v5: adds the offsets partition implicitly (KIP-890 part 2)
+    "message/WriteTxnMarkers*.json",             # v2: TransactionVersion (KIP-1228); v0 kept for old peers
 )
 OUT_DIR = ROOT / "kcompat" / "protocol"
 
