@@ -64,16 +64,20 @@ class TransactionCoordinator:
     ``allocate_producer_id()`` returns a new producer id (it may raise a KafkaError, whose code the
     client gets); ``partition_exists(topic, partition)`` tells whether a data partition exists;
     ``group_partition_for(group_id)`` is the ``__consumer_offsets`` partition of a group
-    (AddOffsetsToTxn). Request methods take ``(reply_to, req, version, now_ms)`` and, like every
-    other call that changes something, return a :class:`Result`.
+    (AddOffsetsToTxn); ``transaction_version()`` is the cluster's finalized ``transaction.version``
+    (the log value version, and the kind of abort the coordinator itself starts). Request methods
+    take ``(reply_to, req, version, now_ms)`` and, like every other call that changes something,
+    return a :class:`Result`.
     """
 
     def __init__(self, config: TxnConfig, *, allocate_producer_id: Callable[[], int],
-                 partition_exists: Callable[[str, int], bool], group_partition_for: Callable[[str], int]) -> None:
+                 partition_exists: Callable[[str, int], bool], group_partition_for: Callable[[str], int],
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         self.config = config
         self._allocate_producer_id = allocate_producer_id
-        self._shard = shard = TxnShard(config)
-        self._completion = completion = TxnCompletion(shard, partition_exists=partition_exists)
+        self._shard = shard = TxnShard(config, transaction_version)
+        self._completion = completion = TxnCompletion(shard, partition_exists=partition_exists,
+                                                      allocate_producer_id=lambda: self._allocate_producer_id())
         self._requests = TxnRequests(
             shard, config,
             # looked up at each call: tests replace _allocate_producer_id on a running coordinator

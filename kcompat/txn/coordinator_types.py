@@ -100,7 +100,8 @@ class Record:
 @dataclass
 class MarkerRequest:
     """Write a COMMIT (``commit``) or ABORT control batch for ``producer_id``/``producer_epoch`` to
-    each of ``partitions`` (Kafka's WriteTxnMarkers entry)."""
+    each of ``partitions`` (Kafka's WriteTxnMarkers entry). ``transaction_version`` 2: the epoch
+    was bumped by the EndTxn, so a partition leader wants it above the producer's epoch there."""
 
     transactional_id: str
     producer_id: int
@@ -108,6 +109,7 @@ class MarkerRequest:
     coordinator_epoch: int
     commit: bool
     partitions: list[TopicPartition]
+    transaction_version: int = 0  # the transaction's client version: WriteTxnMarkers v2 (KIP-1228)
 
 
 @dataclass
@@ -149,11 +151,17 @@ class _Transit:
     partitions: frozenset[TopicPartition]
     txn_start_ms: int
     last_update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID  # TV2: the id to move to once the transaction completes
+    client_txn_version: int = 0  # the transaction version of the client's last transition (TV2: 2)
 
     def log_value(self) -> TxnLogValue:
+        """The TransactionLogValue; ``previous_producer_id``, ``next_producer_id`` and
+        ``client_transaction_version`` reach the log only in the flexible value v1."""
         return TxnLogValue(producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                            timeout_ms=self.timeout_ms, state=self.state, partitions=self.partitions,
-                           last_update_ms=self.last_update_ms, txn_start_ms=self.txn_start_ms)
+                           last_update_ms=self.last_update_ms, txn_start_ms=self.txn_start_ms,
+                           previous_producer_id=self.last_producer_id, next_producer_id=self.next_producer_id,
+                           client_transaction_version=self.client_txn_version)
 
 
 @dataclass
@@ -173,12 +181,13 @@ class TxnMetadata:
     __slots__ = ("transactional_id", "partition", "producer_id", "last_producer_id", "producer_epoch",
                  "last_producer_epoch", "timeout_ms", "state", "partitions", "txn_start_ms", "last_update_ms",
                  "pending", "fence_epoch", "visible", "markers_remaining", "markers_in_flight",
-                 "markers_aborted", "transitions")
+                 "markers_aborted", "transitions", "next_producer_id", "client_txn_version")
 
     def __init__(self, transactional_id: str, partition: int, producer_id: int, producer_epoch: int,
                  timeout_ms: int, state: TxnState, last_update_ms: int, *, txn_start_ms: int = -1,
                  partitions: Iterable[TopicPartition] = (), last_producer_id: int = NO_PRODUCER_ID,
-                 last_producer_epoch: int = NO_PRODUCER_EPOCH) -> None:
+                 last_producer_epoch: int = NO_PRODUCER_EPOCH, next_producer_id: int = NO_PRODUCER_ID,
+                 client_txn_version: int = 0) -> None:
         self.transactional_id = transactional_id
         self.partition = partition  # of __transaction_state
         self.producer_id = producer_id
@@ -190,6 +199,8 @@ class TxnMetadata:
         self.partitions: set[TopicPartition] = set(partitions)
         self.txn_start_ms = txn_start_ms
         self.last_update_ms = last_update_ms
+        self.next_producer_id = next_producer_id  # TV2: set by a Prepare* whose epoch bump exhausts the epochs
+        self.client_txn_version = client_txn_version  # Kafka's clientTransactionVersion (0, or 2 for TV2)
         self.pending: _Pending | None = None
         self.fence_epoch: int | None = None  # epoch bumped in memory by a fence not yet written
         self.visible = True  # False until the first record of a new transactional id is replayed
@@ -215,7 +226,8 @@ class TxnMetadata:
         values = dict(producer_id=self.producer_id, last_producer_id=self.producer_id,
                       producer_epoch=self.epoch, last_producer_epoch=self.last_producer_epoch,
                       timeout_ms=self.timeout_ms, state=self.state, partitions=frozenset(self.partitions),
-                      txn_start_ms=self.txn_start_ms, last_update_ms=self.last_update_ms)
+                      txn_start_ms=self.txn_start_ms, last_update_ms=self.last_update_ms,
+                      next_producer_id=self.next_producer_id, client_txn_version=self.client_txn_version)
         values.update(changes)
         return _Transit(**values)
 

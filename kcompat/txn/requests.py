@@ -169,8 +169,10 @@ class TxnRequests:
     # ------------------------------------------------------------------------------------------
 
     def add_partitions_to_txn(self, reply_to, req, version: int, now_ms: int) -> Result:
-        """Versions 0-3 (one transaction, from the producer) and 4-5 (batched, from brokers,
-        ``verify_only`` to check partitions instead of adding them: KIP-890 part 1)."""
+        """Versions 0-3 (one transaction, from the producer) and 4-5 (batched, from brokers:
+        ``verify_only`` to check partitions instead of adding them, KIP-890 part 1, or to add them
+        for a TV2 client's Produce v12 / TxnOffsetCommit v5, KIP-890 part 2, which records the
+        transaction's client version 2)."""
         self._shard.begin(now_ms)
         if version < 4:
             txns = [(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
@@ -194,7 +196,10 @@ class TxnRequests:
                               for tp, e in errors.items()}
                 results[tid] = errors
             else:
-                error, wrote = self._add_partitions(tid, pid, epoch, set(partitions), now_ms)
+                # Kafka's transactionVersionForAddPartitionsToTxn: v4+ (a broker adding a partition
+                # for a TV2 client's Produce v12 / TxnOffsetCommit v5) is TV2, v0-3 a TV0 client
+                error, wrote = self._add_partitions(tid, pid, epoch, set(partitions), now_ms,
+                                                    client_txn_version=2 if version >= 4 else 0)
                 if version < 2 and error is ErrorCode.PRODUCER_FENCED:
                     error = ErrorCode.INVALID_PRODUCER_EPOCH
                 results[tid] = {tp: error for tp in partitions}
@@ -241,8 +246,10 @@ class TxnRequests:
         return self._shard.end()
 
     def _add_partitions(self, tid: str, producer_id: int, producer_epoch: int, partitions: set[TopicPartition],
-                        now_ms: int) -> tuple[ErrorCode, bool]:
-        """Kafka's handleAddPartitionsToTransaction: (error, whether a record was written)."""
+                        now_ms: int, *, client_txn_version: int = 0) -> tuple[ErrorCode, bool]:
+        """Kafka's handleAddPartitionsToTransaction: (error, whether a record was written);
+        ``client_txn_version`` (0, or 2 for an implicit add, KIP-890 part 2) is recorded with the
+        Ongoing transition (Kafka's prepareAddPartitions)."""
         if not tid:
             return ErrorCode.INVALID_REQUEST, False
         error = self._shard.owner_error(tid)
@@ -259,7 +266,7 @@ class TxnRequests:
             return ErrorCode.NONE, False  # already in the transaction: no record
         start = now_ms if m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) else m.txn_start_ms
         transit = m.transit(state=ONGOING, partitions=frozenset(m.partitions | partitions), txn_start_ms=start,
-                            last_update_ms=now_ms)
+                            last_update_ms=now_ms, client_txn_version=client_txn_version)
         self._shard.write(m, transit, (TxnEvent.ADD_PARTITIONS,))
         return ErrorCode.NONE, True
 

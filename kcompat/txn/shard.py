@@ -40,8 +40,9 @@ class TxnShard:
       Kafka (abort of timed-out transactions, removal of expired transactional ids).
     """
 
-    def __init__(self, config: TxnConfig) -> None:
+    def __init__(self, config: TxnConfig, transaction_version: Callable[[], int] = lambda: 0) -> None:
         self._config = config
+        self._transaction_version = transaction_version
         self._txns: dict[str, TxnMetadata] = {}
         self._owned: dict[int, int] = {}  # __transaction_state partition -> coordinator epoch
         self._loading: dict[int, dict[str, TxnLogValue | None]] = {}  # partition -> last value per id
@@ -54,6 +55,12 @@ class TxnShard:
         self._replies: list[tuple[object, object]] = []
         self._markers: list[MarkerRequest] = []
         self._ties: list[_Tie] = []
+
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version`` now (Kafka's
+        ``TransactionStateManager.transactionVersionLevel``): the coordinator's own aborts
+        (timeouts, fencing) follow it, and from 1 on the log value is the flexible v1."""
+        return self._transaction_version()
 
     # ------------------------------------------------------------------------------------------
     # the clock and the Result of the current call
@@ -100,7 +107,10 @@ class TxnShard:
             state = next_state(state, event)
         assert state is (TxnState.DEAD if transit is None else transit.state), (m, events, transit)
         key = rec.key_bytes(m.transactional_id)
-        value = None if transit is None else rec.value_bytes(transit.log_value())
+        # Kafka's TransactionVersion.transactionLogValueVersion: v1 (flexible, with the client
+        # transaction version) once transaction.version >= 1 is finalized, v0 before
+        version = 1 if self.transaction_version() >= 1 else 0
+        value = None if transit is None else rec.value_bytes(transit.log_value(), version)
         m.pending = _Pending(transit, events, key, value, fence=fence, completion=completion,
                              marker_partitions=marker_partitions)
         self._records.append(Record(m.partition, key, value, timeout_ms=m.timeout_ms if transit is None

@@ -1,6 +1,6 @@
 """States of a transactional id and the events that move it between them, as one table.
 
-Kafka's ``TransactionState`` objects (TransactionMetadata.scala, Kafka 3.x) list for each state the
+Kafka's ``TransactionState`` (TransactionState.java, Kafka 4.3) lists for each state the
 states it may be entered from (``validPreviousStates``). Here the same rules are written as a table
 ``(state, event) -> state``; the coordinator moves a transactional id only through
 :func:`next_state`, so a transition missing from the table raises instead of corrupting the state.
@@ -9,6 +9,8 @@ states it may be entered from (``validPreviousStates``). Here the same rules are
     Empty, Ongoing, Complete*           --ADD_PARTITIONS-->    Ongoing            (AddPartitionsToTxn, AddOffsetsToTxn)
     Ongoing                             --COMMIT-->            PrepareCommit      (EndTxn commit)
     Ongoing                             --ABORT-->             PrepareAbort       (EndTxn abort)
+    Empty, CompleteCommit, CompleteAbort --ABORT-->            PrepareAbort       (EndTxn v5 abort with no partition
+                                                                                   added: transaction.version 2 only)
     Ongoing                             --FENCE_EPOCH-->       PrepareEpochFence  (InitProducerId during a
                                                                                    transaction, or its timeout)
     PrepareEpochFence                   --ABORT-->             PrepareAbort       (abort with the bumped epoch)
@@ -86,6 +88,9 @@ TRANSITIONS: dict[tuple[TxnState, TxnEvent], TxnState] = {
     (S.COMPLETE_ABORT, E.ADD_PARTITIONS): S.ONGOING,
     (S.ONGOING, E.COMMIT): S.PREPARE_COMMIT,
     (S.ONGOING, E.ABORT): S.PREPARE_ABORT,
+    (S.EMPTY, E.ABORT): S.PREPARE_ABORT,   # KIP-890 part 2: an abort with no partition bumps the epoch
+    (S.COMPLETE_COMMIT, E.ABORT): S.PREPARE_ABORT,
+    (S.COMPLETE_ABORT, E.ABORT): S.PREPARE_ABORT,
     (S.ONGOING, E.FENCE_EPOCH): S.PREPARE_EPOCH_FENCE,
     (S.PREPARE_EPOCH_FENCE, E.ABORT): S.PREPARE_ABORT,
     (S.PREPARE_COMMIT, E.MARKERS_WRITTEN): S.COMPLETE_COMMIT,
@@ -95,13 +100,15 @@ TRANSITIONS: dict[tuple[TxnState, TxnEvent], TxnState] = {
     (S.COMPLETE_ABORT, E.EXPIRE): S.DEAD,
 }
 
-# Kafka's validPreviousStates (Kafka 3.x, transaction.version 0/1), kept to check the table against
-# (tests/txn/test_coordinator_state.py).
+# Kafka's validPreviousStates (Kafka 4.3: PrepareAbort may follow Empty and Complete* for an EndTxn v5
+# abort, KIP-890 part 2), kept to check the table against (tests/txn/test_coordinator_state.py). The
+# coordinator takes those three edges only for a transaction.version 2 client; older clients get
+# INVALID_TXN_STATE before reaching the table.
 VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT}),

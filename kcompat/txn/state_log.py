@@ -108,10 +108,12 @@ class TxnStateLog:
 
     @staticmethod
     def _metadata_from_value(tid: str, partition: int, v: TxnLogValue) -> TxnMetadata:
-        """Kafka's TransactionLog.readTxnRecordValue: previous producer id/epoch are not in the log."""
+        """Kafka's TransactionLog.readTxnRecordValue: the previous producer epoch is not in the log;
+        the previous and next producer ids and the client transaction version are (value v1)."""
         return TxnMetadata(tid, partition, v.producer_id, v.producer_epoch, v.timeout_ms, v.state,
                            v.last_update_ms, txn_start_ms=v.txn_start_ms, partitions=v.partitions,
-                           last_producer_id=v.previous_producer_id)
+                           last_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
+                           client_txn_version=v.client_transaction_version)
 
     # ------------------------------------------------------------------------------------------
     # replay
@@ -177,6 +179,8 @@ class TxnStateLog:
         m.partitions = set(t.partitions)
         m.txn_start_ms = t.txn_start_ms
         m.last_update_ms = t.last_update_ms
+        m.next_producer_id = t.next_producer_id
+        m.client_txn_version = t.client_txn_version
         m.visible = True
         if state in PREPARE_STATES:
             m.markers_remaining = set(pending.marker_partitions)

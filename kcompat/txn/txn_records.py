@@ -6,9 +6,11 @@ Kafka skips them ("Unknown message key ... It could be a left over from an abort
 value is an int16 value version followed by a TransactionLogValue, or null (a tombstone: the
 transactional id expired).
 
-Versions written, as Kafka 3.x: key v0; value v0, the highest non-flexible version, which Kafka
-keeps writing until ``transaction.version`` >= 1 turns on the flexible v1 with its tagged fields
-(previous/next producer id, client transaction version). Both value versions are read. An Empty
+Versions written, as Kafka 4.3: key v0; value v0, the highest non-flexible version, until
+``transaction.version`` >= 1 is finalized, then the flexible v1 with its tagged fields (previous/next
+producer id, client transaction version: what a TV2 transaction needs back after a restart). The
+caller picks the value version (:meth:`kcompat.txn.shard.TxnShard.write`). Both are read; Kafka
+4.3.1's NextProducerEpoch (tag 3, KIP-939) is kept as an unknown tagged field. An Empty
 value carries a null partition array; every other state an array (empty once completed).
 """
 

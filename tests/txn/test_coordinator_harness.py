@@ -48,6 +48,7 @@ class TxnBroker:
         self.pids = itertools.count(first_pid)
         self.allocated: list[int] = []
         self.coordinator_epoch = 0
+        self.tv = 0  # the cluster's finalized transaction.version, as the coordinator reads it
         self.coord = self._new_coordinator()
         self.replies: dict[object, object] = {}
         self._versions: dict[object, int] = {}
@@ -69,7 +70,7 @@ class TxnBroker:
         return TransactionCoordinator(
             self.config, allocate_producer_id=self._allocate,
             partition_exists=lambda t, p: 0 <= p < self.topics.get(t, 0),
-            group_partition_for=lambda g: group_partition_for(g, 50))
+            group_partition_for=lambda g: group_partition_for(g, 50), transaction_version=lambda: self.tv)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -181,8 +182,11 @@ class TxnBroker:
         return self.call("add_offsets_to_txn", req, version).error_code
 
     def end(self, tid: str, pid: int, epoch: int, commit: bool, *, version: int = 3) -> int:
+        return self.end_response(tid, pid, epoch, commit, version=version).error_code
+
+    def end_response(self, tid: str, pid: int, epoch: int, commit: bool, *, version: int = 5):
         req = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
-        return self.call("end_txn", req, version).error_code
+        return self.call("end_txn", req, version)
 
     def describe(self, *tids: str):
         return self.call("describe_transactions", DescribeTransactionsRequest(transactional_ids=list(tids)),
