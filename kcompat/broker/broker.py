@@ -244,6 +244,7 @@ class Broker:
         self.share = ShareService(image=self.image, replica_manager=self.replica_manager,
                                   persister=self.share_persister, group_config=self.image.group_config,
                                   config=cfg, now_ms=self.now_ms)   # ShareFetch / ShareAcknowledge
+        self.replica_manager.txn_partition_adder = self.txn   # Produce v12, TxnOffsetCommit v5 (KIP-890 part 2)
         if cfg.get("transaction.partition.verification.enable"):
             self.replica_manager.txn_verifier = self.txn.verify
             self.replica_manager.remote_txn_verification = self.txn   # coordinators on other brokers

@@ -26,12 +26,12 @@ from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
 from kcompat.group.coordinator_types import TXN_VERIFY_ERRORS
 from kcompat.group.share_groups import ShareProtocolConfig
-from kcompat.isr.append_records import RemoteTxnVerification
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_OFFSET_COMMIT_ADD_VERSION = 5   # TxnOffsetCommit adds the offsets partition itself (KIP-890 part 2)
 
 
 def group_config(cfg) -> GroupConfig:
@@ -208,9 +208,21 @@ class GroupRuntime(CoordinatorRuntime):
         ``GroupCoordinatorService.commitTransactionalOffsets``, verifying through the
         ReplicaManager); the local coordinator is asked on the append path (:meth:`_verify_txn`).
         A refusal answers every partition with ``TXN_VERIFY_ERRORS`` of the code
-        (UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist)."""
+        (UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist). v5 (a TV2 client, KIP-890
+        part 2) has the transaction coordinator, local or remote, add the partition instead
+        (:meth:`TxnRuntime.add_partitions`), whatever the verification config says."""
         tid = req.transactional_id
         services = self.services
+        adder = services.replica_manager.txn_partition_adder
+        if (ctx.api_version >= TXN_OFFSET_COMMIT_ADD_VERSION and tid and adder is not None and req.group_id
+                and self.coordinator.owns(self.coordinator.partition_for(req.group_id))
+                and any(services.image.has_partition(t.name, p.partition_index)
+                        for t in req.topics for p in t.partitions)):
+            # v5 (KIP-890 part 2): the offsets partition is added to the transaction first
+            return self._txn_offset_commit_after_verification(
+                ctx, req, self.coordinator.partition_for(req.group_id),
+                lambda partitions, timeout_s: adder.add_partitions(tid, req.producer_id, req.producer_epoch,
+                                                                   partitions, timeout_s))
         remote = services.replica_manager.remote_txn_verification
         if (tid and remote is not None and services.replica_manager.txn_verifier is not None and req.group_id
                 and any(services.image.has_partition(t.name, p.partition_index)
@@ -219,19 +231,21 @@ class GroupRuntime(CoordinatorRuntime):
             # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
             node = remote.remote_coordinator(tid) if self.coordinator.owns(partition) else None
             if node is not None:
-                return self._txn_offset_commit_after_verification(ctx, req, remote, node, partition)
+                return self._txn_offset_commit_after_verification(
+                    ctx, req, partition, lambda partitions, timeout_s: remote.verify_remote(
+                        node, tid, req.producer_id, req.producer_epoch, partitions, timeout_s))
         return self._txn_offset_commit(ctx, req)
 
     def _txn_offset_commit(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.txn_offset_commit(
             reply_to, req, ctx.api_version, now), self._partitions([req.group_id]))
 
-    async def _txn_offset_commit_after_verification(self, ctx, req, remote: RemoteTxnVerification, node: int,
-                                                    partition: int):
+    async def _txn_offset_commit_after_verification(self, ctx, req, partition: int, ask):
+        """``ask(partitions, timeout_s)``: the transaction coordinator verifies (v0-4) or adds (v5)
+        the offsets partition; then the offsets are written, or every partition gets the refusal."""
         image = self.services.image
         timeout_s = self.services.config.get("request.timeout.ms") / 1000.0
-        codes = await remote.verify_remote(node, req.transactional_id, req.producer_id, req.producer_epoch,
-                                           [(self.TOPIC, partition)], timeout_s)
+        codes = await ask([(self.TOPIC, partition)], timeout_s)
         code = codes.get((self.TOPIC, partition), 0)
         if not code:
             return await self._txn_offset_commit(ctx, req)
@@ -292,7 +306,7 @@ class GroupRuntime(CoordinatorRuntime):
         self.apply(self.coordinator.on_partitions_deleted(partitions, self.services.now_ms()))
 
     def write_txn_marker(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                         commit: bool) -> asyncio.Future:
+                         commit: bool, transaction_version: int = 0) -> asyncio.Future:
         """A transaction marker for ``__consumer_offsets``-``partition``: appended to the log now
         (raises KafkaError as :meth:`Partition.append_marker` does, NOT_LEADER_OR_FOLLOWER if this
         broker does not lead the partition); once it is committed (the HW passed it, at once on a
@@ -305,7 +319,8 @@ class GroupRuntime(CoordinatorRuntime):
         p = self.leader_partition(partition)
         if p is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"this broker does not lead {self.TOPIC}-{partition}")
-        offset = p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.services.now_ms())
+        offset = p.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.services.now_ms(),
+                                 transaction_version)
         fut = asyncio.get_running_loop().create_future()
 
         def done(code: ErrorCode, _records) -> None:

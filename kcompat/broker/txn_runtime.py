@@ -37,7 +37,9 @@ log = logging.getLogger("kcompat.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_TV2_VERSION = 2  # with each marker's TransactionVersion (KIP-1228)
 ADD_PARTITIONS_TO_TXN_VERSION = 5  # the broker-to-coordinator form with verify_only (KIP-890)
+TRANSACTION_VERSION = "transaction.version"
 
 
 def txn_config(cfg) -> TxnConfig:
@@ -62,7 +64,8 @@ class TxnRuntime(CoordinatorRuntime):
         coordinator = TransactionCoordinator(
             self.config, allocate_producer_id=services.producer_id_manager.generate,
             partition_exists=services.image.has_partition,
-            group_partition_for=groups.coordinator.partition_for)
+            group_partition_for=groups.coordinator.partition_for,
+            transaction_version=lambda: services.image.features.get(TRANSACTION_VERSION, 0))
         super().__init__(services, coordinator)
         self._marker_tasks: dict[int, set[asyncio.Task]] = {}  # by __transaction_state partition
         self._clients: NodeClients | None = None
@@ -208,7 +211,7 @@ class TxnRuntime(CoordinatorRuntime):
         what to wait for. Raises KafkaError."""
         if topic == OFFSETS_TOPIC:
             fut = self.groups.write_txn_marker(partition, m.producer_id, m.producer_epoch, m.coordinator_epoch,
-                                               m.commit)
+                                               m.commit, m.transaction_version)
             if fut.done():
                 code = fut.result()
                 if code != ErrorCode.NONE:
@@ -220,7 +223,8 @@ class TxnRuntime(CoordinatorRuntime):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not p.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        offset = p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now)
+        offset = p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.commit, now,
+                                 m.transaction_version)
         if p.high_watermark > offset:
             return None
         return (p, offset + 1)
@@ -243,18 +247,21 @@ class TxnRuntime(CoordinatorRuntime):
 
     async def _send_markers(self, node: int, m, tps: list[tuple[str, int]], timeout_ms: int) -> dict:
         """WriteTxnMarkers to broker ``node`` for ``tps``: {tp: error code}; a request that fails
-        counts as REQUEST_TIMED_OUT (retried), as Kafka re-enqueues markers after a disconnection."""
+        counts as REQUEST_TIMED_OUT (retried), as Kafka re-enqueues markers after a disconnection.
+        A TV2 transaction's markers go as v2 with their TransactionVersion (KIP-1228: every broker
+        supports it once transaction.version 2 could be finalized), others as v1."""
         by_topic: dict[str, list[int]] = {}
         for topic, partition in tps:
             by_topic.setdefault(topic, []).append(partition)
         R = WriteTxnMarkersRequest
         req = R(markers=[R.WritableTxnMarker(
             producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=m.commit,
-            coordinator_epoch=m.coordinator_epoch,
+            coordinator_epoch=m.coordinator_epoch, transaction_version=m.transaction_version,
             topics=[R.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])])
         codes = {tp: int(ErrorCode.REQUEST_TIMED_OUT) for tp in tps}
+        version = WRITE_TXN_MARKERS_TV2_VERSION if m.transaction_version >= 2 else WRITE_TXN_MARKERS_VERSION
         try:
-            resp = await self._node_clients().send(node, req, WRITE_TXN_MARKERS_VERSION, timeout_ms / 1000.0)
+            resp = await self._node_clients().send(node, req, version, timeout_ms / 1000.0)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -308,28 +315,66 @@ class TxnRuntime(CoordinatorRuntime):
         ``AddPartitionsToTxnManager``). Returns ``{(topic, partition): error code}`` with the
         errors mapped as for a local check; an unreachable coordinator is NOT_ENOUGH_REPLICAS,
         which producers retry."""
-        Q = AddPartitionsToTxnRequest
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        req = Q(transactions=[Q.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[Q.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
-        retriable = int(ErrorCode.NOT_ENOUGH_REPLICAS)
-        codes = {tp: retriable for tp in partitions}
+        return await self._ask_remote(node, transactional_id, producer_id, producer_epoch, partitions, timeout_s,
+                                      verify_only=True)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], timeout_s: float) -> dict[tuple[str, int], int]:
+        """Add ``partitions`` to the producer's transaction for a TV2 client's Produce v12 or
+        TxnOffsetCommit v5 (KIP-890 part 2, Kafka's ``AddPartitionsToTxnManager`` with
+        ``addPartition``): AddPartitionsToTxn v5 without ``verify_only``, to this broker's
+        coordinator or to the one on another broker. ``{(topic, partition): error code}``, mapped
+        as for verification (fenced: INVALID_PRODUCER_EPOCH; busy, loading, moved or unreachable:
+        NOT_ENOUGH_REPLICAS)."""
+        node = self.remote_coordinator(transactional_id)
+        if node is not None:
+            return await self._ask_remote(node, transactional_id, producer_id, producer_epoch, partitions,
+                                          timeout_s, verify_only=False)
+        req = _add_request(transactional_id, producer_id, producer_epoch, partitions, verify_only=False)
+        resp = await self._call(self.coordinator.add_partitions_to_txn, _Version(ADD_PARTITIONS_TO_TXN_VERSION), req)
+        return _mapped_codes(resp, partitions)
+
+    async def _ask_remote(self, node: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: list[tuple[str, int]], timeout_s: float, *, verify_only: bool
+                          ) -> dict[tuple[str, int], int]:
+        req = _add_request(transactional_id, producer_id, producer_epoch, partitions, verify_only=verify_only)
         try:
             resp = await self._node_clients().send(node, req, ADD_PARTITIONS_TO_TXN_VERSION, timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.info("verifying %s with the transaction coordinator on node %d failed: %s", transactional_id, node, e)
-            return codes
-        if resp.error_code:
-            return {tp: int(produce_verify_error(ErrorCode(resp.error_code))) for tp in partitions}
-        for result in resp.results_by_transaction:
-            for t in result.topic_results:
-                for pr in t.results_by_partition:
-                    if (t.name, pr.partition_index) in codes:
-                        codes[(t.name, pr.partition_index)] = int(produce_verify_error(
-                            ErrorCode(pr.partition_error_code)))
-        return codes
+            log.info("asking the transaction coordinator on node %d about %s failed: %s", node, transactional_id, e)
+            return {tp: int(ErrorCode.NOT_ENOUGH_REPLICAS) for tp in partitions}
+        return _mapped_codes(resp, partitions)
+
+
+class _Version:
+    """The ``api_version`` of a request the broker makes to its own coordinator."""
+
+    def __init__(self, api_version: int) -> None:
+        self.api_version = api_version
+
+
+def _add_request(transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]],
+                 *, verify_only: bool) -> AddPartitionsToTxnRequest:
+    """AddPartitionsToTxn v4+ for one transaction (the broker-to-coordinator form)."""
+    Q = AddPartitionsToTxnRequest
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return Q(transactions=[Q.AddPartitionsToTxnTransaction(
+        transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+        verify_only=verify_only, topics=[Q.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
+
+
+def _mapped_codes(resp, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The AddPartitionsToTxn answer per partition, as the produce path maps it."""
+    if resp.error_code:
+        return {tp: int(produce_verify_error(ErrorCode(resp.error_code))) for tp in partitions}
+    codes = {tp: int(ErrorCode.NOT_ENOUGH_REPLICAS) for tp in partitions}
+    for result in resp.results_by_transaction:
+        for t in result.topic_results:
+            for pr in t.results_by_partition:
+                if (t.name, pr.partition_index) in codes:
+                    codes[(t.name, pr.partition_index)] = int(produce_verify_error(ErrorCode(pr.partition_error_code)))
+    return codes

@@ -3,7 +3,8 @@
 
 :func:`handle_produce_append` first verifies, with a transaction coordinator on another broker,
 the transactional batches that open their producer's transaction in a partition (KIP-890 part 1),
-then calls :func:`append_records`.
+or for Produce v12+ has the coordinator add those partitions (KIP-890 part 2), then calls
+:func:`append_records`.
 
 :func:`append_records` appends one batch per partition to the partitions led here and answers
 per partition (:class:`ProducePartitionResult`):
@@ -172,6 +173,17 @@ def transactions_to_verify(rm: "ReplicaManager", entries: list[tuple[str, int, o
 
 
 
+class TxnPartitionAdder(Protocol):
+    """The transaction coordinator as a TV2 client's Produce v12 and TxnOffsetCommit v5 ask it to
+    add partitions (KIP-890 part 2; Kafka's ``AddPartitionsToTxnManager`` with ``addPartition``):
+    :class:`kcompat.broker.txn_runtime.TxnRuntime`."""
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: list[tuple[str, int]], timeout_s: float) -> Awaitable[dict[tuple[str, int], int]]:
+        """``{(topic, partition): error code}`` once the coordinator (this broker's, or another's by
+        AddPartitionsToTxn v5) added them to the transaction, codes mapped as for verification."""
+
+
 class RemoteTxnVerification(Protocol):
     """The transaction coordinator as the produce path asks it (KIP-890 part 1; Kafka's
     ``AddPartitionsToTxnManager``): :class:`kcompat.broker.txn_runtime.TxnRuntime`."""
@@ -185,14 +197,28 @@ class RemoteTxnVerification(Protocol):
 
 
 def handle_produce_append(rm: "ReplicaManager", entries: list[tuple[str, int, object]], *, acks: int,
-                          timeout_ms: int, transactional_id: str | None
+                          timeout_ms: int, transactional_id: str | None, add_partitions: bool = False
                           ) -> list[ProducePartitionResult] | Awaitable[list[ProducePartitionResult]]:
     """Kafka's ``ReplicaManager.handleProduceAppend``: :func:`append_records`, after asking the
     transaction coordinator when it is another broker (``rm.remote_txn_verification``) about the
     batches that open their producer's transaction in a partition led here (only with
     ``transaction.partition.verification.enable``, ``rm.txn_verifier`` set). A batch it refuses
     fails with its error code; the others are appended. The wait for the coordinator is at most
-    ``timeout_ms`` (at least 100 ms, at most 30 s)."""
+    ``timeout_ms`` (at least 100 ms, at most 30 s).
+
+    ``add_partitions`` (Produce v12+, a transaction.version 2 client, KIP-890 part 2: Kafka's
+    ``produceRequestVersionToTransactionSupportedOperation`` -> ``addPartition``): those batches'
+    partitions are instead added to the transaction by the coordinator, local or remote
+    (``rm.txn_partition_adder``), whatever ``transaction.partition.verification.enable`` says."""
+    adder = rm.txn_partition_adder
+    if add_partitions and transactional_id and adder is not None:
+        by_producer = transactions_to_verify(rm, entries)
+        if by_producer:
+            return _append_after_coordinator(rm, by_producer, entries, acks=acks, timeout_ms=timeout_ms,
+                                             transactional_id=transactional_id,
+                                             ask=lambda pid, epoch, tps, timeout_s: adder.add_partitions(
+                                                 transactional_id, pid, epoch, tps, timeout_s))
+        return rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
     verification = rm.remote_txn_verification
     node = None
     if transactional_id and rm.txn_verifier is not None and verification is not None:
@@ -200,18 +226,20 @@ def handle_produce_append(rm: "ReplicaManager", entries: list[tuple[str, int, ob
     by_producer = transactions_to_verify(rm, entries) if node is not None else None
     if not by_producer:
         return rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
-    return _append_after_remote_verification(rm, verification, node, by_producer, entries, acks=acks,
-                                             timeout_ms=timeout_ms, transactional_id=transactional_id)
+    return _append_after_coordinator(rm, by_producer, entries, acks=acks, timeout_ms=timeout_ms,
+                                     transactional_id=transactional_id,
+                                     ask=lambda pid, epoch, tps, timeout_s: verification.verify_remote(
+                                         node, transactional_id, pid, epoch, tps, timeout_s))
 
 
-async def _append_after_remote_verification(rm: "ReplicaManager", verification: RemoteTxnVerification, node: int,
-                                            by_producer: dict, entries, *, acks: int, timeout_ms: int,
-                                            transactional_id: str) -> list[ProducePartitionResult]:
+async def _append_after_coordinator(rm: "ReplicaManager", by_producer: dict, entries, *, acks: int,
+                                    timeout_ms: int, transactional_id: str, ask) -> list[ProducePartitionResult]:
+    """Ask the coordinator (``ask(producer id, epoch, partitions, timeout_s)``: verify or add) about
+    each producer's batches, then append; a partition it refuses fails with the code."""
     timeout_s = max(0.1, min(timeout_ms, 30_000) / 1000.0)
     verified: dict[tuple[str, int], int] = {}
     for (producer_id, producer_epoch), tps in by_producer.items():
-        verified.update(await verification.verify_remote(node, transactional_id, producer_id, producer_epoch,
-                                                         tps, timeout_s))
+        verified.update(await ask(producer_id, producer_epoch, tps, timeout_s))
     results = rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
                                 verified=verified)
     return await results if inspect.isawaitable(results) else results

@@ -314,12 +314,13 @@ class Partition(ReplicationMixin):
         return base
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                      now_ms: int) -> int:
+                      now_ms: int, transaction_version: int = 0) -> int:
         """Write a COMMIT or ABORT control batch ending the producer's transaction here (Kafka's
         WriteTxnMarkers on the leader). An aborted transaction is added to the ``.txnindex``.
-        Returns the marker's offset; raises KafkaError(INVALID_PRODUCER_EPOCH |
+        ``transaction_version``: the marker's (WriteTxnMarkers v2, KIP-1228; 2 asks for a bumped
+        epoch). Returns the marker's offset; raises KafkaError(INVALID_PRODUCER_EPOCH |
         TRANSACTION_COORDINATOR_FENCED)."""
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
         kind = rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT
         offset = self.append_internal(rb.build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
                                                              now_ms), now_ms)

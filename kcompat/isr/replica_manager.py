@@ -61,6 +61,8 @@ class ReplicaManager:
         self.txn_verifier = None
         # ...and the transaction coordinator when it is on another broker (handle_produce_append)
         self.remote_txn_verification: _append.RemoteTxnVerification | None = None
+        # the transaction coordinator adding partitions for Produce v12+ (KIP-890 part 2), None: off
+        self.txn_partition_adder: _append.TxnPartitionAdder | None = None
         # (partition, leader id or -1, leader epoch) -> None: start/stop fetching (-1 or us: stop)
         self.follower_listener: Callable[[Partition, int, int], None] | None = None
         # (partition, PendingIsrChange) -> None: send AlterPartition to the controller
@@ -88,13 +90,14 @@ class ReplicaManager:
                                       transactional_id=transactional_id, now_ms=self._now_ms(), verified=verified)
 
     def handle_produce_append(self, entries: list[tuple[str, int, object]], *, acks: int, timeout_ms: int,
-                              transactional_id: str | None
+                              transactional_id: str | None, add_partitions: bool = False
                               ) -> list[ProducePartitionResult] | Awaitable[list[ProducePartitionResult]]:
         """A Produce request's appends, as Kafka's ``ReplicaManager.handleProduceAppend``: verified
-        with a remote transaction coordinator first where KIP-890 asks it, then
+        with a remote transaction coordinator first where KIP-890 asks it (or, ``add_partitions``,
+        for Produce v12+, added to the transaction by the coordinator), then
         :meth:`append_records`; see :func:`kcompat.isr.append_records.handle_produce_append`."""
         return _append.handle_produce_append(self, entries, acks=acks, timeout_ms=timeout_ms,
-                                             transactional_id=transactional_id)
+                                             transactional_id=transactional_id, add_partitions=add_partitions)
 
     def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest]
                        ) -> list[FetchPartitionResult] | Awaitable[list[FetchPartitionResult]]:

@@ -13,9 +13,10 @@ What kcompat supports (:data:`SUPPORTED`) is only what it implements:
   finalizes; a data dir finalized higher (e.g. 21) keeps that level as its maximum;
 - ``group.version`` 0-1: 1 is KIP-848's consumer group protocol (ConsumerGroupHeartbeat);
 - ``share.version`` 0-1: 1 is KIP-932's share groups;
-- ``transaction.version`` 0-1 only: 2 is KIP-890 part 2 (Produce v12 adding partitions
-  implicitly, an epoch bump on every EndTxn), which kcompat does not implement and Java clients
-  switch to as soon as it is finalized;
+- ``transaction.version`` 0-2: 2 is KIP-890 part 2 (Produce v12 and TxnOffsetCommit v5 adding
+  partitions implicitly, an epoch bump on every EndTxn v5). As Kafka 4.3.1, it has no dependency
+  (a cluster at metadata.version 3.8-IV0 may finalize it) and a new cluster at 3.8-IV0 leaves it
+  at 0 (its bootstrap metadata.version is 4.0-IV2);
 - ``kraft.version`` 0 only: no dynamic quorum (AddRaftVoter / RemoveRaftVoter, KIP-853);
 - not ``eligible.leader.replicas.version`` (no KIP-966 ELR) nor ``streams.version`` (no KIP-1071
   streams groups): a broker not listing a feature supports only its level 0.
@@ -63,7 +64,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION_NAME: (METADATA_VERSION_MIN, METADATA_VERSION),
     "group.version": (0, 1),
     "share.version": (0, 1),
-    "transaction.version": (0, 1),
+    "transaction.version": (0, 2),
     "kraft.version": (0, 0),
 }
 

@@ -165,13 +165,23 @@ class ProducerStateManager:
         min(this, high watermark)."""
         return min(self.ongoing.values()) if self.ongoing else None
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
         """Validate a COMMIT/ABORT marker before it is appended (Kafka
         ``ProducerAppendInfo.appendEndTxnMarker``): an older producer epoch is
-        INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED."""
+        INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED. A
+        ``transaction_version`` 2 marker carries the epoch its EndTxn bumped, so it must be newer
+        than the producer's epoch here (KIP-1228), unless it is the same epoch with no transaction
+        open: a marker sent again after it was written (KAFKA-19999), accepted."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
+        if transaction_version >= 2 and producer_epoch <= entry.producer_epoch and not (
+                producer_epoch == entry.producer_epoch and entry.current_txn_first_offset < 0):
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"Transaction marker epoch {producer_epoch} of producer {producer_id} (transaction "
+                             f"version {transaction_version}) is not newer than its current epoch "
+                             f"{entry.producer_epoch}")
         if producer_epoch < entry.producer_epoch:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
                              f"Transaction marker epoch {producer_epoch} of producer {producer_id} is older "

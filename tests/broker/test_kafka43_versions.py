@@ -1,6 +1,6 @@
 """The request versions Kafka 4.3.1's clients prefer, on the wire against a real broker: Metadata
 v13 (top-level ErrorCode, KIP-1102), Fetch v17/v18 (ReplicaDirectoryId, KIP-853; HighWatermark,
-KIP-1166), Produce v12/v13 (KIP-890 part 2 off; topic ids, KIP-516), ListOffsets v10/v11 (TimeoutMs,
+KIP-1166), Produce v12/v13 (KIP-890 part 2: partitions added by the broker; topic ids, KIP-516), ListOffsets v10/v11 (TimeoutMs,
 KIP-1075; EARLIEST_PENDING_UPLOAD, KIP-1023), OffsetCommit/OffsetFetch v10 (topic ids, KIP-848),
 DescribeGroups v6 (GROUP_ID_NOT_FOUND, KIP-1043), DescribeCluster v2 (fenced brokers, KIP-1073),
 with their error cases (unknown topic ids, unknown groups, ...)."""
@@ -19,6 +19,7 @@ from kcompat.protocol.messages.create_topics import CreateTopicsRequest as CTReq
 from kcompat.protocol.messages.delete_topics import DeleteTopicsRequest as DTReq
 from kcompat.protocol.messages.describe_cluster import DescribeClusterRequest as DCReq
 from kcompat.protocol.messages.describe_groups import DescribeGroupsRequest as DGReq
+from kcompat.protocol.messages.describe_transactions import DescribeTransactionsRequest as DTQ
 from kcompat.protocol.messages.fetch import FetchRequest as FReq
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest as FCReq
 from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest as IPReq
@@ -156,10 +157,11 @@ def test_produce_v12_is_v11_by_name(broker):
         (name, ZERO_UUID, [(0, 0)])
 
 
-def test_produce_v12_transactional_batch_outside_the_transaction_is_answered_as_v11(broker):
-    """kcompat never finalizes transaction.version 2 (KIP-890 part 2), so a v12 transactional batch for
-    a partition not added to the transaction fails verification exactly as a v11 one does."""
-    name, _ = new_topic(broker.bootstrap)
+def test_produce_v12_adds_the_partition_to_the_transaction_v11_does_not(broker):
+    """KIP-890 part 2, decided by the request version as Kafka 4.3.1 does (a probe of a 4.3.1 node
+    answered the same): a v12 transactional batch for a partition the client never added has the
+    broker add it to the transaction and is appended; a v11 one fails verification."""
+    name, tid = new_topic(broker.bootstrap)
     answers = {}
     for version in (11, 12):
         txn = f"k43-txn-{uuid.uuid4().hex[:6]}"
@@ -168,8 +170,11 @@ def test_produce_v12_transactional_batch_outside_the_transaction_is_answered_as_
                                     base_sequence=0, transactional=True)
         resp = wire.call(broker.bootstrap, produce_req([(name, ZERO_UUID, 0, batch)], transactional_id=txn), version)
         answers[version] = [p.error_code for t in resp.responses for p in t.partition_responses]
-    assert answers[12] == answers[11] != [0]
-    assert log_end(broker.bootstrap, new_topic_id(broker.bootstrap, name)) == 0
+        state = wire.call(broker.bootstrap, DTQ(transactional_ids=[txn]), 0).transaction_states[0]
+        answers[version] += [state.transaction_state, [(t.topic, list(t.partitions)) for t in state.topics]]
+    assert answers[12] == [0, "Ongoing", [(name, [0])]]
+    assert answers[11][0] != 0 and answers[11][1:] == ["Empty", []]
+    assert log_end(broker.bootstrap, tid) == len(RECS)   # only the v12 batch
 
 
 def init_producer_id(addr, txn):

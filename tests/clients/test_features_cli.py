@@ -2,8 +2,8 @@
 (``org.apache.kafka.tools.FeatureCommand``: ApiVersions for ``describe``, UpdateFeatures through the
 Java AdminClient for ``upgrade`` / ``downgrade`` / ``disable``) against a real kcompat process:
 ``describe`` lists what kcompat implements as the tool prints it for Apache Kafka, changes succeed
-or fail with Kafka's messages, transaction.version 2 (KIP-890 part 2, not implemented) is refused,
-and a finalized level survives a restart. What the tool cannot send (v0 and v2 shapes, unknown
+or fail with Kafka's messages, transaction.version 2 (KIP-890 part 2) may be finalized at 3.8-IV0 as
+on Kafka 4.3.1 formatted there, and a finalized level survives a restart. What the tool cannot send (v0 and v2 shapes, unknown
 upgrade types, repeated features) is checked on the wire."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def expected(epoch: int, group: int = 0, share: int = 0, txn: int = 0, mv: str =
     return [line("group.version", "0", "1", str(group), epoch), line("kraft.version", "0", "0", "0", epoch),
             line("metadata.version", "3.3-IV3", "3.8-IV0", mv, epoch),
             line("share.version", "0", "1", str(share), epoch),
-            line("transaction.version", "0", "1", str(txn), epoch)]
+            line("transaction.version", "0", "2", str(txn), epoch)]
 
 
 def changes(tools, broker, *args: str) -> str:
@@ -91,7 +91,7 @@ def test_kafka_features_describes_upgrades_downgrades_and_keeps_levels_over_a_re
     assert later > epoch and lines == expected(later, group=1, share=1)
 
     for command, (feature, level), reason in [
-            ("upgrade", ("transaction.version", 2), "Local controller 1 only supports versions 0-1"),
+            ("upgrade", ("transaction.version", 3), "Local controller 1 only supports versions 0-2"),
             ("downgrade", ("transaction.version", 1), "Can't downgrade to a newer version."),
             ("upgrade", ("streams.version", 1), "Local controller 1 does not support this feature.")]:
         assert refused(tools, broker, command, "--feature", f"{feature}={level}") == (
@@ -102,6 +102,8 @@ def test_kafka_features_describes_upgrades_downgrades_and_keeps_levels_over_a_re
         "14. Refusing to perform the requested downgrade because it might delete metadata information.")
     assert changes(tools, broker, "upgrade", "--feature", "transaction.version=1", "--dry-run") == \
         "transaction.version can be upgraded to 1."
+    assert changes(tools, broker, "upgrade", "--feature", "transaction.version=2", "--dry-run") == \
+        "transaction.version can be upgraded to 2."   # what Kafka 4.3.1 formatted at 3.8-IV0 prints
     assert described(tools, broker)[0] == expected(later, group=1, share=1)   # nothing changed
 
     assert changes(tools, broker, "downgrade", "--feature", "share.version=0") == "share.version was downgraded to 0."
@@ -122,7 +124,7 @@ def test_api_versions_lists_features_as_kafka(broker):
     v4 = wire.call(broker.bootstrap, req, 4)
     assert [(f.name, f.min_version, f.max_version) for f in v4.supported_features] == [
         ("group.version", 0, 1), ("kraft.version", 0, 0), ("metadata.version", 7, 20), ("share.version", 0, 1),
-        ("transaction.version", 0, 1)]
+        ("transaction.version", 0, 2)]
     v3 = wire.call(broker.bootstrap, req, 3)
     assert [f.name for f in v3.supported_features] == ["metadata.version"]
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in v4.finalized_features}

@@ -55,9 +55,9 @@ def test_feature_updates_reach_the_active_controller_and_every_node(tmp_path, ka
         wait_until(lambda: all(finalized(p).get("share.version") == 1 for p in cluster.client_ports), 30,
                    "every node shows share.version 1")
         out = kafka_features(kafka_lib, "--bootstrap-server", f"127.0.0.1:{cluster.client_ports[other - 1]}",
-                             "upgrade", "--feature", "transaction.version=2")
-        assert out.returncode != 0 and "Invalid update version 2 for feature transaction.version. Local controller " \
-            f"{cluster.leader_id()} only supports versions 0-1" in out.stdout, out.stdout + out.stderr
+                             "upgrade", "--feature", "transaction.version=3")
+        assert out.returncode != 0 and "Invalid update version 3 for feature transaction.version. Local controller " \
+            f"{cluster.leader_id()} only supports versions 0-2" in out.stdout, out.stdout + out.stderr
 
         req = UQ(timeout_ms=10000, feature_updates=[UQ.FeatureUpdateKey(feature="group.version", max_version_level=0,
                                                                          upgrade_type=2)])

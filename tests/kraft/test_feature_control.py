@@ -36,7 +36,7 @@ def levels(records) -> list[tuple[str, int]]:
 
 def test_supported_levels_are_what_kcompat_implements():
     assert LOCAL == {"metadata.version": (7, 20), "group.version": (0, 1), "share.version": (0, 1),
-                     "transaction.version": (0, 1), "kraft.version": (0, 0)}
+                     "transaction.version": (0, 2), "kraft.version": (0, 0)}
     # a data dir already finalized higher keeps its level supported
     assert fc.supported({"metadata.version": 21})["metadata.version"] == (7, 21)
 
@@ -47,7 +47,7 @@ def test_a_new_cluster_finalizes_what_kafka_4_3_finalizes_at_its_metadata_versio
     streams 1 (kcompat supports neither)."""
     assert levels(fc.bootstrap_records()) == [("metadata.version", 20)]
     assert fc.default_levels(22) == {"metadata.version": 22, "group.version": 1}
-    assert fc.default_levels(30) == {"metadata.version": 30, "transaction.version": 1, "group.version": 1,
+    assert fc.default_levels(30) == {"metadata.version": 30, "transaction.version": 2, "group.version": 1,
                                      "share.version": 1}
 
 
@@ -73,10 +73,13 @@ def test_upgrades_downgrades_and_disabling():
     assert update(at20, Update("kraft.version", 0)) == []
     assert levels(update(at20, Update("share.version", 1), Update("transaction.version", 1))) == \
         [("share.version", 1), ("transaction.version", 1)]
+    # transaction.version 2 (KIP-890 part 2) has no dependency: Kafka 4.3.1 formatted at 3.8-IV0
+    # upgrades to it (kafka-features.sh upgrade --feature transaction.version=2 succeeds there)
+    assert levels(update(at20, Update("transaction.version", 2))) == [("transaction.version", 2)]
 
 
 @pytest.mark.parametrize("finalized, upd, reason", [
-    ({}, Update("transaction.version", 2), "Local controller 1 only supports versions 0-1"),
+    ({}, Update("transaction.version", 3), "Local controller 1 only supports versions 0-2"),
     ({}, Update("eligible.leader.replicas.version", 1), "Local controller 1 does not support this feature."),
     ({}, Update("streams.version", 1), "Local controller 1 does not support this feature."),
     ({}, Update("foo", 1), "Local controller 1 does not support this feature."),
@@ -134,7 +137,7 @@ def test_dependencies_are_checked_against_the_proposed_levels():
 
 def test_the_first_failure_in_hash_map_order_fails_the_whole_request():
     """group.version comes before transaction.version in a Java HashMap, so its reason is the one."""
-    assert refusal({"metadata.version": 20}, Update("transaction.version", 2), Update("group.version", 9)) == \
+    assert refusal({"metadata.version": 20}, Update("transaction.version", 3), Update("group.version", 9)) == \
         "Invalid update version 9 for feature group.version. Local controller 1 only supports versions 0-1"
     # a repeated feature counts once, with its last level
     assert levels(update({"metadata.version": 20}, Update("group.version", 9), Update("group.version", 1))) == \

@@ -1,7 +1,10 @@
-"""EndTxn (key 26), versions 0-4: commit or abort the producer's transaction.
+"""EndTxn (key 26), versions 0-5: commit or abort the producer's transaction.
 
 The response follows the durable PrepareCommit/PrepareAbort record; the markers are then written
-to every partition of the transaction and the transaction completes (KIP-98).
+to every partition of the transaction and the transaction completes (KIP-98). v5 is a
+transaction.version 2 client's (KIP-890 part 2): the coordinator bumps the producer epoch (a new
+producer id when the epochs run out) and the response carries the producer id and epoch to use;
+v0-4 keep the older semantics, also on a TV2 cluster (Kafka decides by the request version).
 
 With an authorizer WRITE on the transactional id is required (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
@@ -12,7 +15,7 @@ from kcompat.protocol.messages.end_txn import EndTxnResponse as R
 
 API_KEY = 26
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def handle(ctx, req):

@@ -18,10 +18,13 @@ are :meth:`kcompat.isr.replica_manager.ReplicaManager.append_records` (Kafka's
 - a transactional batch that opens its producer's transaction in a partition is verified with
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
   ``verify_only`` when the coordinator is another broker (``ReplicaManager.handle_produce_append``);
-- v12 is v11 but for transaction version 2 (KIP-890 part 2), which kcompat never finalizes: Kafka's
-  clients send v12+ in a transaction only when TV2 is finalized, so kcompat verifies a v12
-  transactional batch as a v11 one (Kafka 4.3.1's broker would instead ask the coordinator to add the
-  partition, ``produceRequestVersionToTransactionSupportedOperation`` -> ADD_PARTITION);
+- v12 is a transaction.version 2 client's (KIP-890 part 2; Kafka's clients send v12+ in a
+  transaction only once TV2 is finalized): a transactional batch that opens its producer's
+  transaction in a partition has that partition added to the transaction by the coordinator (no
+  AddPartitionsToTxn from the client), as Kafka 4.3.1's
+  ``produceRequestVersionToTransactionSupportedOperation`` -> ``addPartition`` decides by the
+  request version alone; the coordinator's refusals reach the batch as for verification
+  (INVALID_PRODUCER_EPOCH when fenced, NOT_ENOUGH_REPLICAS while it is busy, loading or moved);
 - v13 names topics by id (KIP-516): ids are resolved through the metadata image, an unknown id is
   UNKNOWN_TOPIC_ID for each of its partitions (never auto-created), and the response carries the
   ids (Kafka 4.3.1's ``KafkaApis.handleProduceRequest``); older versions skip this step;
@@ -51,6 +54,7 @@ API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 13
 TOPIC_IDS_MIN_VERSION = 13   # topics by id instead of name (KIP-516)
+ADD_PARTITIONS_MIN_VERSION = 12   # partitions added to the transaction by the broker (KIP-890 part 2)
 # ApiVersions lists Produce from v0 although v0-v2 (the pre-0.11 message formats) are refused with
 # UNSUPPORTED_VERSION, as Kafka 4.0 does (KAFKA-18659, ``PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``):
 # librdkafka before 2.8 decides whether the broker can take gzip, snappy and lz4 by whether it
@@ -153,7 +157,8 @@ def _append_all(ctx, req, failed: bool = False):
             for pd in td.partition_data:
                 rm.stats.produce_failed(td.name, len(pd.records or b""))
     results = rm.handle_produce_append(entries, acks=req.acks, timeout_ms=req.timeout_ms,
-                                       transactional_id=req.transactional_id)
+                                       transactional_id=req.transactional_id,
+                                       add_partitions=ctx.api_version >= ADD_PARTITIONS_MIN_VERSION)
     return then(results, lambda done: _respond(ctx, req, writable, done, failed))
 
 

@@ -1,7 +1,13 @@
-"""TxnOffsetCommit (key 28), versions 0-4: offsets committed in a transaction
+"""TxnOffsetCommit (key 28), versions 0-5: offsets committed in a transaction
 (``send_offsets_to_transaction``, KIP-98; v3+ carry the consumer's generation, member id and
 instance id for fencing, KIP-447). Sent to the group coordinator after AddOffsetsToTxn; the
 offsets become visible when the transaction commits. The response follows the append.
+
+v5 is a transaction.version 2 client's (KIP-890 part 2), which sends no AddOffsetsToTxn: the group
+coordinator first has the transaction coordinator add the group's ``__consumer_offsets``
+partition to the transaction (AddPartitionsToTxn v5 without ``verify_only`` when it is another
+broker; Kafka's ``txnOffsetCommitRequestVersionToTransactionSupportedOperation`` ->
+``addPartition``), its refusals mapped as below.
 
 KIP-890 part 1 (``transaction.partition.verification.enable``): before the transactional offsets
 are written, the transaction coordinator must confirm that ``__consumer_offsets``-<partition of
@@ -30,7 +36,7 @@ from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse 
 
 API_KEY = 28
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def handle(ctx, req):

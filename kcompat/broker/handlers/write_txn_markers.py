@@ -1,6 +1,10 @@
-"""WriteTxnMarkers (key 27), versions 0-1: write COMMIT/ABORT markers to partitions this broker
-leads (sent by a transaction coordinator to partition leaders, KIP-98). On a single node the
-coordinator writes its markers directly; this API serves coordinators on other brokers.
+"""WriteTxnMarkers (key 27), versions 1-2 (v0 was removed in Kafka 4.0; its codec stays for old
+peers' tests): write COMMIT/ABORT markers to partitions this broker leads (sent by a transaction
+coordinator to partition leaders, KIP-98). On a single node the coordinator writes its markers
+directly; this API serves coordinators on other brokers. v2 carries each marker's
+TransactionVersion (KIP-1228): a TV2 marker must have an epoch above the producer's in the
+partition (its EndTxn bumped it), or the same epoch with no transaction open there (a marker sent
+again); v1 markers (version 0) need an epoch no older than the producer's.
 
 As Kafka's ``handleWriteTxnMarkersRequest`` (an acks=-1 append): only the partition's leader
 writes (NOT_LEADER_OR_FOLLOWER elsewhere), and the answer waits until each marker is on the whole
@@ -18,8 +22,8 @@ from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersResponse as R
 
 API_KEY = 27
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = 1
+MAX_VERSION = 2
 
 
 def handle(ctx, req):
@@ -40,14 +44,15 @@ def handle(ctx, req):
                 try:
                     if t.name == OFFSETS_TOPIC:
                         wait = services.groups.write_txn_marker(index, m.producer_id, m.producer_epoch,
-                                                              m.coordinator_epoch, commit)
+                                                              m.coordinator_epoch, commit, m.transaction_version)
                     else:
                         p = services.replica_manager.get(t.name, index)
                         if p is None:
                             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                         if not p.is_leader:
                             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                        offset = p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, commit, now)
+                        offset = p.append_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, commit, now,
+                                                 m.transaction_version)
                         if p.high_watermark <= offset:
                             wait = p.wait_for_replication(offset + 1, timeout_ms)
                     code = ErrorCode.NONE
