@@ -88,7 +88,10 @@ class TxnCompletion:
             return ErrorCode.CONCURRENT_TRANSACTIONS, False
         if m.state is ONGOING:
             event = TxnEvent.COMMIT if commit else TxnEvent.ABORT
-            transit = m.transit(state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=self._shard.now_ms)
+            # Kafka's prepareAbortOrCommit with TV_0: a transaction a TV2 client's Produce v12 opened
+            # but an older EndTxn ends gets TV0 markers with the unbumped epoch
+            transit = m.transit(state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=self._shard.now_ms,
+                                client_txn_version=0)
             self._prepare_end(m, transit, (event,), commit=commit)
             return ErrorCode.NONE, True
         if (m.state is COMPLETE_COMMIT and commit) or (m.state is COMPLETE_ABORT and not commit):
@@ -192,7 +195,7 @@ class TxnCompletion:
         # a fence whose record could not be written is retried with the same bumped epoch
         # (Kafka's hasFailedEpochFence), also when that epoch is Short.MaxValue
         bumped = m.producer_epoch + 1 if m.fence_epoch is None else m.fence_epoch
-        changes = {}
+        changes: dict = dict(client_txn_version=0)   # TV0/TV1 abort (Kafka's endTransactionWithTV1)
         if supports_epoch_bump(self._shard.transaction_version()):
             # the coordinator's own abort follows the cluster's transaction.version (Kafka passes
             # transactionVersionLevel): a TV2 abort, the fence's bump not bumped again

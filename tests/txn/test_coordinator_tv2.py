@@ -181,3 +181,27 @@ def test_a_timed_out_transaction_is_aborted_with_tv2_markers_and_one_bump():
     assert b.end("x", pid, epoch - 1, False, version=5) == E.PRODUCER_FENCED
     r = b.init("x", pid=pid, epoch=epoch + 1, version=4)
     assert (r.error_code, r.producer_epoch) == (0, epoch + 2)
+
+
+def test_an_older_end_txn_ends_a_transaction_a_tv2_produce_opened_with_tv0_markers():
+    """A Produce v12 added the partition (client version 2), an EndTxn v4 ends it: Kafka's TV1 path
+    writes TV_0 markers with the epoch unchanged (as a 4.3.1 node answered), so the partition's
+    leader takes them."""
+    b = tv2_broker()
+    pid, epoch = b.begin("x")
+    implicit_add(b, "x", pid, epoch)
+    assert b.end("x", pid, epoch, True, version=4) == 0
+    [mk] = b.marker_queue
+    assert (mk.producer_epoch, mk.transaction_version) == (epoch, 0)
+    b.write_markers()
+    assert b.state("x") is S.COMPLETE_COMMIT and b.meta("x").client_txn_version == 0
+
+
+def test_a_timed_out_transaction_on_a_tv1_cluster_is_aborted_with_tv0_markers():
+    b = TxnBroker()
+    b.tv = 1
+    pid, epoch = b.begin("x", timeout=1000)
+    implicit_add(b, "x", pid, epoch)   # a v12 produce: the transaction is a TV2 client's
+    b.advance(3000)
+    [mk] = b.marker_queue
+    assert (mk.producer_epoch, mk.transaction_version) == (epoch + 1, 0)
