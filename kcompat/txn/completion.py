@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.end_txn import EndTxnResponse
 from kcompat.txn.coordinator_types import (
     log, MARKER_RETRY_BACKOFF_MS, MAX_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, EMPTY, ONGOING,
     PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, TopicPartition, _MARKER_DONE,
     _MARKER_ABORT_SENDING, _MARKER_RETRIABLE, MarkerRequest, Result, _Transit, TxnMetadata, is_epoch_exhausted,
+    allocate_producer_id,
 )
 from kcompat.txn.shard import TxnShard
 from kcompat.txn.state import PREPARE_STATES, TxnEvent
@@ -175,15 +176,9 @@ class TxnCompletion:
 
     def _allocate(self) -> int | ErrorCode:
         """A new producer id, or the error to answer with."""
-        try:
-            if self._allocate_producer_id is None:
-                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "no producer id allocator")
-            return self._allocate_producer_id()
-        except KafkaError as e:
-            return ErrorCode(e.code)
-        except Exception:
-            log.exception("could not allocate a producer id")
+        if self._allocate_producer_id is None:
             return ErrorCode.UNKNOWN_SERVER_ERROR
+        return allocate_producer_id(self._allocate_producer_id)
 
     def fence_and_abort(self, m: TxnMetadata) -> None:
         """Kafka's prepareFenceProducerEpoch followed by endTransaction(ABORT, isFromClient=false):

@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 
 from kcompat.coordinator.result import CoordinatorResult
 from kcompat.coordinator.java_strings import java_string_hash
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.txn.state import PREPARE_STATES, TxnEvent, TxnState
 from kcompat.txn.txn_records import TxnLogValue
 
@@ -42,6 +42,18 @@ def partition_for(transactional_id: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``."""
     h = java_string_hash(transactional_id)
     return (0 if h == -(2**31) else abs(h)) % num_partitions
+
+
+def allocate_producer_id(allocate: Callable[[], int]) -> int | ErrorCode:
+    """``allocate()``'s new producer id, or the error to answer with (a KafkaError's code, else
+    UNKNOWN_SERVER_ERROR)."""
+    try:
+        return allocate()
+    except KafkaError as e:
+        return ErrorCode(e.code)
+    except Exception:
+        log.exception("could not allocate a producer id")
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # Marker write errors (Kafka's TransactionMarkerRequestCompletionHandler)

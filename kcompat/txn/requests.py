@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
 from kcompat.protocol.messages.init_producer_id import InitProducerIdResponse
 from kcompat.txn.coordinator_types import (
     log, OFFSETS_TOPIC, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT,
     TopicPartition, is_epoch_exhausted, Result, TxnConfig, _Transit, TxnMetadata, produce_verify_error,
+    allocate_producer_id,
 )
 from kcompat.txn.shard import TxnShard
 from kcompat.txn.state import PREPARE_STATES, TxnEvent
@@ -307,12 +308,5 @@ class TxnRequests:
         return int(produce_verify_error(error))
 
     def _allocate(self) -> int | ErrorCode:
-        """A new producer id, or the error to answer with (a KafkaError's code, else
-        UNKNOWN_SERVER_ERROR)."""
-        try:
-            return self._allocate_producer_id()
-        except KafkaError as e:
-            return ErrorCode(e.code)
-        except Exception:
-            log.exception("could not allocate a producer id")
-            return ErrorCode.UNKNOWN_SERVER_ERROR
+        """A new producer id, or the error to answer with."""
+        return allocate_producer_id(self._allocate_producer_id)
