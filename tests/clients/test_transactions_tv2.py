@@ -46,20 +46,27 @@ def lib():
     return maven.resolve_kafka("4.3.1")
 
 
-def finalize_tv2(lib, broker, workdir: Path) -> None:
-    """``kafka-features.sh upgrade --feature transaction.version=2`` of Kafka 4.3.1."""
+def finalize_tv2(lib, bootstrap: str, workdir: Path) -> None:
+    """``kafka-features.sh upgrade --feature transaction.version=2`` of Kafka 4.3.1; ApiVersions of
+    the first node of ``bootstrap`` then lists it finalized."""
     tools = JavaTools(str(lib), workdir)
-    out = tools.run(FEATURE_COMMAND, ["--bootstrap-server", broker.bootstrap, "upgrade", "--feature",
+    out = tools.run(FEATURE_COMMAND, ["--bootstrap-server", bootstrap, "upgrade", "--feature",
                                       "transaction.version=2"], check=False, timeout=120, heap="256m")
     assert (out.returncode, out.stdout.strip()) == (0, "transaction.version was upgraded to 2."), out.stderr[-2000:]
-    resp = wire.call(broker.bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
-    assert {f.name: f.max_version_level for f in resp.finalized_features}["transaction.version"] == 2
+    addr = bootstrap.split(",")[0]
+    deadline = time.monotonic() + 30
+    while True:
+        resp = wire.call(addr, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+        if {f.name: f.max_version_level for f in resp.finalized_features}.get("transaction.version") == 2:
+            return
+        assert time.monotonic() < deadline, resp.finalized_features
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
 def broker(lib, tmp_path_factory):
     with broker_with_metrics(tmp_path_factory.mktemp("tv2") / "data", {"offsets.topic.num.partitions": "1"}) as b:
-        finalize_tv2(lib, b, tmp_path_factory.mktemp("tv2-tools"))
+        finalize_tv2(lib, b.bootstrap, tmp_path_factory.mktemp("tv2-tools"))
         yield b
 
 
@@ -266,7 +273,7 @@ def test_confluent_kafka_and_kafka_python_transactions_still_work(broker):
 
 def test_a_restart_reads_the_tv2_transaction_state_back(lib, tmp_path, drivers):
     with broker_with_metrics(tmp_path / "data") as b:
-        finalize_tv2(lib, b, tmp_path)
+        finalize_tv2(lib, b.bootstrap, tmp_path)
         topic, tid = new_topic(b, _uid("tv2-restart")), _uid("tv2-restart-tid")
         d = drivers(b.bootstrap, tid)
         d.ok("init")
@@ -296,7 +303,7 @@ def test_tv2_over_a_cluster_with_the_coordinator_killed(lib, tmp_path, drivers):
     TV2 state (the log value v1) and the same producer goes on with the epoch it was given."""
     overrides = {"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3"}
     with Cluster(tmp_path, 3, overrides=overrides) as c:
-        finalize_tv2(lib, c, tmp_path)
+        finalize_tv2(lib, c.bootstrap, tmp_path)
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         admin.create_topics([NewTopic("t", 3, 3)])["t"].result(30)
         tid = _uid("tv2-cluster")
@@ -307,15 +314,21 @@ def test_tv2_over_a_cluster_with_the_coordinator_killed(lib, tmp_path, drivers):
             values = [f"a{i}-{j}" for j in range(9)]   # keys spread over the three partitions
             d.ok(f"txn {how} t {','.join(values)}")
             expected += values if how == "commit" else []
-        state, pid, epoch = settled(c.bootstrap, tid)
-        assert state == "CompleteCommit" and epoch == 3
+        def coordinator_addr() -> str:   # DescribeTransactions goes to the coordinator
+            node = wait_until(lambda: coordinator(c, tid, 1), 30, "a transaction coordinator")
+            return f"127.0.0.1:{c.client_ports[node - 1]}"
+
         killed = wait_until(lambda: coordinator(c, tid, 1), 10, "a transaction coordinator")
+        leaders = {p.leader for p in admin.list_topics("t", timeout=30).topics["t"].partitions.values()}
+        assert leaders - {killed}, leaders   # some partitions are led by other brokers than the coordinator
+        state, pid, epoch = settled(coordinator_addr(), tid)
+        assert state == "CompleteCommit" and epoch == 3
         c.node(killed).kill9()
         for i, how in enumerate(["commit", "abort", "commit"], start=3):
             values = [f"b{i}-{j}" for j in range(9)]
             d.ok(f"txn {how} t {','.join(values)}")
             expected += values if how == "commit" else []
         assert coordinator(c, tid, 1) not in (None, killed)
-        assert settled(c.bootstrap, tid) == ("CompleteCommit", pid, 6)
+        assert settled(coordinator_addr(), tid) == ("CompleteCommit", pid, 6)
         got = read_to_end(c.bootstrap, "t", [0, 1, 2], isolation="read_committed")
         assert sorted(v.decode() for _p, _o, _k, v in got) == sorted(expected)
