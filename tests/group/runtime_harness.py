@@ -34,6 +34,7 @@ class _ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.txn_verifier = None
         self.remote_txn_verification = None
+        self.txn_partition_adder = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
