@@ -24,10 +24,10 @@ from kcompat.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorSe
 from kcompat.broker.share_group_admin import ShareGroupAdmin
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
-from kcompat.group.coordinator_types import TXN_VERIFY_ERRORS
+from kcompat.group.coordinator_types import TXN_GENERIC_ERROR_MIN_VERSION, TXN_VERIFY_ERRORS
 from kcompat.group.share_groups import ShareProtocolConfig
 from kcompat.protocol import records as rb
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, txn_abortable_error
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -249,7 +249,8 @@ class GroupRuntime(CoordinatorRuntime):
         code = codes.get((self.TOPIC, partition), 0)
         if not code:
             return await self._txn_offset_commit(ctx, req)
-        error = TXN_VERIFY_ERRORS.get(ErrorCode(code), ErrorCode(code))
+        error = ErrorCode(txn_abortable_error(TXN_VERIFY_ERRORS.get(ErrorCode(code), ErrorCode(code)),
+                                              ctx.api_version >= TXN_GENERIC_ERROR_MIN_VERSION))
         # partitions that do not exist are UNKNOWN_TOPIC_OR_PARTITION whatever the verification
         # says, as the coordinator answers them before verifying
         R = TxnOffsetCommitResponse

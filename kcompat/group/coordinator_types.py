@@ -98,6 +98,10 @@ class _Api(enum.Enum):
 # Kafka's isValidGroupId: these APIs accept the empty group id (backwards compatibility).
 _EMPTY_GROUP_ID_ALLOWED = frozenset({_Api.COMMIT, _Api.FETCH, _Api.DESCRIBE, _Api.DELETE})
 
+# TxnOffsetCommit answers a partition not in the transaction with TRANSACTION_ABORTABLE from v4 on
+# (Kafka's genericErrorSupported), INVALID_TXN_STATE before (errors.txn_abortable_error)
+TXN_GENERIC_ERROR_MIN_VERSION = 4
+
 # The transaction verification (KIP-890) error a TxnOffsetCommit answers with, as Kafka's
 # GroupMetadataManager.maybeConvertOffsetCommitError; the verifier returns what a produce would get.
 TXN_VERIFY_ERRORS = {

@@ -14,13 +14,13 @@ from kcompat.group import records as rec
 from kcompat.group.coordinator_types import (
     log, EMPTY, PREPARING, COMPLETING, STABLE, DEAD, UNKNOWN_MEMBER_ID, NO_GENERATION, NO_OFFSET,
     GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED, Record, Result, _Api,
-    TXN_VERIFY_ERRORS,
+    TXN_GENERIC_ERROR_MIN_VERSION, TXN_VERIFY_ERRORS,
 )
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
 from kcompat.coordinator.java_strings import java_string_length
 from kcompat.group.records import OffsetAndMetadata
 from kcompat.group.shard import GroupShardContext
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, txn_abortable_error
 from kcompat.protocol.messages.delete_groups import DeleteGroupsResponse
 from kcompat.protocol.messages.describe_groups import DescribeGroupsResponse
 from kcompat.protocol.messages.list_groups import ListGroupsResponse
@@ -176,7 +176,7 @@ class OffsetManager:
             group = None
             if error is None:
                 error = self._verify_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                         self.ctx.partition_for(req.group_id))
+                                         self.ctx.partition_for(req.group_id), version)
             if error is None:
                 error, group = self._validate_txn_commit(req.group_id, generation, member_id, instance_id)
             if error is not None:
@@ -193,14 +193,17 @@ class OffsetManager:
         return self.ctx.end(now_ms)
 
     def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    partition: int) -> ErrorCode | None:
+                    partition: int, version: int) -> ErrorCode | None:
+        """The KIP-890 refusal as a TxnOffsetCommit of ``version`` answers it (TRANSACTION_ABORTABLE
+        from v4 on, INVALID_TXN_STATE before), or None."""
         if self._txn_verifier is None:
             return None
         code = self._txn_verifier(transactional_id, producer_id, producer_epoch, partition)
         if not code:
             return None
         error = ErrorCode(code)
-        return TXN_VERIFY_ERRORS.get(error, error)
+        return ErrorCode(txn_abortable_error(TXN_VERIFY_ERRORS.get(error, error),
+                                             version >= TXN_GENERIC_ERROR_MIN_VERSION))
 
     def _validate_txn_commit(self, group_id: str, generation: int, member_id: str,
                              instance_id: str | None) -> tuple[ErrorCode | None, Group | None]:

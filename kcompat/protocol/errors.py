@@ -202,3 +202,12 @@ def coordinator_error_for_append(code: int, table: dict = COORDINATOR_APPEND_ERR
     if error is ErrorCode.NONE:
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return table.get(error, error)
+
+
+def txn_abortable_error(code: int, generic_error_supported: bool) -> int:
+    """``code`` as a client of a request version gets it: TRANSACTION_ABORTABLE (KIP-890, a
+    partition not in the transaction) reaches only clients that know it, Produce v11+ and
+    TxnOffsetCommit v4+ (Kafka's ``genericErrorSupported``); older ones get INVALID_TXN_STATE."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE and not generic_error_supported:
+        return int(ErrorCode.INVALID_TXN_STATE)
+    return code

@@ -64,10 +64,10 @@ _MARKER_RETRIABLE = frozenset({
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR})
 
 # Produce-path verification (KIP-890 part 1): the coordinator's answer as the producer sees it
-# (AddPartitionsToTxnManager, then ReplicaManager.appendRecords, Kafka 3.8/3.9).
+# (AddPartitionsToTxnManager, then ReplicaManager.appendRecords, Kafka 4.3.1). TRANSACTION_ABORTABLE
+# stays: the request version decides whether the client gets it (errors.txn_abortable_error).
 _PRODUCE_VERIFY_ERRORS = {
     ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
     ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -77,8 +77,9 @@ _PRODUCE_VERIFY_ERRORS = {
 
 def produce_verify_error(error: ErrorCode) -> ErrorCode:
     """The error a producer's batch gets for a KIP-890 verification answer ``error`` (as Kafka
-    3.8/3.9 maps them: fenced -> INVALID_PRODUCER_EPOCH, abortable -> INVALID_TXN_STATE,
-    coordinator busy, loading or moved -> NOT_ENOUGH_REPLICAS, which producers retry)."""
+    4.3.1 maps them: fenced -> INVALID_PRODUCER_EPOCH, coordinator busy, loading or moved ->
+    NOT_ENOUGH_REPLICAS, which producers retry; TRANSACTION_ABORTABLE as it is, turned into
+    INVALID_TXN_STATE for Produce below v11 and TxnOffsetCommit below v4 by their handlers)."""
     return _PRODUCE_VERIFY_ERRORS.get(error, error)
 
 

@@ -300,9 +300,10 @@ class TxnRequests:
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str, partition: int) -> int:
         """KIP-890 part 1 produce-path verification, for a coordinator on the same broker: 0 if
         ``topic``-``partition`` is in the ongoing transaction of this producer id and epoch, else
-        the error the producer gets from Kafka 3.8/3.9 for that batch: INVALID_TXN_STATE (partition
-        not added), INVALID_PRODUCER_EPOCH (fenced), INVALID_PRODUCER_ID_MAPPING, or
-        NOT_ENOUGH_REPLICAS (retriable: CONCURRENT_TRANSACTIONS, loading, not the coordinator)."""
+        the error Kafka 4.3.1 gives that batch: TRANSACTION_ABORTABLE (partition not added;
+        INVALID_TXN_STATE for older request versions, see ``errors.txn_abortable_error``),
+        INVALID_PRODUCER_EPOCH (fenced), INVALID_PRODUCER_ID_MAPPING, or NOT_ENOUGH_REPLICAS
+        (retriable: CONCURRENT_TRANSACTIONS, loading, not the coordinator)."""
         raw = self._verify_partitions(transactional_id, producer_id, producer_epoch, [(topic, partition)])
         error = raw[(topic, partition)]
         return int(produce_verify_error(error))

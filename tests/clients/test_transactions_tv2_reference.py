@@ -144,6 +144,15 @@ def scenario(addr: str) -> list:
     out.append(("describe", describe()))
     out.append(("offsets committed", until(offsets, lambda r: r[1] == [(5, 0)])))
     out.append(("txn offset commit v5, fenced epoch", txn_offset_commit(epoch + 2)))
+    # KIP-890 part 1 below v12 / v5: verification only; the partition not in the transaction is
+    # TRANSACTION_ABORTABLE from Produce v11 and TxnOffsetCommit v4 on, INVALID_TXN_STATE before
+    for version in (11, 10, 9):
+        out.append((f"produce v{version}, partition never added", produce(epoch + 3, 0, version)))
+    group = f"tv2-g-{uuid.uuid4().hex[:6]}"
+    until(lambda: wire.call(addr, FCQ(key_type=0, coordinator_keys=[group]), 4).coordinators[0].error_code)
+    for version in (4, 3, 2):
+        out.append((f"txn offset commit v{version}, partition never added",
+                    until(lambda: txn_offset_commit(epoch + 3, version))))
     return out
 
 

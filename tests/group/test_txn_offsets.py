@@ -385,13 +385,17 @@ def test_transaction_verification():
         assert b.txn_commit(G, {T0: 2, ("nope", 0): 1}, producer_id=P1) == {
             T0: expected, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
         assert len(b.appended) == before
+    # a partition not in the transaction: TRANSACTION_ABORTABLE from v4 on, as Kafka 4.3.1 answers
+    answer["code"] = int(E.TRANSACTION_ABORTABLE)
+    assert [b.txn_commit(G, {T0: 2}, producer_id=P1, version=v)[T0] for v in (2, 3, 4, 5)] == [
+        E.INVALID_TXN_STATE, E.INVALID_TXN_STATE, E.TRANSACTION_ABORTABLE, E.TRANSACTION_ABORTABLE]
     # the group status comes first: no verification for a group this coordinator does not own
     calls.clear()
     other = Broker(own=False, txn_verifier=verifier)
     assert other.txn_commit(G, {T0: 1}) == {T0: E.NOT_COORDINATOR} and calls == []
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 6))
 def test_every_version(version):
     b = Broker()
     p = b.coord.partition_for(G)

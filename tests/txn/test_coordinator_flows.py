@@ -329,17 +329,18 @@ def test_add_partitions_v4_batch_and_verify_only():
 def test_verify_for_the_produce_path():
     b = TxnBroker()
     pid, epoch = b.begin("x")
-    assert b.coord.verify("x", pid, epoch, "t", 0) == E.INVALID_TXN_STATE  # not added (Empty)
+    # not added: TRANSACTION_ABORTABLE (a Produce below v11 turns it into INVALID_TXN_STATE)
+    assert b.coord.verify("x", pid, epoch, "t", 0) == E.TRANSACTION_ABORTABLE  # not added (Empty)
     assert b.add("x", pid, epoch, [T0P0]) == {T0P0: 0}
     assert b.coord.verify("x", pid, epoch, "t", 0) == 0
-    assert b.coord.verify("x", pid, epoch, "t", 1) == E.INVALID_TXN_STATE
+    assert b.coord.verify("x", pid, epoch, "t", 1) == E.TRANSACTION_ABORTABLE
     assert b.coord.verify("x", pid, epoch + 1, "t", 0) == E.INVALID_PRODUCER_EPOCH
     assert b.coord.verify("x", pid + 1, epoch, "t", 0) == E.INVALID_PRODUCER_ID_MAPPING
     assert b.coord.verify("nope", pid, epoch, "t", 0) == E.INVALID_PRODUCER_ID_MAPPING
     assert b.end("x", pid, epoch, False) == 0
     assert b.coord.verify("x", pid, epoch, "t", 0) == E.NOT_ENOUGH_REPLICAS  # CONCURRENT_TRANSACTIONS
     b.write_markers()
-    assert b.coord.verify("x", pid, epoch, "t", 0) == E.INVALID_TXN_STATE  # a new transaction must add it again
+    assert b.coord.verify("x", pid, epoch, "t", 0) == E.TRANSACTION_ABORTABLE  # a new transaction adds it again
     other = TxnBroker(own=False)
     assert other.coord.verify("x", pid, epoch, "t", 0) == E.NOT_ENOUGH_REPLICAS  # NOT_COORDINATOR
 

@@ -18,6 +18,8 @@ are :meth:`kcompat.isr.replica_manager.ReplicaManager.append_records` (Kafka's
 - a transactional batch that opens its producer's transaction in a partition is verified with
   the transaction coordinator first (KIP-890 part 1): locally, or with AddPartitionsToTxn
   ``verify_only`` when the coordinator is another broker (``ReplicaManager.handle_produce_append``);
+  a partition not in the transaction is TRANSACTION_ABORTABLE from v11 on, INVALID_TXN_STATE
+  before (Kafka 4.3.1's ``genericErrorSupported``);
 - v12 is a transaction.version 2 client's (KIP-890 part 2; Kafka's clients send v12+ in a
   transaction only once TV2 is finalized): a transactional batch that opens its producer's
   transaction in a partition has that partition added to the transaction by the coordinator (no
@@ -47,7 +49,7 @@ from kcompat.broker.handlers._topic_ids import resolve_names
 from kcompat.isr.append_records import ProducePartitionResult
 from kcompat.kraft.controller import validate_topic_name
 from kcompat.protocol import records as rb
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, txn_abortable_error
 from kcompat.protocol.messages.produce import ProduceResponse as R
 
 API_KEY = 0
@@ -55,6 +57,7 @@ MIN_VERSION = 3
 MAX_VERSION = 13
 TOPIC_IDS_MIN_VERSION = 13   # topics by id instead of name (KIP-516)
 ADD_PARTITIONS_MIN_VERSION = 12   # partitions added to the transaction by the broker (KIP-890 part 2)
+GENERIC_TXN_ERROR_MIN_VERSION = 11   # TRANSACTION_ABORTABLE for a partition not in the transaction (KIP-890)
 # ApiVersions lists Produce from v0 although v0-v2 (the pre-0.11 message formats) are refused with
 # UNSUPPORTED_VERSION, as Kafka 4.0 does (KAFKA-18659, ``PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION``):
 # librdkafka before 2.8 decides whether the broker can take gzip, snappy and lz4 by whether it
@@ -188,7 +191,9 @@ def _respond(ctx, req, writable: dict[str, bool], results: list[ProducePartition
 
 def _partition_response(index: int, r: ProducePartitionResult, version: int):
     if r.error != ErrorCode.NONE:
-        resp = _error(index, r.error, version, r.message, r.record_errors)
+        # a partition not in the transaction: TRANSACTION_ABORTABLE from v11 on (KIP-890)
+        code = ErrorCode(txn_abortable_error(r.error, version >= GENERIC_TXN_ERROR_MIN_VERSION))
+        resp = _error(index, code, version, r.message, r.record_errors)
         resp.log_start_offset = r.log_start_offset
         return resp
     return R.PartitionProduceResponse(index=index, error_code=ErrorCode.NONE, base_offset=r.base_offset,

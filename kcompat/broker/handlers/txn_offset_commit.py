@@ -19,8 +19,9 @@ the transaction coordinator on this broker itself (:meth:`TxnRuntime.verify`); w
 transaction coordinator is another broker the group runtime first asks it with AddPartitionsToTxn v5
 ``verify_only`` (:meth:`TxnRuntime.verify_remote`, Kafka's ``AddPartitionsToTxnManager``). A
 refusal answers every partition with the error Kafka's ``maybeConvertOffsetCommitError`` gives
-(``TXN_VERIFY_ERRORS``, the same as the local check): INVALID_TXN_STATE when the partition is
-not in the transaction (abortable for the producer), INVALID_PRODUCER_EPOCH when fenced,
+(``TXN_VERIFY_ERRORS``, the same as the local check): TRANSACTION_ABORTABLE when the partition
+is not in the transaction (v4+, Kafka 4.3.1's ``genericErrorSupported``; INVALID_TXN_STATE before,
+abortable for the producer either way), INVALID_PRODUCER_EPOCH when fenced,
 COORDINATOR_NOT_AVAILABLE (retriable) for NOT_ENOUGH_REPLICAS, i.e. a coordinator that is busy,
 loading, moved or unreachable.
 
