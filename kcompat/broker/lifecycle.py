@@ -70,6 +70,7 @@ class BrokerLifecycle:
         self.should_shut_down = asyncio.Event()
         self.caught_up = False   # a heartbeat answer said is_caught_up (this registration)
         self._task: asyncio.Task | None = None
+        self._heartbeat_due = asyncio.Event()   # heartbeat_soon(): the loop's next heartbeat is now
 
     def _registration(self) -> BrokerRegistrationRequest:
         cfg = self.context.config
@@ -127,7 +128,7 @@ class BrokerLifecycle:
             return
         if resp.is_caught_up and not self.caught_up:
             self.caught_up = True   # from now on heartbeats carry the cordoned dirs: send them now
-            asyncio.ensure_future(self.heartbeat())
+            self.heartbeat_soon()
         self._set_fenced(resp.is_fenced)
         if resp.should_shut_down:
             self.should_shut_down.set()
@@ -140,6 +141,12 @@ class BrokerLifecycle:
             self.unfenced.clear()
         else:
             self.unfenced.set()
+
+    def heartbeat_soon(self) -> None:
+        """Have the heartbeat loop send its next heartbeat now rather than after the interval: the
+        controller should learn a change at once (a failed or cordoned log dir, Kafka's
+        ``BrokerLifecycleManager.propagateDirectoryFailure``). Heartbeats stay one at a time."""
+        self._heartbeat_due.set()
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -155,7 +162,12 @@ class BrokerLifecycle:
             except Exception:
                 log.exception("broker heartbeat failed")
             # heartbeat quickly while fenced or shutting down, as Kafka's lifecycle manager does
-            await asyncio.sleep(RETRY_S if (self.fenced or self.want_shut_down) else interval)
+            try:
+                await asyncio.wait_for(self._heartbeat_due.wait(),
+                                       RETRY_S if (self.fenced or self.want_shut_down) else interval)
+            except asyncio.TimeoutError:
+                pass
+            self._heartbeat_due.clear()
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move leadership away; True once it says to shut down."""

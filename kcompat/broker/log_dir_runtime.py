@@ -121,7 +121,7 @@ class LogDirRuntime:
         log.info("cordoned log dirs: %s", ", ".join(sorted(map(str, dirs))) or "none")
         lifecycle = self.lifecycle
         if lifecycle is not None and lifecycle.broker_epoch >= 0:
-            asyncio.ensure_future(lifecycle.heartbeat())
+            lifecycle.heartbeat_soon()
 
     async def _run(self) -> None:
         last_poll = -POLL_S * 1000
@@ -172,7 +172,7 @@ class LogDirRuntime:
             os._exit(1)
         lifecycle = self.lifecycle
         if lifecycle is not None and lifecycle.broker_epoch >= 0:
-            asyncio.ensure_future(lifecycle.heartbeat())   # tell the controller now
+            lifecycle.heartbeat_soon()   # tell the controller now
 
     # -- directory assignment ---------------------------------------------------------------------
     def _pending_assignments(self, now: int) -> list[tuple]:
