@@ -66,9 +66,43 @@ def replace_configs(services: ApiServices, resource_type: int, resource_name: st
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})
     services.config.validate_dynamic_update(updates, per_broker=resource_name != "")
-    if CORDONED_LOG_DIRS in updates and resource_name == str(services.node_id):   # KIP-1066: its log dirs
-        check_cordoned_update(services.config, updates[CORDONED_LOG_DIRS])
     services.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
+
+
+def refused_before_forwarding(ctx, resources, new_configs: Callable[[object], dict[str, str | None]]) -> list[tuple]:
+    """``(resource, error code, message)`` for the BROKER resources of an (Incremental)AlterConfigs
+    request that this broker refuses before it forwards the request to the controller (Kafka's
+    ``ConfigAdminManager.preprocess``): a broker takes changes for the cluster default (``""``)
+    and for its own id only (INVALID_REQUEST "Node id must be an integer, but it is: x" /
+    "Unexpected broker id, expected 1, but received 2": Kafka's admin client sends a broker's
+    resource to that broker), and a change of its own ``cordoned.log.dirs`` must name its log
+    dirs (KIP-1066; checked here, where the paths are known). ``new_configs(resource)`` is the
+    resource's configs after the change; a ConfigError it raises refuses the resource too, a
+    KafkaError leaves it to the controller's answer. On a controller listener nothing is refused
+    here: the controller takes any broker's resource, and brokers forward there."""
+    services = ctx.services
+    if ctx.listener_name in services.config.controller_listener_names:
+        return []
+    refused = []
+    for res in resources:
+        if res.resource_type != BROKER or res.resource_name == "":
+            continue
+        if not res.resource_name.lstrip("-").isdigit():
+            refused.append((res, ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {res.resource_name}"))
+            continue
+        if int(res.resource_name) != services.node_id:
+            refused.append((res, ErrorCode.INVALID_REQUEST,
+                            f"Unexpected broker id, expected {services.node_id}, but received {res.resource_name}"))
+            continue
+        if not any(c.name == CORDONED_LOG_DIRS for c in res.configs):
+            continue
+        try:
+            check_cordoned_update(services.config, new_configs(res).get(CORDONED_LOG_DIRS))
+        except ConfigError as e:
+            refused.append((res, ErrorCode[e.error], e.message))
+        except KafkaError:
+            pass   # the controller answers it
+    return refused
 
 
 def alter_each(resources, change: Callable[[object], None]) -> list[tuple[object, ErrorCode, str | None]]:

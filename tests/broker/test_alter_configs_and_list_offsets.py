@@ -1,4 +1,5 @@
-"""AlterConfigs (legacy, whole-set replace) and ListOffsets duplicate partitions."""
+"""AlterConfigs (legacy, whole-set replace), the broker-side checks of BROKER resources both
+AlterConfigs APIs share, and ListOffsets duplicate partitions."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import uuid
 
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
+from kcompat.protocol.messages.alter_configs import AlterConfigsRequest as AQ
+from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IQ
 from kcompat.protocol.messages.list_offsets import ListOffsetsRequest
 from kcompat.testing import wire
 
@@ -30,6 +33,34 @@ def test_legacy_alter_configs_replaces_the_whole_set(broker):
         raise AssertionError("an invalid value was accepted")
     except Exception as e:  # KafkaException(INVALID_CONFIG)
         assert "INVALID_CONFIG" in str(e) or "retention.ms" in str(e)
+
+
+def test_a_broker_refuses_other_brokers_resources_and_cordoned_dirs_it_lacks_on_both_apis(broker):
+    """Kafka's ConfigAdminManager.preprocess, before forwarding: a BROKER resource names this
+    broker or the cluster default; this broker's cordoned.log.dirs must name its log dirs (KIP-1066).
+    The expected answers are what a Kafka 4.3.1 node (id 1) gave to the same requests, legacy
+    AlterConfigs v2 and IncrementalAlterConfigs v1 alike."""
+    def legacy(name: str, config: str, value: str):
+        resp = wire.call(broker.bootstrap, AQ(validate_only=True, resources=[AQ.AlterConfigsResource(
+            resource_type=4, resource_name=name, configs=[AQ.AlterableConfig(name=config, value=value)])]), 2)
+        return [(r.error_code, r.error_message) for r in resp.responses]
+
+    def incremental(name: str, config: str, value: str):
+        resp = wire.call(broker.bootstrap, IQ(validate_only=True, resources=[IQ.AlterConfigsResource(
+            resource_type=4, resource_name=name, configs=[IQ.AlterableConfig(name=config, config_operation=0,
+                                                                             value=value)])]), 1)
+        return [(r.error_code, r.error_message) for r in resp.responses]
+
+    for send in (legacy, incremental):
+        assert send("7", "log.cleaner.threads", "2") == [(42, "Unexpected broker id, expected 1, but received 7")]
+        assert send("x", "log.cleaner.threads", "2") == [(42, "Node id must be an integer, but it is: x")]
+        assert send("1", "cordoned.log.dirs", "/nope") == [(42, (
+            "requirement failed: All entries in cordoned.log.dirs must be present in log.dirs or log.dir. "
+            "Missing entries : /nope"))]
+        assert send("1", "cordoned.log.dirs", "*,/x") == [(42, (
+            "requirement failed: When cordoned.log.dirs is set to *, it must not contain other values"))]
+        assert send("1", "log.cleaner.threads", "2") == [(0, None)]
+        assert send("", "log.cleaner.threads", "2") == [(0, None)]
 
 
 def test_list_offsets_duplicate_partition_is_invalid_request(broker):

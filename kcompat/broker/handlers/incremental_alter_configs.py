@@ -4,8 +4,9 @@ TOPIC resources change the topic's overrides (ConfigRecords in the metadata log;
 reach the partition logs at once). BROKER resources change dynamic broker configs for this broker
 (``"<id>"``) or cluster-wide (``""``); read-only keys are refused with Kafka's message
 (``Cannot update these configs dynamically: Set(...)``); a change of this broker's
-``cordoned.log.dirs`` (KIP-1066) is checked here against its log dirs before it is forwarded. BROKER_LOGGER sets logger levels of this
-process. GROUP resources (32) change a group's dynamic configs (Kafka 4.3's GroupConfig:
+``cordoned.log.dirs`` (KIP-1066) is checked here against its log dirs before it is forwarded
+(``config_changes.refused_before_forwarding``, as AlterConfigs). BROKER_LOGGER sets logger levels
+of this process. GROUP resources (32) change a group's dynamic configs (Kafka 4.3's GroupConfig:
 ``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ...; the group need not exist);
 APPEND/SUBTRACT on them fail as no group config is a LIST. CLIENT_METRICS resources (16, KIP-714)
 change a client metrics subscription (``metrics``, ``interval.ms``, ``match``; validated as Kafka's
@@ -21,9 +22,8 @@ import logging
 from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.broker.config_changes import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, alter_each,
-                                           current_configs, replace_configs)
+                                           current_configs, refused_before_forwarding, replace_configs)
 from kcompat.config import ConfigError, apply_incremental
-from kcompat.config.cordoned import CORDONED_LOG_DIRS, check_cordoned_update
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse as R
 
@@ -48,24 +48,10 @@ def _permitted(ctx, req):
 
 
 def _refused_here(ctx, req) -> list:
-    """``(resource, error code, message)`` for this broker's resources whose ``cordoned.log.dirs``
-    change does not name its log dirs: checked here, where the paths are known, before the request
-    goes to the controller (Kafka's ``ConfigAdminManager.preprocess``, KIP-1066)."""
     services = ctx.services
-    refused = []
-    for res in req.resources:
-        if res.resource_type != BROKER or res.resource_name != str(services.node_id) or \
-                not any(c.name == CORDONED_LOG_DIRS for c in res.configs):
-            continue
-        try:
-            new = apply_incremental(current_configs(services, BROKER, res.resource_name),
-                                    [(c.name, c.config_operation, c.value) for c in res.configs], resource="broker")
-            check_cordoned_update(services.config, new.get(CORDONED_LOG_DIRS))
-        except ConfigError as e:
-            refused.append((res, ErrorCode[e.error], e.message))
-        except KafkaError:
-            pass   # the controller answers it
-    return refused
+    return refused_before_forwarding(ctx, req.resources, lambda res: apply_incremental(
+        current_configs(services, BROKER, res.resource_name),
+        [(c.name, c.config_operation, c.value) for c in res.configs], resource="broker"))
 
 
 def _local(ctx, req):
