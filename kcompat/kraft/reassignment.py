@@ -39,8 +39,6 @@ from kcompat.kraft.leader_election import ONLINE, UNCLEAN, choose_leader
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.metadata_records import PartitionChangeRecord
 
-NO_REASSIGNMENT_MESSAGE = "No partition reassignment is in progress."
-
 
 @dataclass
 class PartitionResult:
@@ -158,7 +156,9 @@ def _alter_one(image: MetadataImage, name: str, pid: int, target: list[int] | No
     election = UNCLEAN if unclean else ONLINE
     if target is None:
         if not p.reassigning:
-            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, NO_REASSIGNMENT_MESSAGE)
+            # no message: Kafka 3.9.2 and 4.3.1 answer a null error_message (clients print the
+            # code's own text, "No partition reassignment is in progress.")
+            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
         replicas = [r for r in p.replicas if r not in p.adding_replicas]
         isr = [r for r in p.isr if r not in p.adding_replicas]
         if not isr:   # only adding replicas are in sync: reverting elects an out-of-sync replica
