@@ -138,6 +138,13 @@ class Background:
             except ProcessLookupError:
                 pass
         self._reader.join(5)
+        if not self._reader.is_alive():   # the reader is at EOF: its pipe can go (else it is reading it)
+            for pipe in (self.proc.stdout, self.proc.stdin):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
         if self._stderr_file:
             self._stderr_file.close()
             self._stderr_file = None
