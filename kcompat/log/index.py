@@ -49,6 +49,16 @@ class _Index:
         self._wfd: int | None = None
         self._file_size = file_size   # size seen at start-up, while not loaded
 
+    def __del__(self) -> None:
+        # an index dropped without close() (its segment abandoned) gives its write fd back; a
+        # read-only mmap closes itself when collected
+        fd, self._wfd = getattr(self, "_wfd", None), None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     # -- state ---------------------------------------------------------------------------------
     @property
     def loaded(self) -> bool:

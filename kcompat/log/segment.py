@@ -77,6 +77,18 @@ class LogSegment(SegmentTimestamps):
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, active={self.active})"
 
+    def __del__(self) -> None:
+        # A segment dropped without close() (its Log abandoned, as a test simulating a killed
+        # process does, or by an error path) gives its .log fd back when collected instead of
+        # holding it for the life of the process. Nothing else holds that fd: zero-copy ranges
+        # dup it (FileRecords).
+        fd, self._fd = getattr(self, "_fd", None), None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     # -- creation / state ---------------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, *, created_ms: int
