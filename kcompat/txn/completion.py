@@ -1,8 +1,10 @@
 """How transactions end, for the transaction coordinator: EndTxn, the abort that fences a
 producer, COMMIT/ABORT markers and their retries, and the CompleteCommit/CompleteAbort record
 (Kafka's TransactionCoordinator.endTransaction, the bookkeeping half of
-TransactionMarkerChannelManager and TransactionMarkerRequestCompletionHandler; KIP-98).
-Composed into :class:`kcompat.txn.coordinator.TransactionCoordinator`."""
+TransactionMarkerChannelManager and TransactionMarkerRequestCompletionHandler; KIP-98), for
+EndTxn v0-4 (transaction versions 0/1) and v5 (transaction version 2, KIP-890 part 2: the epoch
+bumped by every EndTxn, Kafka 4.3.1's endTransaction with its later fixes KAFKA-18464, KAFKA-18660,
+KAFKA-19367, KAFKA-20090). Composed into :class:`kcompat.txn.coordinator.TransactionCoordinator`."""
 
 from __future__ import annotations
 

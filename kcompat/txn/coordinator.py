@@ -21,10 +21,16 @@ requests for it get CONCURRENT_TRANSACTIONS. If appending fails the broker must 
 Result's replies or markers and call :meth:`TransactionCoordinator.append_failed` with the Result,
 whose own Result answers the affected requests with Kafka's errors.
 
-What lives only in memory, as in Kafka: the previous producer id and epoch used by KIP-360
-retries (the v0 log value has no field for them, so they are lost on reload), the epoch bumped by a
-fence whose record could not be written (Kafka's ``hasFailedEpochFence``), and which partitions of
-a Prepare* transaction still lack their marker.
+What lives only in memory, as in Kafka: the previous producer epoch used by KIP-360 retries (no
+log value has a field for it; the previous producer id is in the v1 value written once
+``transaction.version`` >= 1, and lost on reload before), the epoch bumped by a fence whose record
+could not be written (Kafka's ``hasFailedEpochFence``), and which partitions of a Prepare*
+transaction still lack their marker.
+
+Transaction version 2 (KIP-890 part 2, :mod:`kcompat.txn.completion`): an EndTxn v5 bumps the
+epoch with its Prepare* record (markers carry the bumped epoch and version 2), and the client's
+transaction version is recorded with each transition (the v1 log value's ClientTransactionVersion),
+so a reloaded coordinator completes the transaction the same way.
 
 :class:`TransactionCoordinator` is a facade over parts composed as Kafka composes its
 coordinators, each given only its collaborators:
