@@ -148,6 +148,24 @@ def test_transactional_and_control_batches_track_the_open_transaction():
     assert [(b.first_seq, b.first_offset) for b in e.batches] == [(0, 10), (2, 12)]  # markers are not batches
 
 
+def test_markers_of_transaction_version_2_need_a_bumped_epoch():
+    """KIP-1228: a TV2 marker's epoch must be above the producer's here (its EndTxn bumped it), or
+    the same with no transaction open (a marker sent again, KAFKA-19999); a TV0/TV1 marker's may
+    be the same."""
+    psm = ProducerStateManager()
+    psm.update(hdr(5, 3, 0, 1, attrs=ATTR_TRANSACTIONAL), 10, TS)
+    assert code_of(lambda: psm.check_marker(5, 3, 0, transaction_version=2)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: psm.check_marker(5, 2, 0, transaction_version=2)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    psm.check_marker(5, 3, 0)                        # a TV1 marker with the producer's epoch
+    psm.check_marker(5, 4, 0, transaction_version=2)
+    psm.complete_txn(5, 4, 0, 11, TS)
+    e = psm.producers[5]
+    assert (e.producer_epoch, list(e.batches)) == (4, [])   # the bump starts the sequence again
+    psm.check_marker(5, 4, 0, transaction_version=2)  # the same marker again: nothing open, accepted
+    psm.check(hdr(5, 4, 0, 1, attrs=ATTR_TRANSACTIONAL))   # the next transaction starts at sequence 0
+    psm.check_marker(9, 0, 0, transaction_version=2)  # a producer never seen here
+
+
 def test_replay_rebuilds_the_same_state_as_appends():
     a = Appender()
     headers = []
