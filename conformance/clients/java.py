@@ -17,9 +17,11 @@ Tools used (Kafka 3.9 class names):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
+import zipfile
 from pathlib import Path
 
 from conformance import procs
@@ -43,8 +45,29 @@ _CONSOLE_LINE = re.compile(r"^(CreateTime|LogAppendTime|NO_TIMESTAMP):?(-?\d*)\t
                            r"(.*?)\t(.*?)\t(.*)$")
 
 
+# Tools Kafka 4.0 moved from the Scala core (kafka_2.13-*.jar) to the Java tools module under
+# new class names; the old names are what Kafka 3.x ships. JavaTools runs whichever the jars have.
+MOVED_IN_KAFKA_4 = {"kafka.tools.ConsoleProducer": "org.apache.kafka.tools.ConsoleProducer",
+                    "kafka.admin.BrokerApiVersionsCommand": "org.apache.kafka.tools.BrokerApiVersionsCommand"}
+
+
+@functools.lru_cache(maxsize=None)
+def _has_class(lib: Path, name: str) -> bool:
+    """Whether a Kafka jar in ``lib`` holds the class ``name``."""
+    entry = name.replace(".", "/") + ".class"
+    for jar in sorted(lib.glob("kafka*.jar")):
+        with zipfile.ZipFile(jar) as z:
+            try:
+                z.getinfo(entry)
+                return True
+            except KeyError:
+                continue
+    return False
+
+
 class JavaTools:
-    """Runs Kafka's tools from the resolved jar directory."""
+    """Runs Kafka's tools from the resolved jar directory (a tool's Kafka 3.x class name runs its
+    Kafka 4 class when the jars are 4.x: :data:`MOVED_IN_KAFKA_4`)."""
 
     def __init__(self, lib: str, workdir: Path) -> None:
         self.lib = Path(lib)
@@ -53,6 +76,8 @@ class JavaTools:
         self.log4j.write_text(TOOLS_LOG4J)
 
     def command(self, main: str, args: list[str], *, heap: str = "512m", quick: bool = True) -> list[str]:
+        if main in MOVED_IN_KAFKA_4 and not _has_class(self.lib, main):
+            main = MOVED_IN_KAFKA_4[main]
         return java_command(self.lib, main, [str(a) for a in args], heap=heap, log4j=self.log4j, quick=quick)
 
     def run(self, main: str, args: list[str], *, timeout: float = 60.0, input: str | None = None,

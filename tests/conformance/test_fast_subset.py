@@ -84,3 +84,18 @@ def test_one_java_case_against_kcompat(tmp_path):
     (result,) = doc["targets"][0]["results"]
     assert result["status"] == "pass", f"{result['kind']}: {result['reason']}"
     assert maven.cached_lib(KAFKA_VERSION) is not None
+
+
+@pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
+def test_java_cases_run_kafka_4_tools_under_their_new_class_names(tmp_path):
+    """Kafka 4.0 moved ConsoleProducer and BrokerApiVersionsCommand from the Scala core
+    (``kafka.tools`` / ``kafka.admin``) to the Java tools module (``org.apache.kafka.tools``);
+    with ``--kafka-version 4.3.1`` the Java cases that use them must run the 4.x classes
+    (they failed with "Could not find or load main class" before)."""
+    with BrokerProcess(tmp_path / "data") as broker:
+        _, doc = _run_suite(broker.bootstrap, tmp_path / "report", "--kafka-version", "4.3.1", "--clients", "java",
+                            "--only", "api.version-negotiation,fetch.headers-and-timestamps", timeout=1100)
+    results = {r["case_id"]: r for r in doc["targets"][0]["results"]}
+    assert len(results) == 2, results
+    assert all(r["status"] == "pass" for r in results.values()), \
+        {cid: (r["kind"], r["reason"]) for cid, r in results.items() if r["status"] != "pass"}
