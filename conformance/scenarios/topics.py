@@ -145,6 +145,14 @@ def describe_configs(ctx):
             continue
         entry = configs.get(name) or {}
         ctx.expect_eq(f"{name}", entry.get("value"), value)
+        if name == "min.insync.replicas":
+            # A cluster with eligible leader replicas (KIP-966; what Kafka 4.1+ finalizes for a new
+            # cluster) keeps a cluster-level min.insync.replicas, written by its controller: there
+            # the topic's value comes from DYNAMIC_DEFAULT_BROKER.
+            ctx.observed[f"{name}.source"] = source = entry.get("source")
+            ctx.check(source in ("DEFAULT", "DYNAMIC_DEFAULT_BROKER"),
+                      f"{name}.source: expected 'DEFAULT' (or 'DYNAMIC_DEFAULT_BROKER' with ELR), got {source!r}")
+            continue
         ctx.expect_eq(f"{name}.source", entry.get("source"), "DEFAULT")
 
 
