@@ -102,6 +102,16 @@ def atomic_write(path: Path, data: bytes, tmp_suffix: str = ".tmp") -> None:
     fsync_dir(path.parent)
 
 
+def close_abandoned(fd: int | None) -> None:
+    """Close ``fd`` (None: nothing to close) from a finalizer: an object dropped without its
+    ``close()`` gives its descriptor back. An OSError (already closed) is ignored."""
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def unlink_quiet(path: Path | str) -> bool:
     """Remove ``path``; True if it existed."""
     try:

@@ -28,7 +28,7 @@ from array import array
 from pathlib import Path
 
 from kcompat.log.config import LogConfig
-from kcompat.log.fileio import fsync_path, open_ro, open_rw, pread_full, pwrite_all
+from kcompat.log.fileio import close_abandoned, fsync_path, open_ro, open_rw, pread_full, pwrite_all
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -52,12 +52,8 @@ class _Index:
     def __del__(self) -> None:
         # an index dropped without close() (its segment abandoned) gives its write fd back; a
         # read-only mmap closes itself when collected
-        fd, self._wfd = getattr(self, "_wfd", None), None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_abandoned(getattr(self, "_wfd", None))
+        self._wfd = None
 
     # -- state ---------------------------------------------------------------------------------
     @property

@@ -15,7 +15,7 @@ from typing import Iterable
 from kcompat.log.config import LogConfig
 from kcompat.log.file_records import FileRecords
 from kcompat.log.fileio import (
-    HEADER_CHUNK, MAX_RELATIVE_OFFSET, ValidScan, logger, open_rw, pread_full, pwrite_all,
+    HEADER_CHUNK, MAX_RELATIVE_OFFSET, ValidScan, close_abandoned, logger, open_rw, pread_full, pwrite_all,
     scan_headers, unlink_quiet,
 )
 from kcompat.log.index import CorruptIndexError, IndexBuilder, OffsetIndex, TimeIndex
@@ -82,12 +82,8 @@ class LogSegment(SegmentTimestamps):
         # process does, or by an error path) gives its .log fd back when collected instead of
         # holding it for the life of the process. Nothing else holds that fd: zero-copy ranges
         # dup it (FileRecords).
-        fd, self._fd = getattr(self, "_fd", None), None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_abandoned(getattr(self, "_fd", None))
+        self._fd = None
 
     # -- creation / state ---------------------------------------------------------------------
     @classmethod
