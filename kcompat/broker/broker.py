@@ -59,9 +59,9 @@ from kcompat.broker.coordinator_runtime import CoordinatorServices
 from kcompat.broker.share.service import ShareService
 from kcompat.broker.share_persister import SharePersister
 from kcompat.broker.share_state_runtime import ShareStateRuntime
-from kcompat.config import describe_topic, log_config_for, validate_topic_configs
+from kcompat.broker.topic_configs import TopicConfigs
+from kcompat.config import validate_topic_configs
 from kcompat.isr.fetch_session import FetchSessions
-from kcompat.isr.partition import AppendPolicy
 from kcompat.isr.replica_manager import ReplicaManager
 from kcompat.broker.quota.replication import ReplicationQuotas
 from kcompat.kraft.cluster_control import ClusterControl
@@ -69,7 +69,7 @@ from kcompat.kraft.controller import Controller, NewTopic, TopicResult
 from kcompat.kraft.image import MetadataImage
 from kcompat.kraft.metadata_log import METADATA_TOPIC
 from kcompat.tiered.backends import storage_from_config
-from kcompat.log import LogCleaner, LogConfig, LogManager, read_meta_properties
+from kcompat.log import LogCleaner, LogManager, read_meta_properties
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.security.authorizer import StandardAuthorizer
 from kcompat.txn.producer_id_manager import ProducerIdManager
@@ -140,11 +140,13 @@ class Broker:
         # recovered with the broker defaults; topic configs reach them as ConfigRecords replay)
         self.image = MetadataImage()
         self.metadata_cache = MetadataCache(self.image)   # brokers and leaders, for handlers and the broker
+        self.topic_configs = TopicConfigs(self.image, cfg)   # a topic's config over the broker's defaults
         QuorumRuntime.check_storage(metadata_dir)   # a damaged metadata dir refuses before any log is touched
-        self.log_manager = LogManager(log_dirs, self.log_config_for)
+        self.log_manager = LogManager(log_dirs, self.topic_configs.log_config_for)
         self.log_manager.startup(now, self.cluster_id, self.node_id)
-        self.replica_manager = ReplicaManager(self.log_manager, self.node_id, log_config_for=self.log_config_for,
-                                              policy_for=self.policy_for, now_ms=self.now_ms,
+        self.replica_manager = ReplicaManager(self.log_manager, self.node_id,
+                                              log_config_for=self.topic_configs.log_config_for,
+                                              policy_for=self.topic_configs.policy_for, now_ms=self.now_ms,
                                               leader_of=self.metadata_cache.leader_of,
                                               topic_exists=lambda name: name in self.image.topics)
         self.log_manager.high_watermark_of = self._high_watermark_of
@@ -155,14 +157,15 @@ class Broker:
                                             is_shutting_down=lambda: self.shutting_down)
         self.publisher = MetadataPublisher(
             self.broker_context, log_manager=self.log_manager, replica_manager=self.replica_manager,
-            replication_quotas=self.replication_quotas, client_quotas=self.quotas, topic_values=self.topic_values,
+            replication_quotas=self.replication_quotas, client_quotas=self.quotas,
+            topic_values=self.topic_configs.topic_values,
             apply_dynamic_broker_configs=self._apply_dynamic_broker_configs)
         self.replica_fetchers = ReplicaFetcherManager(self.broker_context, broker_epoch=self.broker_epoch,
                                                       follower_quota=self.replication_quotas.follower)
         self.replica_manager.follower_listener = self.replica_fetchers.on_partition_role
 
         self.controller_service = ControllerService(self.broker_context, is_active=lambda: self.controller_active,
-                                                    topic_values=self.topic_values,
+                                                    topic_values=self.topic_configs.topic_values,
                                                     wait_for_topics=self.wait_for_topics)
         self.log_dir_runtime = LogDirRuntime(self.broker_context, replica_manager=self.replica_manager,
                                              log_manager=self.log_manager, metadata_dir=metadata_dir,
@@ -203,7 +206,7 @@ class Broker:
         self.api_services = ApiServices(
             node_id=self.node_id, cluster_id=self.cluster_id, config=cfg, image=self.image,
             metadata_cache=self.metadata_cache, now_ms=self.now_ms, authorizer=self.authorizer, quotas=self.quotas,
-            describe_topic_configs=self.describe_topic_configs, controller_service=self.controller_service,
+            describe_topic_configs=self.topic_configs.describe, controller_service=self.controller_service,
             controller=self.controller, cluster_control=self.cluster_control, quorum=self.quorum,
             is_shutting_down=lambda: self.shutting_down)
         self.isr_updates.api_services = self.log_dir_runtime.api_services = self.api_services
@@ -284,7 +287,7 @@ class Broker:
             controller_active=lambda: self.controller_active, quorum=self.quorum,
             replica_manager=self.replica_manager, log_manager=self.log_manager, groups=self.groups, txn=self.txn,
             remote_log=self.remote_log, fetch_sessions=self.fetch_sessions, request_stats=self.request_stats,
-            connection_count=lambda: len(self.connections), topic_values=self.topic_values,
+            connection_count=lambda: len(self.connections), topic_values=self.topic_configs.topic_values,
             leader_of=self.leader_of, live_broker_ids=self.live_broker_ids,
             create_topics=self.controller_service.create_topics, auto_create_topics=self.auto_create_topics,
             wait_for_topics=self.wait_for_topics))
@@ -428,41 +431,6 @@ class Broker:
                                 per_broker=self.image.broker_configs(str(self.node_id)))
         self.log_dir_runtime.refresh_cordoned()   # cordoned.log.dirs (KIP-1066)
         reload_listener_contexts(self.config)   # KIP-226: new ssl.* stores for new TLS connections
-
-    # -- topic configuration ---------------------------------------------------------------------
-
-    def topic_values(self, topic: str) -> dict:
-        """Effective typed topic config values of ``topic`` (overrides over broker defaults)."""
-        return log_config_for(self.image.topic_configs(topic), self.config)
-
-    def log_config_for(self, topic: str) -> LogConfig:
-        v = self.topic_values(topic)
-        return LogConfig(
-            segment_bytes=v["segment.bytes"], segment_ms=v["segment.ms"], segment_jitter_ms=v["segment.jitter.ms"],
-            segment_index_bytes=v["segment.index.bytes"], index_interval_bytes=v["index.interval.bytes"],
-            retention_ms=v["retention.ms"], retention_bytes=v["retention.bytes"],
-            flush_messages=v["flush.messages"], flush_ms=v["flush.ms"],
-            file_delete_delay_ms=v["file.delete.delay.ms"],
-            cleanup_policy=",".join(v["cleanup.policy"]),
-            delete_retention_ms=v["delete.retention.ms"], min_compaction_lag_ms=v["min.compaction.lag.ms"],
-            max_compaction_lag_ms=v["max.compaction.lag.ms"],
-            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
-            remote_storage_enable=bool(v["remote.storage.enable"]) and self.config.get("remote.log.storage.system.enable"),
-            local_retention_ms=v["local.retention.ms"], local_retention_bytes=v["local.retention.bytes"])
-
-    def policy_for(self, topic: str) -> AppendPolicy:
-        v = self.topic_values(topic)
-        return AppendPolicy(
-            max_message_bytes=v["max.message.bytes"],
-            log_append_time=v["message.timestamp.type"] == "LogAppendTime",
-            timestamp_before_max_ms=v["message.timestamp.before.max.ms"],
-            timestamp_after_max_ms=v["message.timestamp.after.max.ms"],
-            compact="compact" in v["cleanup.policy"])
-
-    def describe_topic_configs(self, overrides: dict, keys=None, include_synonyms=False,
-                               include_documentation=False):
-        return describe_topic(overrides, self.config, include_synonyms=include_synonyms, keys=keys,
-                              include_documentation=include_documentation)
 
     def _high_watermark_of(self, topic: str, partition: int) -> int | None:
         p = self.replica_manager.get(topic, partition)
