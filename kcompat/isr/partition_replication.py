@@ -318,19 +318,20 @@ class ReplicationMixin:
         self._replication_waiters[:] = keep
 
     def check_min_isr(self, required_acks: int, min_insync_replicas: int | None = None) -> None:
-        """acks=all on a committed ISR smaller than ``min.insync.replicas`` (default: the topic's,
-        as given to :meth:`make_leader`): raise KafkaError(NOT_ENOUGH_REPLICAS) before appending
-        (Kafka ``appendRecordsToLeader``; the configured value, not capped at the replication
-        factor)."""
+        """acks=all on a committed ISR smaller than the effective ``min.insync.replicas`` (default:
+        the topic's, as given to :meth:`make_leader`): raise KafkaError(NOT_ENOUGH_REPLICAS) before
+        appending (Kafka ``Partition.appendRecordsToLeader``). Effective: capped at the number of
+        assigned replicas (Kafka's ``effectiveMinIsr``), so a topic of replication factor 1 with
+        ``min.insync.replicas=2`` takes acks=all produces, as Kafka 3.9.2 and 4.3.1 do."""
         if required_acks != -1:
             return
         if min_insync_replicas is None:
             min_insync_replicas = self.min_insync_replicas
-        size = len(self.isr)
-        if size < min_insync_replicas:
+        min_isr = min(min_insync_replicas, max(1, len(self.replicas)))
+        if len(self.isr) < min_isr:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
-                             f"min.isr requirement of {min_insync_replicas} for partition "
+                             f"min.isr requirement of {min_isr} for partition "
                              f"{self.topic}-{self.partition_id}")
 
     def after_leader_append(self, now_ms: int) -> None:

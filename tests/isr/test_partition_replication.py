@@ -91,9 +91,24 @@ def test_a_solo_partition_needs_no_followers(tmp_path):
     assert p.high_watermark == end
     assert asyncio.run(p.wait_for_replication(end, 10)) == ErrorCode.NONE
     p.check_min_isr(-1, 1)
+    # min.insync.replicas above the replication factor counts as the replication factor (Kafka's
+    # effectiveMinIsr): acks=all is taken, as Kafka 3.9.2 and 4.3.1 answered side by side
+    p.check_min_isr(-1, 2)
+
+
+def test_min_isr_above_the_replication_factor_counts_as_the_replication_factor(tmp_path):
+    """Kafka's effectiveMinIsr: min(min.insync.replicas, assigned replicas)."""
+    p = partition(tmp_path / "two", 1)
+    p.make_leader(leader_epoch=0, partition_epoch=0, replicas=[1, 2], isr=[1, 2], now_ms=NOW,
+                  min_insync_replicas=3, replica_lag_time_max_ms=10_000)
+    p.check_min_isr(-1)   # 2 replicas, both in sync: enough for min.insync.replicas=3
+    p.make_leader(leader_epoch=0, partition_epoch=1, replicas=[1, 2], isr=[1], now_ms=NOW,
+                  min_insync_replicas=3, replica_lag_time_max_ms=10_000)
     with pytest.raises(KafkaError) as e:
-        p.check_min_isr(-1, 2)   # min.insync.replicas above the replication factor, as Kafka
+        p.check_min_isr(-1)
     assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert "min.isr requirement of 2 for partition" in e.value.message
+    p.check_min_isr(1)    # acks=1 never checks
 
 
 def test_lagging_isr_members_are_proposed_out_and_caught_up_replicas_back_in(leader):
