@@ -1,5 +1,5 @@
-"""WriteTxnMarkers (key 27), versions 1-2 (v0 was removed in Kafka 4.0; its codec stays for old
-peers' tests): write COMMIT/ABORT markers to partitions this broker leads (sent by a transaction
+"""WriteTxnMarkers (key 27), versions 0-2 (Kafka 4.0 dropped v0, a 3.x peer's; kcompat keeps
+serving it, as it does the other versions Kafka 4 removed): write COMMIT/ABORT markers to partitions this broker leads (sent by a transaction
 coordinator to partition leaders, KIP-98). On a single node the coordinator writes its markers
 directly; this API serves coordinators on other brokers. v2 carries each marker's
 TransactionVersion (KIP-1228): a TV2 marker must have an epoch above the producer's in the
@@ -22,7 +22,7 @@ from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersResponse as R
 
 API_KEY = 27
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 2
 
 
