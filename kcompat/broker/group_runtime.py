@@ -213,27 +213,24 @@ class GroupRuntime(CoordinatorRuntime):
         (:meth:`TxnRuntime.add_partitions`), whatever the verification config says."""
         tid = req.transactional_id
         services = self.services
-        adder = services.replica_manager.txn_partition_adder
-        if (ctx.api_version >= TXN_OFFSET_COMMIT_ADD_VERSION and tid and adder is not None and req.group_id
-                and self.coordinator.owns(self.coordinator.partition_for(req.group_id))
-                and any(services.image.has_partition(t.name, p.partition_index)
-                        for t in req.topics for p in t.partitions)):
+        if not (tid and req.group_id and any(services.image.has_partition(t.name, p.partition_index)
+                                             for t in req.topics for p in t.partitions)):
+            return self._txn_offset_commit(ctx, req)
+        partition = self.coordinator.partition_for(req.group_id)
+        if not self.coordinator.owns(partition):   # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS: no round trip
+            return self._txn_offset_commit(ctx, req)
+        rm = services.replica_manager
+        adder, remote = rm.txn_partition_adder, rm.remote_txn_verification
+        if ctx.api_version >= TXN_OFFSET_COMMIT_ADD_VERSION and adder is not None:
             # v5 (KIP-890 part 2): the offsets partition is added to the transaction first
             return self._txn_offset_commit_after_verification(
-                ctx, req, self.coordinator.partition_for(req.group_id),
-                lambda partitions, timeout_s: adder.add_partitions(tid, req.producer_id, req.producer_epoch,
-                                                                   partitions, timeout_s))
-        remote = services.replica_manager.remote_txn_verification
-        if (tid and remote is not None and services.replica_manager.txn_verifier is not None and req.group_id
-                and any(services.image.has_partition(t.name, p.partition_index)
-                        for t in req.topics for p in t.partitions)):
-            partition = self.coordinator.partition_for(req.group_id)
-            # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS answers need no round trip
-            node = remote.remote_coordinator(tid) if self.coordinator.owns(partition) else None
-            if node is not None:
-                return self._txn_offset_commit_after_verification(
-                    ctx, req, partition, lambda partitions, timeout_s: remote.verify_remote(
-                        node, tid, req.producer_id, req.producer_epoch, partitions, timeout_s))
+                ctx, req, partition, lambda partitions, timeout_s: adder.add_partitions(
+                    tid, req.producer_id, req.producer_epoch, partitions, timeout_s))
+        node = remote.remote_coordinator(tid) if remote is not None and rm.txn_verifier is not None else None
+        if node is not None:
+            return self._txn_offset_commit_after_verification(
+                ctx, req, partition, lambda partitions, timeout_s: remote.verify_remote(
+                    node, tid, req.producer_id, req.producer_epoch, partitions, timeout_s))
         return self._txn_offset_commit(ctx, req)
 
     def _txn_offset_commit(self, ctx, req) -> asyncio.Future:

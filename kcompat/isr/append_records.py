@@ -210,26 +210,32 @@ def handle_produce_append(rm: "ReplicaManager", entries: list[tuple[str, int, ob
     ``produceRequestVersionToTransactionSupportedOperation`` -> ``addPartition``): those batches'
     partitions are instead added to the transaction by the coordinator, local or remote
     (``rm.txn_partition_adder``), whatever ``transaction.partition.verification.enable`` says."""
-    adder = rm.txn_partition_adder
-    if add_partitions and transactional_id and adder is not None:
-        by_producer = transactions_to_verify(rm, entries)
-        if by_producer:
-            return _append_after_coordinator(rm, by_producer, entries, acks=acks, timeout_ms=timeout_ms,
-                                             transactional_id=transactional_id,
-                                             ask=lambda pid, epoch, tps, timeout_s: adder.add_partitions(
-                                                 transactional_id, pid, epoch, tps, timeout_s))
-        return rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
-    verification = rm.remote_txn_verification
-    node = None
-    if transactional_id and rm.txn_verifier is not None and verification is not None:
-        node = verification.remote_coordinator(transactional_id)
-    by_producer = transactions_to_verify(rm, entries) if node is not None else None
+    ask = _coordinator_question(rm, transactional_id, add_partitions)
+    by_producer = transactions_to_verify(rm, entries) if ask is not None else None
     if not by_producer:
         return rm.append_records(entries, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id)
     return _append_after_coordinator(rm, by_producer, entries, acks=acks, timeout_ms=timeout_ms,
-                                     transactional_id=transactional_id,
-                                     ask=lambda pid, epoch, tps, timeout_s: verification.verify_remote(
-                                         node, transactional_id, pid, epoch, tps, timeout_s))
+                                     transactional_id=transactional_id, ask=ask)
+
+
+def _coordinator_question(rm: "ReplicaManager", transactional_id: str | None, add_partitions: bool):
+    """``ask(producer id, epoch, partitions, timeout_s)`` for the transaction coordinator a Produce
+    consults before appending, or None when it consults none: the adder (any coordinator) for
+    ``add_partitions``, else the remote verification when it is on and the coordinator is another
+    broker."""
+    if not transactional_id:
+        return None
+    adder = rm.txn_partition_adder
+    if add_partitions and adder is not None:
+        return lambda pid, epoch, tps, timeout_s: adder.add_partitions(transactional_id, pid, epoch, tps, timeout_s)
+    verification = rm.remote_txn_verification
+    if rm.txn_verifier is None or verification is None:
+        return None
+    node = verification.remote_coordinator(transactional_id)
+    if node is None:
+        return None
+    return lambda pid, epoch, tps, timeout_s: verification.verify_remote(node, transactional_id, pid, epoch, tps,
+                                                                         timeout_s)
 
 
 async def _append_after_coordinator(rm: "ReplicaManager", by_producer: dict, entries, *, acks: int,
