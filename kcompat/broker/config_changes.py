@@ -81,7 +81,7 @@ def refused_before_forwarding(ctx, resources, new_configs: Callable[[object], di
     KafkaError leaves it to the controller's answer. On a controller listener nothing is refused
     here: the controller takes any broker's resource, and brokers forward there."""
     services = ctx.services
-    if ctx.listener_name in services.config.controller_listener_names:
+    if ctx.on_controller_listener:
         return []
     refused = []
     for res in resources:

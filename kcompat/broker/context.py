@@ -52,6 +52,12 @@ class RequestContext:
         return self.header.client_id
 
     @property
+    def on_controller_listener(self) -> bool:
+        """True for a request that came in on a controller listener (``controller.listener.names``):
+        the quorum's own, those brokers forward, and ``--bootstrap-controller`` tools' (KIP-919)."""
+        return self.listener_name in self.services.config.controller_listener_names
+
+    @property
     def peer(self) -> str:
         return self.connection.peer if self.connection is not None else "?"
 
@@ -71,7 +77,7 @@ class RequestContext:
         Kafka's Envelope, so the controller does not see the client's principal); the
         controller listener's own CLUSTER_ACTION check is :mod:`kcompat.broker.controller_gate`."""
         auth = self.services.authorizer
-        if auth is None or self.listener_name in self.services.config.controller_listener_names:
+        if auth is None or self.on_controller_listener:
             return None
         return auth
 

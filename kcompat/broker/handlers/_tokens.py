@@ -31,14 +31,10 @@ def settings(ctx) -> TokenSettings:
     return TokenSettings.from_config(ctx.services.config)
 
 
-def on_controller_listener(ctx) -> bool:
-    return ctx.listener_name in ctx.services.config.controller_listener_names
-
-
 def requester(ctx, req) -> tuple[KafkaPrincipal, bool]:
     """``(principal, forwarded)``: the client's principal a broker attached to a request it
     forwarded (on a controller listener), else the connection's own."""
-    if on_controller_listener(ctx):
+    if ctx.on_controller_listener:
         for tag, data in req.unknown_tagged_fields or ():
             if tag == PRINCIPAL_TAG:
                 p, _ = DefaultPrincipalData.read(memoryview(data), 0, 0)
@@ -60,7 +56,7 @@ def forward(ctx, req, max_version: int, local, error_response):
     """Run ``local()`` on the active controller or forward ``req`` there (at ``max_version``,
     with the client's principal attached); an awaitable of the response."""
     service = ctx.services.controller_service
-    if on_controller_listener(ctx):
+    if ctx.on_controller_listener:
         return service.handle(ctx, req, local, error_response)
     p = ctx.principal
     out = bytearray()

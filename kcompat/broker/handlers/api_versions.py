@@ -34,7 +34,7 @@ def handle(ctx, req):
     resp = ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                  for k, lo, hi in apis.advertised(_controller(ctx))],
+                  for k, lo, hi in apis.advertised(ctx.on_controller_listener)],
         throttle_time_ms=0)
     if version >= 3:
         image = ctx.services.image
@@ -48,10 +48,6 @@ def handle(ctx, req):
                 ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
                 for name, level in sorted(finalized.items()) if level]
     return resp
-
-
-def _controller(ctx) -> bool:
-    return ctx.connection is not None and getattr(ctx.connection, "is_controller_listener", False)
 
 
 def error_response(req, version, code):

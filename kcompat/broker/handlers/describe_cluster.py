@@ -30,7 +30,7 @@ def handle(ctx, req):
     services = ctx.services
     version = ctx.api_version
     wanted = req.endpoint_type if version >= 1 else ENDPOINT_BROKERS
-    serves = ENDPOINT_CONTROLLERS if getattr(ctx.connection, "is_controller_listener", False) else ENDPOINT_BROKERS
+    serves = ENDPOINT_CONTROLLERS if ctx.on_controller_listener else ENDPOINT_BROKERS
     if wanted not in _ENDPOINT_NAMES:
         return _refused(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {wanted}")
     if wanted != serves:

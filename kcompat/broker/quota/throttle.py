@@ -150,7 +150,7 @@ def mutation_quota(ctx, strict_since: int) -> MutationQuota | None:
     """The request's mutation quota, None when no ``controller_mutation_rate`` is set or the
     request came over a controller listener (brokers check it before forwarding)."""
     manager = ctx.services.quotas.controller_mutation
-    if not manager.enabled or ctx.listener_name in ctx.services.config.controller_listener_names:
+    if not manager.enabled or ctx.on_controller_listener:
         return None
     return MutationQuota(ctx, ctx.api_version >= strict_since)
 
