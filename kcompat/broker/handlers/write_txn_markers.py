@@ -1,7 +1,8 @@
 """WriteTxnMarkers (key 27), versions 0-2 (Kafka 4.0 dropped v0, a 3.x peer's; kcompat keeps
-serving it, as it does the other versions Kafka 4 removed): write COMMIT/ABORT markers to partitions this broker leads (sent by a transaction
-coordinator to partition leaders, KIP-98). On a single node the coordinator writes its markers
-directly; this API serves coordinators on other brokers. v2 carries each marker's
+serving it, as it does the other versions Kafka 4 removed): write COMMIT/ABORT markers to
+partitions this broker leads (sent by a transaction coordinator to partition leaders, KIP-98). On
+a single node the coordinator writes its markers directly; this API serves coordinators on other
+brokers. v2 carries each marker's
 TransactionVersion (KIP-1228): a TV2 marker must have an epoch above the producer's in the
 partition (its EndTxn bumped it), or the same epoch with no transaction open there (a marker sent
 again); v1 markers (version 0) need an epoch no older than the producer's.
