@@ -54,7 +54,7 @@ def log_config_for(topic_overrides: Mapping[str, str], broker: BrokerConfig) -> 
     ``delete.retention.ms`` ... in milliseconds; ``segment.bytes``, ``segment.index.bytes``,
     ``retention.bytes`` (-1 = no limit), ``index.interval.bytes``, ``max.message.bytes`` in bytes;
     ``cleanup.policy`` a list of "delete"/"compact"; ``message.timestamp.type`` "CreateTime" or
-    "LogAppendTime"; ``message.timestamp.{before,after}.max.ms`` already falling back to
-    ``message.timestamp.difference.max.ms`` as Kafka's ``LogConfig`` does.
+    "LogAppendTime"; ``message.timestamp.{before,after}.max.ms`` in ms (Kafka 4.x defaults: Long.MAX_VALUE
+    and one hour, KIP-937).
     """
-    return effective_topic_values(topic_overrides, broker, log_config=True)
+    return effective_topic_values(topic_overrides, broker)

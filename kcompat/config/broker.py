@@ -29,7 +29,7 @@ from .remote_defs import TIERED_PREFIXES
 from .properties import load_properties, parse_override
 from .sasl_defs import MECHANISM_PREFIXES
 from .validation import validate_broker
-from .types import LONG_MAX, ConfigSource
+from .types import ConfigSource
 
 # the HTTP listener of the zero-config node (kcompat.broker.http; documented port 8090)
 ZERO_CONFIG_HTTP_LISTENERS = "HTTP://127.0.0.1:8090"
@@ -334,17 +334,6 @@ class BrokerConfig:
         """``log.flush.interval.ms``, else ``log.flush.scheduler.interval.ms`` (ms)."""
         value = self.get("log.flush.interval.ms")
         return self.get("log.flush.scheduler.interval.ms") if value is None else value
-
-    @property
-    def log_message_timestamp_before_max_ms(self) -> int:
-        """KIP-937: falls back to ``log.message.timestamp.difference.max.ms`` while at its default."""
-        value = self.get("log.message.timestamp.before.max.ms")
-        return self.get("log.message.timestamp.difference.max.ms") if value == LONG_MAX else value
-
-    @property
-    def log_message_timestamp_after_max_ms(self) -> int:
-        value = self.get("log.message.timestamp.after.max.ms")
-        return self.get("log.message.timestamp.difference.max.ms") if value == LONG_MAX else value
 
     @property
     def offsets_retention_ms(self) -> int:

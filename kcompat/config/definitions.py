@@ -212,12 +212,10 @@ _CORE: list[ConfigKey] = [
       "Deprecated; ignored when inter.broker.protocol.version >= 3.0."),
     d("log.message.timestamp.type", STRING, "CreateTime", ValidString(["CreateTime", "LogAppendTime"]), CW, True,
       "Whether record timestamps are the producer's CreateTime or the broker's LogAppendTime."),
-    d("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0), CW, True,
-      "Deprecated (KIP-937): maximum difference (ms) between record and broker time."),
     d("log.message.timestamp.before.max.ms", LONG, LONG_MAX, at_least(0), CW, True,
       "How far (ms) a CreateTime timestamp may be before the broker's time (KIP-937)."),
-    d("log.message.timestamp.after.max.ms", LONG, LONG_MAX, at_least(0), CW, True,
-      "How far (ms) a CreateTime timestamp may be after the broker's time (KIP-937)."),
+    d("log.message.timestamp.after.max.ms", LONG, 3_600_000, at_least(0), CW, True,
+      "How far (ms) a CreateTime timestamp may be after the broker's time (KIP-937; 1 hour since Kafka 4.0)."),
     d("log.message.downconversion.enable", BOOLEAN, True, None, CW, False,
       "Whether old-format fetch requests get down-converted records."),
     d("log.dir.failure.timeout.ms", LONG, 30000, at_least(1), RO, False,
@@ -381,6 +379,10 @@ BROKER_SYNONYM_GROUPS = (
 )
 # Prefixes of keys Kafka passes through to plugins; accepted with no effect.
 ACCEPTED_PREFIXES = ("listener.name.", "config.providers.", "rsm.config.", "rlmm.config.")
+# Kafka 3.9 broker configs that Kafka 4.0 removed: a 3.9 server.properties (or dynamic config)
+# setting one still loads, with no effect, and DescribeConfigs shows it as Kafka 4.3 does any key
+# it does not know (type UNKNOWN, sensitive, listed only when set). KIP-937 / KAFKA-17997.
+REMOVED_KEYS = frozenset({"log.message.timestamp.difference.max.ms"})
 
 
 def broker_config_synonyms(name: str) -> list[str]:
@@ -408,8 +410,9 @@ def config_key(name: str) -> ConfigKey | None:
 
 
 def is_accepted_key(name: str) -> bool:
-    """Known config, or a pass-through prefix Kafka accepts (``listener.name.<l>.<config>``...)."""
-    return name in BROKER_CONFIGS or name.startswith(ACCEPTED_PREFIXES)
+    """Known config, a pass-through prefix Kafka accepts (``listener.name.<l>.<config>``...), or a
+    config Kafka 4.0 removed (:data:`REMOVED_KEYS`)."""
+    return name in BROKER_CONFIGS or name.startswith(ACCEPTED_PREFIXES) or name in REMOVED_KEYS
 
 
 def _check_tables() -> None:  # pragma: no cover - import-time sanity

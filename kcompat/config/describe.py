@@ -220,7 +220,9 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
     LIST.``, INVALID_CONFIG); they start from the current override or, if none, the config's
     *default* (as Kafka's controller does), add missing / remove present comma-separated items.
     For ``resource="topic"`` the result is validated and normalised with
-    :func:`validate_topic_configs`; for ``"broker"`` names are checked and the caller validates
+    :func:`validate_topic_configs`, and an unknown name is INVALID_CONFIG (``Unknown topic config
+    name: x``) except for DELETE, which Kafka 4.3 accepts (so an override of a config Kafka 4.0
+    removed, ``message.timestamp.difference.max.ms``, can be cleared); for ``"broker"`` names are checked and the caller validates
     the values with ``BrokerConfig.validate_dynamic_update``; for ``"group"`` the caller validates
     the result with :func:`kcompat.config.group.validate_group_configs` (no group config is a
     LIST, so APPEND and SUBTRACT always fail, as in Kafka 4.3); for ``"client_metrics"`` (KIP-714)
@@ -244,7 +246,7 @@ def apply_incremental(current: Mapping[str, str], ops: Iterable[tuple[str, int, 
         seen.add(name)
         if resource == "topic":
             key = TOPIC_CONFIGS.get(name)
-            if key is None:
+            if key is None and op != OP_DELETE:   # deleting one is fine, as in Kafka 4.3
                 raise ConfigError(name, f"Unknown topic config name: {name}")
         elif resource == "group":
             key = GROUP_CONFIGS.get(name)

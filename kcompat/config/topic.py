@@ -1,4 +1,5 @@
-"""Topic-level configs of Kafka 3.9 and their broker-level synonyms.
+"""Topic-level configs of Kafka 3.9 and their broker-level synonyms, with Kafka 4.x's message
+timestamp bounds.
 
 Source: kafka.apache.org/39/documentation "3.2 Topic-Level Configs" (``TopicConfig``,
 ``LogConfig``) and ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, which lists for each
@@ -7,8 +8,11 @@ conversions (``log.roll.hours`` -> ms). A topic override beats every broker syno
 
 The broker-derived value of a topic config is what ``KafkaConfig.extractLogConfigMap`` puts in the
 topic's ``LogConfig``: first synonym whose effective broker value is not null, converted; a
-negative retention time means "no limit" (-1); ``message.timestamp.{before,after}.max.ms`` fall
-back to ``log.message.timestamp.difference.max.ms`` while left at their default (KIP-937).
+negative retention time means "no limit" (-1).
+
+Message timestamps follow Kafka 4.x (KIP-937, finished in 4.0): ``message.timestamp.after.max.ms``
+defaults to one hour, ``message.timestamp.before.max.ms`` to Long.MAX_VALUE, and
+``message.timestamp.difference.max.ms`` is gone (an unknown topic config, as in Kafka 4.3).
 """
 
 from __future__ import annotations
@@ -70,12 +74,10 @@ _TOPIC_LIST: list[ConfigKey] = [
        "Whether old-format fetches get down-converted records (deprecated in 3.x)."),
     _t("message.format.version", STRING, "3.0-IV1", METADATA_VERSION, False,
        "Deprecated; ignored with inter.broker.protocol.version >= 3.0."),
-    _t("message.timestamp.after.max.ms", LONG, LONG_MAX, at_least(0), True,
-       "How far (ms) a CreateTime timestamp may be ahead of the broker's clock (KIP-937)."),
+    _t("message.timestamp.after.max.ms", LONG, HOUR_MS, at_least(0), True,
+       "How far (ms) a CreateTime timestamp may be ahead of the broker's clock (KIP-937; 1 hour since Kafka 4.0)."),
     _t("message.timestamp.before.max.ms", LONG, LONG_MAX, at_least(0), True,
        "How far (ms) a CreateTime timestamp may be behind the broker's clock (KIP-937)."),
-    _t("message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0), True,
-       "Deprecated (KIP-937): maximum difference (ms) between record and broker time."),
     _t("message.timestamp.type", STRING, "CreateTime", ValidString(["CreateTime", "LogAppendTime"]), True,
        "CreateTime (the producer's timestamp) or LogAppendTime (the broker's)."),
     _t("min.cleanable.dirty.ratio", DOUBLE, 0.5, between(0, 1), True, "Minimum dirty/total ratio before the log is compacted."),
@@ -122,7 +124,6 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "preallocate": (("log.preallocate", 1),),
     "message.format.version": (("log.message.format.version", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
-    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
     "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
@@ -160,8 +161,6 @@ def broker_default(topic_name: str, broker: _BrokerView) -> Any:
         return key.typed_default()
     if topic_name == "retention.ms" and value < 0:
         return -1
-    if topic_name in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms") and value == LONG_MAX:
-        return broker.get("log.message.timestamp.difference.max.ms")
     if isinstance(value, list):
         return list(value)
     return value
@@ -175,12 +174,11 @@ def parse_topic_value(name: str, raw: Any) -> Any:
     return key.parse(raw)
 
 
-def effective_topic_values(overrides: Mapping[str, str], broker: _BrokerView, *, log_config: bool = False) -> dict[str, Any]:
+def effective_topic_values(overrides: Mapping[str, str], broker: _BrokerView) -> dict[str, Any]:
     """Typed value of every topic config: the override if present, else the broker-derived value.
 
-    With ``log_config`` the ``LogConfig`` constructor's own fallback is applied as well:
-    ``message.timestamp.{before,after}.max.ms`` left at Long.MAX_VALUE take the topic's
-    ``message.timestamp.difference.max.ms`` (Kafka 3.6-3.9 ``LogConfig``).
+    Overrides of names that are no topic config (one stored before kcompat followed Kafka 4.0 in
+    dropping ``message.timestamp.difference.max.ms``) are ignored, as Kafka's ``LogConfig`` does.
     """
     out: dict[str, Any] = {}
     for name in TOPIC_CONFIGS:
@@ -188,10 +186,6 @@ def effective_topic_values(overrides: Mapping[str, str], broker: _BrokerView, *,
             out[name] = parse_topic_value(name, overrides[name])
         else:
             out[name] = broker_default(name, broker)
-    if log_config:
-        for name in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
-            if out[name] == LONG_MAX:
-                out[name] = out["message.timestamp.difference.max.ms"]
     return out
 
 

@@ -53,12 +53,13 @@ class AppendInfo:
 
 @dataclass(frozen=True)
 class AppendPolicy:
-    """Topic settings the append path enforces (topic configs of the same names)."""
+    """Topic settings the append path enforces (topic configs of the same names, with their
+    defaults: Kafka 4.x's timestamp bounds, KIP-937)."""
 
     max_message_bytes: int = 1048588
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
-    timestamp_before_max_ms: int = 2**63 - 1
-    timestamp_after_max_ms: int = 2**63 - 1
+    timestamp_before_max_ms: int = 2**63 - 1   # ms; Long.MAX_VALUE: no lower bound
+    timestamp_after_max_ms: int = 3_600_000    # ms; one hour ahead of the broker's clock
     compact: bool = False  # cleanup.policy contains "compact": every record needs a key
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kcompat.config import BrokerConfig, ConfigError, ConfigSource, Listener
+from kcompat.config import BROKER_CONFIGS, BrokerConfig, ConfigError, ConfigSource, Listener
 
 # The settings of Kafka 3.9's config/kraft/server.properties (combined broker+controller).
 KRAFT_39_SAMPLE = """\
@@ -241,11 +241,24 @@ def test_log_dirs_precedence():
     assert BrokerConfig({"log.dirs": "/b", "metadata.log.dir": "/m"}).metadata_log_dir == Path("/m")
 
 
-def test_timestamp_difference_fallback():
+def test_timestamp_bounds_default_as_kafka_4():
+    cfg = BrokerConfig({})
+    assert cfg.get("log.message.timestamp.after.max.ms") == 3_600_000
+    assert cfg.get("log.message.timestamp.before.max.ms") == 2**63 - 1
+
+
+def test_removed_timestamp_difference_still_loads_with_no_effect():
+    """Kafka 4.0 removed log.message.timestamp.difference.max.ms (KAFKA-17997): a 3.9
+    server.properties setting it loads (Kafka 4.3 warns), the bounds keep their defaults, and
+    the key is named among those with no effect."""
     cfg = BrokerConfig({"log.message.timestamp.difference.max.ms": "1000"})
-    assert cfg.log_message_timestamp_before_max_ms == 1000
-    cfg = BrokerConfig({"log.message.timestamp.difference.max.ms": "1000", "log.message.timestamp.after.max.ms": "5"})
-    assert cfg.log_message_timestamp_after_max_ms == 5
+    assert cfg.get("log.message.timestamp.after.max.ms") == 3_600_000
+    assert cfg.get("log.message.timestamp.before.max.ms") == 2**63 - 1
+    assert "log.message.timestamp.difference.max.ms" in cfg.ignored_keys()
+    assert "log.message.timestamp.difference.max.ms" not in BROKER_CONFIGS
+    # any value, as Kafka 4.3 takes it dynamically
+    cfg.alter_dynamic({"log.message.timestamp.difference.max.ms": "abc"}, per_broker=True)
+    assert cfg.get("log.message.timestamp.difference.max.ms") == "abc"
 
 
 def test_default_voters_follow_node_id_and_controller_listener():

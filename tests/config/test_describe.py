@@ -110,9 +110,29 @@ def test_keys_filter_and_no_synonyms():
     assert [(e.name, e.documentation, e.synonyms) for e in entries] == [("retention.ms", None, [])]
 
 
-def test_timestamp_before_falls_back_to_broker_difference():
-    cfg = BrokerConfig({"log.message.timestamp.difference.max.ms": "5000"})
-    assert topic_entry({}, cfg, "message.timestamp.before.max.ms").value == "5000"
+def test_timestamp_bounds_as_kafka_4_3_1():
+    """Kafka 4.3.1 (probed): after = 1 hour and before = Long.MAX_VALUE, both DEFAULT_CONFIG with
+    their log.* synonym; message.timestamp.difference.max.ms is no topic config any more, and a
+    broker's removed log.message.timestamp.difference.max.ms changes neither."""
+    for cfg in (BrokerConfig({}), BrokerConfig({"log.message.timestamp.difference.max.ms": "5000"})):
+        after = topic_entry({}, cfg, "message.timestamp.after.max.ms")
+        assert (after.value, after.source) == ("3600000", DEFAULT)
+        assert after.synonyms == [ConfigSynonym("log.message.timestamp.after.max.ms", "3600000", DEFAULT)]
+        before = topic_entry({}, cfg, "message.timestamp.before.max.ms")
+        assert (before.value, before.source) == (str(2**63 - 1), DEFAULT)
+        assert not describe_topic({}, cfg, keys=["message.timestamp.difference.max.ms"])
+
+
+def test_removed_broker_timestamp_difference_described_as_unknown_when_set():
+    """Kafka 4.3.1 (probed): listed only when set, as a key it does not know: value null
+    (sensitive), type UNKNOWN, read-only, source and synonyms from where it is set."""
+    name = "log.message.timestamp.difference.max.ms"
+    assert not describe_broker(BrokerConfig({}), 1, keys=[name])
+    cfg = BrokerConfig({name: "1000"})
+    cfg.alter_dynamic({name: "2000"}, per_broker=True)
+    [e] = describe_broker(cfg, 1, keys=[name], include_synonyms=True)
+    assert (e.value, e.source, e.read_only, e.is_sensitive, e.config_type) == (None, DYN_BROKER, True, True, 0)
+    assert e.synonyms == [ConfigSynonym(name, None, DYN_BROKER), ConfigSynonym(name, None, STATIC)]
 
 
 # ------------------------------------------------------------------ log_config_for
@@ -120,6 +140,7 @@ def test_timestamp_before_falls_back_to_broker_difference():
 
 def test_log_config_for_typed_values():
     cfg = BrokerConfig({"log.roll.hours": "2", "log.retention.minutes": "10", "log.cleanup.policy": "compact"})
+    # an override of a config Kafka 4.0 removed (stored by an older kcompat) is ignored
     lc = log_config_for({"segment.bytes": "1048576", "message.timestamp.difference.max.ms": "77"}, cfg)
     assert lc["segment.bytes"] == 1048576
     assert lc["segment.ms"] == 7200000
@@ -127,7 +148,7 @@ def test_log_config_for_typed_values():
     assert lc["cleanup.policy"] == ["compact"]
     assert lc["retention.bytes"] == -1 and lc["flush.ms"] == 2**63 - 1
     assert lc["message.timestamp.type"] == "CreateTime"
-    assert lc["message.timestamp.before.max.ms"] == 77 and lc["message.timestamp.after.max.ms"] == 77
+    assert lc["message.timestamp.before.max.ms"] == 2**63 - 1 and lc["message.timestamp.after.max.ms"] == 3_600_000
     assert lc["unclean.leader.election.enable"] is False
     assert lc["min.cleanable.dirty.ratio"] == 0.5
     assert set(lc) == set(TOPIC_CONFIGS)
@@ -150,6 +171,8 @@ def test_validate_normalises():
 
 @pytest.mark.parametrize("configs,key,fragment", [
     ({"retention.msx": "1"}, "retention.msx", "Unknown topic config name: retention.msx"),
+    ({"message.timestamp.difference.max.ms": "1000"}, "message.timestamp.difference.max.ms",   # removed in Kafka 4.0
+     "Unknown topic config name: message.timestamp.difference.max.ms"),
     ({"retention.ms": "soon"}, "retention.ms", "Not a number of type LONG"),
     ({"retention.ms": "-2"}, "retention.ms", "Value must be at least -1"),
     ({"segment.bytes": "10"}, "segment.bytes", "at least 14"),
@@ -211,6 +234,16 @@ def test_incremental_append_subtract_only_for_lists():
 def test_incremental_errors():
     with pytest.raises(ConfigError, match="Unknown topic config name: foo"):
         apply_incremental({}, [("foo", OP_SET, "1")])
+    with pytest.raises(ConfigError, match="Unknown topic config name: foo"):
+        apply_incremental({}, [("foo", OP_APPEND, "1")])
+
+
+def test_incremental_delete_of_an_unknown_topic_config_is_accepted():
+    """Kafka 4.3.1 (probed) answers DELETE of message.timestamp.difference.max.ms with success:
+    how an override left from Kafka 3.x (or an older kcompat) is cleared."""
+    stale = {"retention.ms": "1000", "message.timestamp.difference.max.ms": "77"}
+    assert apply_incremental(stale, [("message.timestamp.difference.max.ms", OP_DELETE, None)]) == {"retention.ms": "1000"}
+    assert apply_incremental({}, [("message.timestamp.difference.max.ms", OP_DELETE, None)]) == {}
     with pytest.raises(ConfigError, match="Not a number"):
         apply_incremental({}, [("retention.ms", OP_SET, "x")])
     with pytest.raises(ConfigError) as e:

@@ -131,7 +131,7 @@ def test_topic_config_table():
     follower.replication.throttled.replicas index.interval.bytes leader.replication.throttled.replicas
     local.retention.bytes local.retention.ms max.compaction.lag.ms max.message.bytes message.downconversion.enable
     message.format.version message.timestamp.after.max.ms message.timestamp.before.max.ms
-    message.timestamp.difference.max.ms message.timestamp.type min.cleanable.dirty.ratio min.compaction.lag.ms
+    message.timestamp.type min.cleanable.dirty.ratio min.compaction.lag.ms
     min.insync.replicas preallocate remote.storage.enable retention.bytes retention.ms segment.bytes
     segment.index.bytes segment.jitter.ms segment.ms unclean.leader.election.enable remote.log.copy.disable
     remote.log.delete.on.disable compression.gzip.level compression.lz4.level compression.zstd.level""".split()
