@@ -66,7 +66,7 @@ def _local(ctx, req):
     for res in results:
         r = R.CreatableTopicResult(name=res.name, topic_id=ZERO_UUID, error_code=res.error,
                                    error_message=res.message, num_partitions=-1, replication_factor=-1,
-                                   configs=None)
+                                   configs=[])
         if res.error == ErrorCode.NONE:
             if not req.validate_only and res.topic_id is not None:
                 r.topic_id = res.topic_id
@@ -82,4 +82,4 @@ def _local(ctx, req):
 
 def error_response(req, version, code):
     return R(topics=[R.CreatableTopicResult(name=t.name, error_code=code, num_partitions=-1,
-                                            replication_factor=-1, configs=None) for t in req.topics])
+                                            replication_factor=-1, configs=[]) for t in req.topics])
