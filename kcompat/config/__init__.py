@@ -1,4 +1,5 @@
-"""kcompat's configuration: Kafka 3.9 broker and topic configs, Kafka 4.3 group configs (DESIGN.md section 9).
+"""kcompat's configuration: Kafka 3.9 broker and topic configs (message timestamp bounds as in Kafka 4.x,
+KIP-937), Kafka 4.3 group configs (DESIGN.md section 9).
 
 Entry points for the broker::
 

@@ -5,6 +5,8 @@ dynamic update modes (kafka.apache.org/39/documentation "3.1 Broker Configs"; Ka
 ``DynamicBrokerConfig``). The group coordinator's configs (``group.consumer.*``, ``group.share.*``,
 ``group.streams.*``) are Kafka 4.3's (``GroupCoordinatorConfig``, ``ShareGroupConfig``).
 
+The message timestamp bounds are Kafka 4.x's (KIP-937): ``log.message.timestamp.after.max.ms``
+defaults to one hour and ``log.message.timestamp.difference.max.ms`` is gone (:data:`REMOVED_KEYS`).
 kcompat departs from Kafka's defaults only where a zero-config local broker needs it (see
 ``KCOMPAT_DEFAULTS``). ``implemented=True`` marks configs kcompat acts on; every other key is
 accepted so a Kafka ``server.properties`` loads, and is named in a start-up warning when set.
