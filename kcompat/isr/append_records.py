@@ -17,7 +17,13 @@ per partition (:class:`ProducePartitionResult`):
   (:class:`DelayedProduce`);
 - the batch is validated and appended by :meth:`kcompat.isr.partition.Partition.append`
   (:mod:`kcompat.log.validation`); record-level rejections carry ``record_errors`` (KIP-467) and
-  the partition's log start offset.
+  the partition's log start offset;
+- a failed partition's ``message`` (Produce v8+ ``error_message``) is set only where Kafka sets
+  text (``LogAppendResult.hasCustomErrorMessage``): record-level rejections and some transaction
+  verification refusals; UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, MESSAGE_TOO_LARGE,
+  CORRUPT_MESSAGE and the rest answer null, as Kafka 3.9 and 4.3 do. Errors the log raises carry
+  the partition's log start offset except those of :data:`NO_LOG_START_ERRORS` (Kafka's
+  ``ReplicaManager.appendToLocalLog``).
 """
 
 from __future__ import annotations
@@ -27,8 +33,7 @@ from dataclasses import dataclass, field
 import inspect
 from typing import TYPE_CHECKING, Awaitable, Protocol
 
-from kcompat.kraft.controller import validate_topic_name
-from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from kcompat.protocol.errors import BatchRefusedError, ErrorCode, KafkaError, RecordValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from kcompat.isr.partition import Partition
@@ -50,6 +55,14 @@ class ProducePartitionResult:
     log_start_offset: int = -1
     message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+# The append errors Kafka's ReplicaManager.appendToLocalLog answers without the partition's log start
+# offset (UNKNOWN_LOG_APPEND_INFO); any other error the log raises carries it (processFailedRecord).
+NO_LOG_START_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 def failed(topic: str, partition: int, code: ErrorCode, message: str | None = None) -> ProducePartitionResult:
@@ -122,22 +135,14 @@ def _append_one(rm: "ReplicaManager", topic: str, index: int, records, acks: int
     partition = rm.get(topic, index)
     leader = rm.leader_of(topic, index)
     if partition is None:
-        if not rm.topic_exists(topic):
-            try:
-                validate_topic_name(topic)
-            except KafkaError as e:
-                # Kafka: a topic not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION for
-                # Produce, whatever its name (INVALID_TOPIC_EXCEPTION is Metadata's answer)
-                return failed(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                              f"This server does not host this topic-partition. ({e.message})"), None, -1
-        if leader is not None:  # exists, hosted elsewhere
-            return failed(topic, index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                          f"Leader not local for partition {topic}-{index} on broker {rm.node_id}"), None, -1
-        return failed(topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                      "This server does not host this topic-partition."), None, -1
+        # Kafka: a topic not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION for Produce,
+        # whatever its name (INVALID_TOPIC_EXCEPTION is Metadata's answer); a partition that
+        # exists but is hosted elsewhere NOT_LEADER_OR_FOLLOWER
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER if leader is not None and rm.topic_exists(topic) \
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return failed(topic, index, code), None, -1
     if leader != rm.node_id or not partition.is_leader:
-        return failed(topic, index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                      f"Leader not local for partition {topic}-{index} on broker {rm.node_id}"), None, -1
+        return failed(topic, index, ErrorCode.NOT_LEADER_OR_FOLLOWER), None, -1
     if verified:
         return failed(topic, index, ErrorCode(verified),
                       f"Transactional id {transactional_id} has no ongoing transaction with {topic}-{index}"), None, -1
@@ -151,8 +156,13 @@ def _append_one(rm: "ReplicaManager", topic: str, index: int, records, acks: int
         result.record_errors = list(e.record_errors)
         result.log_start_offset = partition.log_start_offset
         return result, None, -1
-    except KafkaError as e:
-        return failed(topic, index, e.code, e.message), None, -1
+    except BatchRefusedError as e:   # before the log: no log start offset
+        return failed(topic, index, e.code, e.message if e.custom_message else None), None, -1
+    except KafkaError as e:   # from the log: no text (Kafka's hasCustomErrorMessage is false)
+        result = failed(topic, index, e.code)
+        if e.code not in NO_LOG_START_ERRORS:
+            result.log_start_offset = partition.log_start_offset
+        return result, None, -1
     return (ProducePartitionResult(topic, index, ErrorCode.NONE, info.base_offset, info.log_append_time,
                                    info.log_start_offset), partition, info.last_offset + 1)
 

@@ -29,7 +29,7 @@ from kcompat.isr.storage_errors import STORAGE_ERRORS, storage_kafka_error
 from kcompat.log import FileRecords, Log, LogStorageError, OffsetOutOfRangeError
 from kcompat.log.validation import assign_offsets, stamp_log_append_time, validate_batch, validate_records
 from kcompat.protocol import records as rb
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import BatchRefusedError, ErrorCode, KafkaError
 from kcompat.txn.producer_state import ProducerStateManager
 
 log = logging.getLogger("kcompat.isr")
@@ -231,8 +231,9 @@ class Partition(ReplicationMixin):
             code = self.txn_verifier(transactional_id, h.producer_id, h.producer_epoch, self.topic,
                                      self.partition_id)
             if code:
-                raise KafkaError(ErrorCode(code), f"Transactional id {transactional_id} has no ongoing "
-                                                  f"transaction with {self.topic}-{self.partition_id}")
+                raise BatchRefusedError(ErrorCode(code), f"Transactional id {transactional_id} has no ongoing "
+                                                         f"transaction with {self.topic}-{self.partition_id}",
+                                        custom_message=True)
 
     def append_as_follower(self, records, now_ms: int) -> tuple[int, int] | None:
         """Append batches fetched from the leader as they are: offsets, partition leader epochs

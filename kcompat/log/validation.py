@@ -4,7 +4,7 @@ for RecordBatch v2. Pure: bytes and settings in, a header or a Kafka error out; 
 so tests call it directly.
 
 :func:`validate_batch` checks the batch as a whole, reading only its 61-byte header and CRC32C
-(DESIGN.md section 4): exactly one complete magic-2 batch, size within ``max.message.bytes``, CRC,
+(DESIGN.md section 4): exactly one complete magic-2 batch at base offset 0, size within ``max.message.bytes``, CRC,
 no client control batches, consistent offsets and count. :func:`assign_offsets` and
 :func:`stamp_log_append_time` rewrite it in place for the append.
 
@@ -28,7 +28,7 @@ which reads length prefixes and deltas and copies nothing.
 from __future__ import annotations
 
 from kcompat.protocol import records as rb
-from kcompat.protocol.errors import ErrorCode, KafkaError, RecordValidationError
+from kcompat.protocol.errors import BatchRefusedError, ErrorCode, KafkaError, RecordValidationError
 
 LONG_MAX = 2**63 - 1
 
@@ -101,12 +101,14 @@ def validate_batch(records, *, max_message_bytes: int) -> rb.BatchHeader:
     client may write, and return its header (Kafka ``LogValidator.validateBatch`` and the framing
     checks before it). ``max_message_bytes``: the topic's ``max.message.bytes``.
 
-    Raises KafkaError: INVALID_RECORD (no batch, several batches, an old magic, a control batch, no
-    records or offsets that do not match the count), CORRUPT_MESSAGE (malformed framing, CRC32C
-    mismatch), MESSAGE_TOO_LARGE (size above ``max_message_bytes``)."""
+    Raises KafkaError: INVALID_RECORD (no batch, several batches, an old magic, a base offset other
+    than 0, a control batch, no records or offsets that do not match the count), CORRUPT_MESSAGE
+    (malformed framing, CRC32C mismatch), MESSAGE_TOO_LARGE (size above ``max_message_bytes``).
+    The framing errors (no whole batch, several batches, an old magic: Kafka's
+    ``ProduceRequest.validateRecords``, checked before the log) are :class:`BatchRefusedError`."""
     if records is None or len(records) == 0:
-        raise KafkaError(ErrorCode.INVALID_RECORD,
-                         "Produce requests must have at least one record batch per partition")
+        raise BatchRefusedError(ErrorCode.INVALID_RECORD,
+                                "Produce requests must have at least one record batch per partition")
     try:
         h = rb.parse_header(records, 0)
     except rb.CorruptRecordError as e:
@@ -115,8 +117,12 @@ def validate_batch(records, *, max_message_bytes: int) -> rb.BatchHeader:
     if size > len(records):
         raise _unframed_batch_error(records, "Record batch is truncated")
     if size < len(records):
+        raise BatchRefusedError(ErrorCode.INVALID_RECORD,
+                                "Produce requests with version 3 or later must contain exactly one record batch")
+    if h.base_offset != 0:
+        # Kafka's UnifiedLog.analyzeAndValidateRecords, for client batches, before size and CRC
         raise KafkaError(ErrorCode.INVALID_RECORD,
-                         "Produce requests with version 3 or later must contain exactly one record batch")
+                         f"The baseOffset of the record batch in the append should be 0, but it is {h.base_offset}")
     if size > max_message_bytes:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                          f"The record batch size {size} bytes exceeds max.message.bytes ({max_message_bytes})")
@@ -141,9 +147,9 @@ def _unframed_batch_error(records, detail: str) -> KafkaError:
     batchLength below 14 or a magic outside 0..2 -> CORRUPT_MESSAGE; magic 0 or 1 -> INVALID_RECORD;
     a whole magic-2 batch that is still malformed (shorter than its header) -> CORRUPT_MESSAGE."""
     n = len(records)
-    no_batch = KafkaError(ErrorCode.INVALID_RECORD,
-                          f"Produce requests with version 3 or later must have at least one record batch "
-                          f"per partition ({detail})")
+    no_batch = BatchRefusedError(ErrorCode.INVALID_RECORD,
+                                 f"Produce requests with version 3 or later must have at least one record batch "
+                                 f"per partition ({detail})")
     if n < rb.LOG_OVERHEAD:
         return no_batch
     length = int.from_bytes(records[8:12], "big", signed=True)
@@ -158,8 +164,8 @@ def _unframed_batch_error(records, detail: str) -> KafkaError:
     if length + rb.LOG_OVERHEAD > n:
         return no_batch
     if magic != rb.MAGIC:
-        return KafkaError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 or later are only "
-                                                    "allowed to contain record batches with magic version 2")
+        return BatchRefusedError(ErrorCode.INVALID_RECORD, "Produce requests with version 3 or later are only "
+                                                           "allowed to contain record batches with magic version 2")
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, detail)
 
 

@@ -175,6 +175,20 @@ class RecordValidationError(KafkaError):
         super().__init__(code, message)
         self.record_errors = record_errors
 
+
+class BatchRefusedError(KafkaError):
+    """A produced batch refused before its partition's log validated it: by the framing checks of
+    Kafka's ``ProduceRequest.validateRecords`` (``KafkaApis``: no batch, several batches, an old
+    magic) or by KIP-890 transaction verification (``ReplicaManager.appendRecords``'
+    ``errorResults``). Produce answers it with no log start offset (-1), and with ``message`` as
+    ``error_message`` only when ``custom_message`` (Kafka's ``LogAppendResult.hasCustomErrorMessage``);
+    otherwise ``message`` is for logs only."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None, *, custom_message: bool = False) -> None:
+        super().__init__(code, message)
+        self.custom_message = custom_message
+
+
 # What a coordinator request answers when its write to the coordinator's internal topic fails
 # (Kafka's ``TransactionStateManager.appendTransactionToLog`` and ``GroupMetadataManager``
 # ``appendGroupMetadataErrorToResponseError``): produce errors become coordinator errors that
