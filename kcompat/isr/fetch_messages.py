@@ -11,6 +11,13 @@ request order) and answers per partition (:class:`FetchPartitionResult`):
   watermark to the log end offset (Kafka ``LocalLog.read``); FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH when ``current_leader_epoch`` is older / newer than ours (KIP-320);
   UNKNOWN_SERVER_ERROR for a negative ``partition_max_bytes`` (Kafka's ``LogSegment.read``);
+- a partition that fails answers no records and -1 for the high watermark, last stable offset and
+  log start offset, whatever the error (OFFSET_OUT_OF_RANGE and KAFKA_STORAGE_ERROR too: Kafka's
+  ``ReplicaManager.createLogReadResult`` with ``UnifiedLog.UnknownOffset``; consumers and
+  followers learn the offsets with ListOffsets), except OFFSET_MOVED_TO_TIERED_STORAGE, which a
+  follower gets with the high watermark and log start offset. Its aborted transactions are null,
+  except for the errors Kafka's ``KafkaApis`` answers before reading (:data:`REQUEST_ERRORS`: an
+  empty list, ``FetchResponse.partitionResponse``);
 - read_committed reads only below the last stable offset and answers the aborted transactions
   the records may hold (KIP-98);
 - a follower (``replica_id`` >= 0) reads up to the log end offset and records its position
@@ -162,8 +169,15 @@ def _resolve(rm: "ReplicaManager", params: FetchParams, r: FetchPartitionRequest
     return target
 
 
+# The partition errors Kafka's KafkaApis.handleFetchRequest answers before the replica manager
+# reads (FetchResponse.partitionResponse: aborted transactions an empty list, not null).
+REQUEST_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+
+
 def _error_result(code: ErrorCode) -> FetchPartitionResult:
-    return FetchPartitionResult(error=code)
+    """A failed partition: no records, -1 watermarks (Kafka's ``createLogReadResult``)."""
+    return FetchPartitionResult(error=code, aborted=[] if code in REQUEST_ERRORS else None)
 
 
 class _Reader:
@@ -236,19 +250,22 @@ class _Reader:
             else:
                 records = p.read(r.fetch_offset, max_bytes, isolation_level=params.isolation_level,
                                  min_one_batch=self.min_one, zero_copy=params.zero_copy)
-            code = ErrorCode.NONE
-        except KafkaError as e:
-            records = b""
-            code = e.code
+        except KafkaError as e:   # OFFSET_OUT_OF_RANGE, KAFKA_STORAGE_ERROR...
             self.answer_now = True
+            result = _error_result(e.code)
+            if e.code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                # a follower below the local log start: Kafka's handleOffsetOutOfRangeError answers
+                # the leader's high watermark and log start offset with it (KIP-405)
+                result.high_watermark, result.log_start_offset = p.high_watermark, p.log_start_offset
+            return result
         n = len(records)
         self.take(n)
         aborted = None
         if params.visible_isolation == READ_COMMITTED:
             # the aborted transactions the fetched batches may hold (KIP-98); the consumer drops them
             aborted = p.aborted_transactions(r.fetch_offset, p.last_stable_offset) if n else []
-        result = FetchPartitionResult(code, p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted,
-                                      -1, records)
+        result = FetchPartitionResult(ErrorCode.NONE, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                                      aborted, -1, records)
         if diverging is not None:
             result.diverging = diverging
             self.answer_now = True   # answer at once: the follower must truncate first
@@ -267,6 +284,7 @@ async def _remote_fetch(rm: "ReplicaManager", params: FetchParams, targets: list
                         results: list[FetchPartitionResult], remote: tuple) -> list[FetchPartitionResult]:
     """Complete a fetch with its remote read (Kafka ``DelayedRemoteFetch``)."""
     result, p, offset, max_bytes, min_one = remote
+    at = next(i for i, x in enumerate(results) if x is result)
     reads = rm.remote_reader
     try:
         records, aborted = await asyncio.wait_for(
@@ -279,11 +297,10 @@ async def _remote_fetch(rm: "ReplicaManager", params: FetchParams, targets: list
     except asyncio.TimeoutError:
         pass   # remote.fetch.max.wait.ms: no records this time, the consumer fetches again
     except KafkaError as e:
-        result.error, result.high_watermark, result.last_stable_offset, result.log_start_offset = e.code, -1, -1, -1
+        results[at] = _error_result(e.code)
     except Exception as e:   # a RemoteStorageException in Kafka: UNKNOWN_SERVER_ERROR
         log.warning("%s-%d: remote fetch at offset %d failed: %s", p.topic, p.partition_id, offset, e)
-        i = results.index(result)
-        results[i] = _error_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+        results[at] = _error_result(ErrorCode.UNKNOWN_SERVER_ERROR)
     _count(rm, params, targets, results)
     return results
 
