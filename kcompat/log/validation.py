@@ -4,9 +4,9 @@ for RecordBatch v2. Pure: bytes and settings in, a header or a Kafka error out; 
 so tests call it directly.
 
 :func:`validate_batch` checks the batch as a whole, reading only its 61-byte header and CRC32C
-(DESIGN.md section 4): exactly one complete magic-2 batch at base offset 0, size within ``max.message.bytes``, CRC,
-no client control batches, consistent offsets and count. :func:`assign_offsets` and
-:func:`stamp_log_append_time` rewrite it in place for the append.
+(DESIGN.md section 4): exactly one complete magic-2 batch at base offset 0, size within
+``max.message.bytes``, CRC, no client control batches, consistent offsets and count.
+:func:`assign_offsets` and :func:`stamp_log_append_time` rewrite it in place for the append.
 
 :func:`validate_records` applies the rules about individual records; Kafka reports every record
 that breaks one, by its index in the batch, so that a client fails only those records and

@@ -45,7 +45,7 @@ PRODUCE_ERRORS = {
     "bad crc": ({}, 0, _bad_crc_batch, ErrorCode.CORRUPT_MESSAGE, -1),
     "two batches": ({}, 0, lambda: batch([b"one"]) + batch([b"two"]), ErrorCode.INVALID_RECORD, -1),
     "control batch": ({}, 0, _control_batch, ErrorCode.INVALID_RECORD, 0),
-    "offsets not matching the count": ({}, 0, lambda: build_batch([(NOW_MS(), None, b"a", ()), (NOW_MS(), None, b"b", ())],
+    "offsets not matching the count": ({}, 0, lambda: build_batch([(NOW_MS(), None, v, ()) for v in (b"a", b"b")],
                                                                    offset_deltas=[0, 0]), ErrorCode.INVALID_RECORD, 0),
     "base offset 5": ({}, 0, lambda: build_batch([(NOW_MS(), None, b"a", ())], base_offset=5),
                       ErrorCode.INVALID_RECORD, 0),
