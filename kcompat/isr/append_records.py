@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 import inspect
+import logging
 from typing import TYPE_CHECKING, Awaitable, Protocol
 
 from kcompat.protocol.errors import BatchRefusedError, ErrorCode, KafkaError, RecordValidationError
@@ -38,6 +39,8 @@ from kcompat.protocol.errors import BatchRefusedError, ErrorCode, KafkaError, Re
 if TYPE_CHECKING:  # pragma: no cover
     from kcompat.isr.partition import Partition
     from kcompat.isr.replica_manager import ReplicaManager
+
+log = logging.getLogger("kcompat.isr")
 
 
 @dataclass(slots=True)
@@ -160,6 +163,8 @@ def _append_one(rm: "ReplicaManager", topic: str, index: int, records, acks: int
         return failed(topic, index, e.code, e.message if e.custom_message else None), None, -1
     except KafkaError as e:   # from the log: no text (Kafka's hasCustomErrorMessage is false)
         result = failed(topic, index, e.code)
+        if e.code == ErrorCode.KAFKA_STORAGE_ERROR:   # the cause (disk full...) is for the operator
+            log.warning("%s-%d: append failed: %s", topic, index, e.message)
         if e.code not in NO_LOG_START_ERRORS:
             result.log_start_offset = partition.log_start_offset
         return result, None, -1

@@ -49,6 +49,12 @@ def raw_produce(bootstrap: str, value: bytes) -> tuple[int, str | None, int]:
     return p.error_code, p.error_message, p.base_offset
 
 
+def append_failures(broker, at_least: int) -> list[str]:
+    """The broker's log lines about failed appends to RAW-0 once there are ``at_least``, else []."""
+    lines = [line for line in broker.log_text().splitlines() if f"{RAW}-0: append failed" in line]
+    return lines if len(lines) >= at_least else []
+
+
 def raw_values(bootstrap: str) -> list[bytes]:
     """Every record value of RAW-0 (kafka-python checks each batch's CRC)."""
     return [g.value for g in kp_consume(bootstrap, RAW, 0)]
@@ -151,11 +157,13 @@ def test_disk_full_produce_answers_storage_error_heals_and_loses_nothing(tmp_pat
 
             # -- the disk is full --------------------------------------------------------------------
             disk.fill()
-            errors = []
             for _ in range(3):    # the first needs a roll (its producer snapshot or files fail), then appends
                 code, msg, _base = raw_produce(b.bootstrap, os.urandom(3000))
-                assert code == ErrorCode.KAFKA_STORAGE_ERROR, (code, msg)
-                errors.append(msg)
+                # no text on the wire, as Kafka (its KafkaStorageException has no custom message)
+                assert (code, msg) == (ErrorCode.KAFKA_STORAGE_ERROR, None)
+            # the broker's log says why, once per failed append
+            errors = wait_until(lambda: append_failures(b, 3), 30, what="three logged append failures")
+            assert len(errors) == 3, errors
             assert all("No space left on device" in m for m in errors), errors
             assert any("rolling" in m or "producer snapshot" in m for m in errors), errors
             bg = Background(b.bootstrap, make_records(100, "during"))
