@@ -95,10 +95,13 @@ class TxnRuntime(CoordinatorRuntime):
         return self._call(self.coordinator.list_transactions, ctx, req)
 
     def topic_spec(self) -> tuple[int, str, dict[str, str]]:
+        """Kafka's ``TransactionStateManager.transactionTopicConfigs``: compacted, uncompressed,
+        unclean leader election always off, the configured min ISR and segment size."""
         cfg = self.services.config
         rf = min(cfg.get("transaction.state.log.replication.factor"), len(self.services.live_broker_ids()))
         return (self.config.num_partitions, "transaction.state.log.replication.factor",
-                {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                {"unclean.leader.election.enable": "false", "cleanup.policy": "compact",
+                 "compression.type": "uncompressed",
                  "min.insync.replicas": str(max(1, min(cfg.get("transaction.state.log.min.isr"), rf))),
                  "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))})
 

@@ -19,7 +19,7 @@ import uuid
 import confluent_kafka as ck
 import pytest
 from confluent_kafka import TopicCollection
-from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 
 from kcompat.isr.partition import Partition
 from kcompat.log import Log, LogConfig
@@ -73,6 +73,14 @@ def test_internal_topics_have_default_partitions_are_internal_and_compacted(brok
     resources = [ConfigResource(ResourceType.TOPIC, name) for name in (*INTERNAL, topic)]
     policies = {r.name: f.result(15)["cleanup.policy"].value for r, f in admin.describe_configs(resources).items()}
     assert policies == {"__consumer_offsets": "compact", "__transaction_state": "compact", topic: "delete"}
+    # the overrides each coordinator creates its topic with, as Kafka 4.3.1's kafka-configs shows them
+    # (GroupCoordinator.groupMetadataTopicConfigs, TransactionStateManager.transactionTopicConfigs)
+    overrides = {r.name: {k: e.value for k, e in f.result(15).items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+                 for r, f in admin.describe_configs(resources[:2]).items()}
+    assert overrides == {
+        "__consumer_offsets": {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"},
+        "__transaction_state": {"cleanup.policy": "compact", "compression.type": "uncompressed", "min.insync.replicas": "1",
+                                "segment.bytes": "104857600", "unclean.leader.election.enable": "false"}}
 
 
 # -- 2. producer.id.expiration.ms --------------------------------------------------------------------
