@@ -359,12 +359,12 @@ class Controller:
         if t is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         current = len(t.partitions)
+        # ReplicationControlManager.createPartitions' messages (KRaft mode; not AdminZkClient's)
         if count < current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than the "
-                             f"requested {count}.")
+                             f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
         if count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         if count - current > MAX_PARTITIONS_PER_BATCH:
             # Kafka collects the records in a BoundedList of MAX_RECORDS_PER_USER_OP (10000); the
             # overflow is not an ApiException, so the topic fails with UNKNOWN_SERVER_ERROR

@@ -356,6 +356,10 @@ def test_ck_create_partitions(broker, cadmin, request):
     assert sorted(cadmin.list_topics(timeout=10).topics[t].partitions) == [0, 1, 2]
     err = ck_error(cadmin.create_partitions([NewPartitions(t, 2)])[t])
     assert err.code() == KafkaError.INVALID_PARTITIONS
+    # KRaft's messages (ReplicationControlManager), as kafka-topics --alter prints them on Kafka 4.3.1
+    assert err.str() == f"The topic {t} currently has 3 partition(s); 2 would not be an increase."
+    err = ck_error(cadmin.create_partitions([NewPartitions(t, 3)])[t])
+    assert (err.code(), err.str()) == (KafkaError.INVALID_PARTITIONS, "Topic already has 3 partition(s).")
     sent = ck_produce(broker.bootstrap, t, [Rec(b"k", b"v")], partition=2)
     assert_same_records(sent, ck_consume(broker.bootstrap, t, 2))
 
