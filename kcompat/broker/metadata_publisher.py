@@ -6,8 +6,8 @@ module makes the broker follow it: partitions whose replicas include this node a
 loaded or created) and made leader or follower with the image's leader, epochs, replicas and ISR
 (followers start fetching from their leader; see :mod:`kcompat.broker.replica_fetcher`); the group
 and transaction coordinators follow the leadership of their internal partitions (loaded when this
-node becomes leader, unloaded when it stops); removed topics are deleted, and so is a partition
-a reassignment moves off this broker; configs are applied.
+node becomes leader, unloaded when it stops or the topic is deleted); removed topics are deleted,
+and so is a partition a reassignment moves off this broker; configs are applied.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ if TYPE_CHECKING:   # types only: the objects are built by kcompat.broker.broker
     from kcompat.log import LogManager
 
 log = logging.getLogger("kcompat.broker")
+# the internal topics whose partition leaders host a coordinator (groups, transactions, share-group state)
+COORDINATOR_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC)
 
 
 class MetadataPublisher:
@@ -110,7 +112,7 @@ class MetadataPublisher:
             replicas=ip.replicas, isr=ip.isr, now_ms=self.context.now_ms(),
             min_insync_replicas=self._topic_values(t.name)["min.insync.replicas"],
             replica_lag_time_max_ms=self.context.config.get("replica.lag.time.max.ms"), is_eligible=self.is_eligible)
-        if t.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
+        if t.name in COORDINATOR_TOPICS:
             if ip.leader == self.context.node_id:
                 self._coordinator_partition_led(t.name, pid, ip.leader_epoch)
             else:
@@ -119,7 +121,7 @@ class MetadataPublisher:
     def remove_replica(self, topic: str, pid: int) -> None:
         """A reassignment took this broker out of the replicas of ``topic``-``pid``: stop it
         and delete its log (Kafka ``ReplicaManager.applyDelta``'s deletes)."""
-        if topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
+        if topic in COORDINATOR_TOPICS:
             self._coordinator_partition_lost(topic, pid)
         if self.replica_manager.remove_partition(topic, pid):
             log.info("%s-%d: no longer a replica here (reassigned); log deleted", topic, pid)
@@ -132,7 +134,7 @@ class MetadataPublisher:
     def host_coordinators(self) -> None:
         """Load the group and transaction coordinators of internal partitions this node leads."""
         image, node_id = self.context.image, self.context.node_id
-        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC):
+        for topic in COORDINATOR_TOPICS:
             t = image.topics.get(topic)
             if t is not None:
                 for pid, p in t.partitions.items():
@@ -210,6 +212,12 @@ class MetadataPublisher:
                     self.replication_quotas.update_topic(name, {})
                 for name in names:
                     removed = [(name, p.partition_id) for p in replica_manager.topic_partitions(name)]
+                    if name in COORDINATOR_TOPICS:
+                        # a deleted coordinator topic's partitions resign, as Kafka's
+                        # BrokerMetadataPublisher.updateCoordinator does for local deletes: its
+                        # groups / transactions go with it, and a recreated topic loads anew
+                        for _topic, pid in removed:
+                            self._coordinator_partition_lost(name, pid)
                     if self.remote_log is not None:   # KIP-405: its remote segments go too
                         self.remote_log.on_partitions_deleted(replica_manager.topic_partitions(name))
                     n = replica_manager.remove_topic(name)
