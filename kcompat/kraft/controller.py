@@ -48,19 +48,19 @@ def _unfenced(usable: list[UsableBroker]) -> list[int]:
 
 
 def validate_topic_name(name: str) -> None:
-    """Kafka's ``Topic.validate``; raises KafkaError(INVALID_TOPIC_EXCEPTION) with Kafka's message."""
+    """Kafka 4.3.1's ``Topic.validate`` (``Topic name is invalid: <reason>``, the reasons of its
+    ``detectInvalidTopic``); raises KafkaError(INVALID_TOPIC_EXCEPTION) with that message."""
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-                         f"characters, topic name: {name}")
-    if not _LEGAL_TOPIC.match(name):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-                         f"alphanumerics, '.', '_' and '-'")
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif not _LEGAL_TOPIC.match(name):
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return
+    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
 
 
 def validate_replica_list(replicas: list[int], registered: set[int]) -> None:

@@ -145,6 +145,19 @@ def test_create_topic_errors_commit_nothing(node, topic, code):
     assert dump(node.image) == before and node.log.log.log_end_offset == leo
 
 
+@pytest.mark.parametrize("name,reason", [
+    ("", "the empty string is not allowed"),
+    (".", "'.' is not allowed"),
+    ("..", "'..' is not allowed"),
+    ("x" * 250, f"the length of '{'x' * 250}' is longer than the max allowed length 249"),
+    ("bad name", "'bad name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+])
+def test_invalid_topic_names_get_kafka_43_messages(node, name, reason):
+    """Kafka 4.3.1's ``Topic.validate`` messages, which ``kafka-topics --create`` prints."""
+    (res,) = node.create(NewTopic(name))
+    assert (res.error, res.message) == (ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
+
+
 def test_create_topics_request_level_checks(node):
     assert node.create(NewTopic("x"))[0].error == 0
     res = node.create(NewTopic("x"), NewTopic("dup"), NewTopic("dup"), NewTopic("x_y"), NewTopic("x.y"),
