@@ -65,7 +65,12 @@ def replace_configs(services: ApiServices, resource_type: int, resource_name: st
         return
     updates = {k: v for k, v in new.items() if current.get(k) != v}
     updates.update({k: None for k in current if k not in new})
-    services.config.validate_dynamic_update(updates, per_broker=resource_name != "")
+    try:
+        services.config.validate_dynamic_update(updates, per_broker=resource_name != "")
+    except ConfigError as e:
+        # ConfigAdminManager.validateBrokerConfigChange: what the validation throws (ConfigException)
+        # reaches the client as InvalidRequestException, with its message
+        raise ConfigError(e.key, e.message, error="INVALID_REQUEST") from e
     services.controller.alter_broker_configs(resource_name, new, validate_only=validate_only, now_ms=now)
 
 

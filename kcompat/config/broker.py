@@ -46,8 +46,28 @@ def _canonical_hostname() -> str:
     return socket.getfqdn()
 
 
-def _scala_set(names: Iterable[str]) -> str:
-    return "Set(" + ", ".join(sorted(names)) + ")"
+def _java_hash(name: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as an unsigned 32-bit int."""
+    h = 0
+    units = name.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h
+
+
+def _java_set(names: Iterable[str]) -> str:
+    """``String.valueOf`` of the ``java.util.HashSet`` Kafka 4.3.1's ``DynamicBrokerConfig``
+    names the refused keys with: ``[a, b]`` in HashSet iteration order (bucket of the spread hash in
+    a table of at least 16, sized for the keys; ties by name)."""
+    names = sorted(set(names))
+    size = 16
+    while size * 3 // 4 < len(names):
+        size *= 2
+
+    def bucket(n: str) -> int:
+        h = _java_hash(n)
+        return (h ^ (h >> 16)) & (size - 1)
+    return "[" + ", ".join(sorted(names, key=bucket)) + "]"
 
 
 class BrokerConfig:
@@ -350,22 +370,24 @@ class BrokerConfig:
     def validate_dynamic_update(self, updates: Mapping[str, str | None], *, per_broker: bool) -> dict[str, str | None]:
         """Check an AlterConfigs update of this broker (``per_broker``) or of the cluster default.
 
-        ``None`` values mean delete. Mirrors ``DynamicBrokerConfig.validateConfigs``: read-only keys
-        -> ``Cannot update these configs dynamically: Set(...)``; SSL store configs without a
-        listener prefix; type/range errors; per-broker keys on the cluster default -> ``Cannot
-        update these configs at default cluster level, broker id must be specified: Set(...)``.
-        Returns the updates unchanged. Raises :class:`ConfigError`.
+        ``None`` values mean delete. Mirrors Kafka 4.3.1's ``DynamicBrokerConfig.validateConfigs``:
+        read-only keys -> ``Cannot update these configs dynamically: [...]``; SSL store configs
+        without a listener prefix; type/range errors; per-broker keys on the cluster default ->
+        ``Cannot update these configs at default cluster level, broker id must be specified: [...]``
+        (the keys as Java prints its HashSet). Returns the updates unchanged. Raises
+        :class:`ConfigError` (an AlterConfigs request answers it INVALID_REQUEST, see
+        :func:`kcompat.broker.config_changes.replace_configs`).
         """
         unknown = [k for k in updates if not is_accepted_key(k)]
         if unknown:
             raise ConfigError(unknown[0], f"Unknown broker config '{unknown[0]}'")
         non_dynamic = [k for k in updates if k in BROKER_CONFIGS and k not in DYNAMIC_CONFIGS]
         if non_dynamic:
-            raise ConfigError(sorted(non_dynamic)[0], "Cannot update these configs dynamically: " + _scala_set(non_dynamic))
+            raise ConfigError(sorted(non_dynamic)[0], "Cannot update these configs dynamically: " + _java_set(non_dynamic))
         no_prefix = [k for k in updates if k in LISTENER_ONLY_DYNAMIC_CONFIGS]
         if no_prefix:
             raise ConfigError(sorted(no_prefix)[0], "These security configs can be dynamically updated only per-listener "
-                                                    "using the listener prefix: " + _scala_set(no_prefix))
+                                                    "using the listener prefix: " + _java_set(no_prefix))
         for k, v in updates.items():
             base = _listener_base(k)
             if v is not None and base in BROKER_CONFIGS:
@@ -375,7 +397,7 @@ class BrokerConfig:
                   or (_listener_base(k) != k and _listener_base(k) not in _CLUSTER_LEVEL_LISTENER_CONFIGS)]
             if pb:
                 raise ConfigError(sorted(pb)[0], "Cannot update these configs at default cluster level, broker id must "
-                                                 "be specified: " + _scala_set(pb))
+                                                 "be specified: " + _java_set(pb))
         return dict(updates)
 
     def alter_dynamic(self, updates: Mapping[str, str | None], *, per_broker: bool) -> None:

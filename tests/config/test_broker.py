@@ -388,13 +388,13 @@ def test_dynamic_read_only_rejected_like_kafka():
     cfg = BrokerConfig({})
     with pytest.raises(ConfigError) as e:
         cfg.validate_dynamic_update({"log.retention.hours": "1", "num.partitions": "2"}, per_broker=True)
-    assert str(e.value) == "Cannot update these configs dynamically: Set(log.retention.hours, num.partitions)"
+    assert str(e.value) == "Cannot update these configs dynamically: [log.retention.hours, num.partitions]"
     assert cfg.dynamic_per_broker == {}
 
 
 def test_dynamic_per_broker_only_config_at_cluster_level():
     cfg = BrokerConfig({})
-    with pytest.raises(ConfigError, match="broker id must be specified: Set\\(listeners\\)"):
+    with pytest.raises(ConfigError, match="broker id must be specified: \\[listeners\\]"):
         cfg.validate_dynamic_update({"listeners": "PLAINTEXT://127.0.0.1:9093"}, per_broker=False)
     cfg.validate_dynamic_update({"listeners": "PLAINTEXT://127.0.0.1:9093"}, per_broker=True)
 
