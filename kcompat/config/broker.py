@@ -21,6 +21,7 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from kcompat.coordinator.java_strings import hash_set_copy_table_size, java_hash_order
 from .definitions import (BROKER_CONFIGS, DYNAMIC_CONFIGS, LISTENER_ONLY_DYNAMIC_CONFIGS, PER_BROKER_CONFIGS,
                           config_key, is_accepted_key)
 from .endpoints import Listener, Voter, csv_list, parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
@@ -46,28 +47,12 @@ def _canonical_hostname() -> str:
     return socket.getfqdn()
 
 
-def _java_hash(name: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as an unsigned 32-bit int."""
-    h = 0
-    units = name.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
-    return h
-
-
 def _java_set(names: Iterable[str]) -> str:
     """``String.valueOf`` of the ``java.util.HashSet`` Kafka 4.3.1's ``DynamicBrokerConfig``
-    names the refused keys with: ``[a, b]`` in HashSet iteration order (bucket of the spread hash in
-    a table of at least 16, sized for the keys; ties by name)."""
-    names = sorted(set(names))
-    size = 16
-    while size * 3 // 4 < len(names):
-        size *= 2
-
-    def bucket(n: str) -> int:
-        h = _java_hash(n)
-        return (h ^ (h >> 16)) & (size - 1)
-    return "[" + ", ".join(sorted(names, key=bucket)) + "]"
+    names the refused keys with: ``[a, b]`` in HashSet iteration order (a copy of the update's
+    keys, the refused ones retained)."""
+    names = list(names)
+    return "[" + ", ".join(java_hash_order(names, hash_set_copy_table_size(len(names)))) + "]"
 
 
 class BrokerConfig:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re2
 
+from kcompat.coordinator.java_strings import concurrent_map_table_size, java_hash_order
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_transactions import DescribeTransactionsResponse
 from kcompat.protocol.messages.list_transactions import ListTransactionsResponse
@@ -88,7 +89,7 @@ class TxnDescriber:
             wanted_pids = set(req.producer_id_filters)
             duration = req.duration_filter if version >= 1 else -1
             states = []
-            for m in sorted(shard.transactions(), key=lambda m: m.transactional_id):
+            for m in _listing_order(shard):
                 tid = m.transactional_id
                 if not m.visible or m.state is TxnState.DEAD:
                     continue
@@ -118,3 +119,14 @@ def _id_pattern(req, version: int):
         return re2.compile(text)
     except re2.error:
         return False
+
+
+def _listing_order(shard: TxnShard) -> list:
+    """The transactional ids in the order Kafka's ``TransactionStateManager.listTransactionStates``
+    lists them (and ``kafka-transactions list`` prints them): by ``__transaction_state`` partition,
+    ascending (its map of partitions), then in each partition's ``ConcurrentHashMap`` order."""
+    by_partition: dict[int, dict[str, object]] = {}
+    for m in shard.transactions():
+        by_partition.setdefault(shard.partition_for(m.transactional_id), {})[m.transactional_id] = m
+    return [ids[tid] for _p, ids in sorted(by_partition.items())
+            for tid in java_hash_order(ids, concurrent_map_table_size(len(ids)))]

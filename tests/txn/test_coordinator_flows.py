@@ -5,6 +5,8 @@ AddOffsetsToTxn, EndTxn with markers, timeouts, epoch overflow, expiration, Desc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kcompat.protocol.errors import ErrorCode, KafkaError
@@ -568,6 +570,15 @@ def test_list_transactions_with_filters():
     # v0 has no duration filter
     r = b.list_txns(states=["Ongoing", "PrepareAbort"], duration=1000, version=0)
     assert len(r.transaction_states) == 2
+
+
+def test_list_transactions_in_kafkas_order():
+    """By __transaction_state partition, then each partition's hash order: Kafka 4.3.1's
+    ``kafka-transactions list`` printed tx-done (partition 7), tx-open (15), tx-abort (39)."""
+    b = TxnBroker(replace(FAST, num_partitions=50))
+    for tid in ("tx-abort", "tx-done", "tx-open"):
+        b.begin(tid)
+    assert [s.transactional_id for s in b.list_txns().transaction_states] == ["tx-done", "tx-open", "tx-abort"]
 
 
 # ---------------------------------------------------------------------------------------------
