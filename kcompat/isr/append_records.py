@@ -48,7 +48,8 @@ class ProducePartitionResult:
     """One partition's answer to a produce (Kafka ``PartitionResponse``): ``error`` and, when it
     failed, ``message`` and ``record_errors`` ``[(batch index, message)]`` (KIP-467); on success
     ``base_offset`` (the batch's first offset), ``log_append_time`` (ms, -1 unless LogAppendTime)
-    and ``log_start_offset``; -1 where unknown."""
+    and ``log_start_offset``, which stay when an acks=-1 wait fails after the append
+    (:class:`DelayedProduce`); -1 where unknown."""
 
     topic: str
     partition: int
@@ -78,7 +79,9 @@ class DelayedProduce:
     (the high watermark passed it), at most ``timeout_ms`` (Kafka ``DelayedProduce``). ``waits``:
     ``[(result, partition, offset the HW must reach)]``; the results are updated in place:
     REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
-    meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved."""
+    meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved. Only the error code changes: the base
+    offset, log append time and log start offset of the append stay and there is no error
+    message, as Kafka's ``DelayedProduce`` answers (it sets ``responseStatus.error`` alone)."""
 
     __slots__ = ("results", "waits", "timeout_ms")
 
@@ -92,11 +95,9 @@ class DelayedProduce:
         """Wait for every partition together; the results, in request order."""
         codes = await asyncio.gather(*(p.wait_for_replication(required, self.timeout_ms)
                                        for _, p, required in self.waits))
-        for (result, partition, _required), code in zip(self.waits, codes):
-            if code != ErrorCode.NONE:
+        for (result, _partition, _required), code in zip(self.waits, codes):
+            if code != ErrorCode.NONE:   # the batch is in the leader's log: its offsets stay, no text
                 result.error = code
-                result.message = f"{code.name} for {partition.topic}-{partition.partition_id}"
-                result.base_offset = result.log_append_time = result.log_start_offset = -1
         return self.results
 
 
