@@ -20,9 +20,13 @@ retries the rest (KIP-467):
 - a producer may not set the LogAppendTime timestamp type itself (INVALID_TIMESTAMP) unless the
   topic uses CreateTime and the batch carries a timestamp.
 
-The records are walked only when one of these rules can apply (a compacted topic, or a finite
-timestamp bound, or a LogAppendTime batch), with :func:`kcompat.protocol.records.scan_records`,
-which reads length prefixes and deltas and copies nothing.
+The records are walked only when one of these rules can apply (a compacted topic, a LogAppendTime
+batch, a finite ``message.timestamp.before.max.ms``, or a batch whose header ``maxTimestamp`` is
+beyond ``message.timestamp.after.max.ms``), with :func:`kcompat.protocol.records.scan_records`,
+which reads length prefixes and deltas and copies nothing. The header's ``maxTimestamp`` is
+trusted there as the append path trusts it for the time index: with Kafka 4's default bounds
+(after one hour, before unbounded) a batch of honest timestamps is checked from its header alone,
+where walking 100-byte records would cost more than appending them.
 """
 
 from __future__ import annotations
@@ -51,7 +55,11 @@ def validate_records(records, h: rb.BatchHeader, *, topic_partition: str, now_ms
     timestamp, else INVALID_RECORD) listing every rejected record with Kafka's messages, or
     KafkaError(CORRUPT_MESSAGE) if the records cannot be walked."""
     batch_lat = h.timestamp_type == rb.LOG_APPEND_TIME
-    check_range = not log_append_time and (timestamp_before_max_ms < LONG_MAX or timestamp_after_max_ms < LONG_MAX)
+    # a record can break a bound only if the lower one is finite or the batch's newest timestamp
+    # (its header's maxTimestamp) is beyond the upper one
+    check_range = not log_append_time and (
+        timestamp_before_max_ms < LONG_MAX
+        or (h.max_timestamp != rb.NO_TIMESTAMP and h.max_timestamp - now_ms > timestamp_after_max_ms))
     if not (compact or check_range or batch_lat) or h.is_control:
         return
     low = _java_long(now_ms - timestamp_before_max_ms)

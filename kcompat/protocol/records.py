@@ -247,6 +247,8 @@ class _RecordsReader:
                     return
                 n -= len(piece)
             self._pieces = None
+            if n == 0:   # the skip ends exactly where the records do (a last record over pieces)
+                return
         raise CorruptRecordError("record length out of range")
 
     def finish(self) -> None:

@@ -132,3 +132,35 @@ def test_records_that_overrun_the_batch_are_corrupt_not_a_crash(tmp_path):
         p.append(memoryview(b), NOW)
     assert e.value.code == ErrorCode.CORRUPT_MESSAGE
     assert p.log_end_offset == 0
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_record_larger_than_a_decompressed_piece_is_walked_to_the_end_of_its_batch(tmp_path, codec):
+    """One 710 KB record (its tail spans several pieces of the decompressed stream and ends with
+    the stream) in a compacted topic, whose rule walks every record: appended whatever the codec.
+    A confluent-kafka lz4 producer of such records got CORRUPT_MESSAGE here."""
+    p = partition(tmp_path / "events-0", AppendPolicy(compact=True))
+    value = bytes([1]) * 300_000 + bytes(range(256)) * 1600
+    data = bytearray(rb.build_batch([(NOW, b"big", value, (("n", b"1"),))], codec=codec))
+    assert len(list(rb.scan_records(data))) == 1
+    assert p.append(memoryview(data), NOW).base_offset == 0
+
+
+def test_with_kafka_4_bounds_only_a_batch_whose_max_timestamp_is_beyond_them_is_walked(monkeypatch):
+    """Kafka 4's defaults (after one hour, before unbounded): the header's maxTimestamp decides;
+    a batch of honest timestamps is not walked record by record (the produce hot path)."""
+    walked = []
+    scan = rb.scan_records
+    monkeypatch.setattr(rb, "scan_records", lambda batch, *a: walked.append(1) or scan(batch, *a))
+    hour = 3_600_000
+
+    def check(timestamps):
+        b = keyed_batch([], len(timestamps), timestamps=timestamps)
+        validate_records(b, rb.parse_header(b, 0), topic_partition="t-0", now_ms=NOW, compact=False,
+                         log_append_time=False, timestamp_after_max_ms=hour)
+
+    check([NOW - 10 * hour, NOW, NOW + hour])
+    assert walked == []
+    with pytest.raises(RecordValidationError) as e:
+        check([NOW, NOW + hour + 1, NOW])
+    assert walked == [1] and [i for i, _ in e.value.record_errors] == [1]
