@@ -61,7 +61,7 @@ def _permitted(ctx, req):
                 c.synonyms = [R.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
                               for s in e.synonyms]
             configs.append(c)
-        results.append(R.DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None,
+        results.append(R.DescribeConfigsResult(error_code=ErrorCode.NONE, error_message="",
                                                resource_type=res.resource_type, resource_name=res.resource_name,
                                                configs=configs))
     return R(throttle_time_ms=0, results=results)
