@@ -37,6 +37,7 @@ from kcompat.group.consumer_group import (
 )
 from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
 from kcompat.group.consumer_records import Assignment
+from kcompat.group.consumer_text import new_member_id, regex_error_description
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
 from kcompat.group.timers import Timers
 from kcompat.protocol.errors import ErrorCode
@@ -105,7 +106,7 @@ class ConsumerGroupManager:
         """GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
         bad = ErrorCode.INVALID_REQUEST
         if not req.group_id:
-            raise _error(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+            raise _error(bad, "GroupId can't be empty.")
         if req.instance_id == "":
             raise _error(bad, "InstanceId can't be empty.")
         if req.rack_id == "":
@@ -122,7 +123,7 @@ class ConsumerGroupManager:
             if req.topic_partitions is None or req.topic_partitions:
                 raise _error(bad, "TopicPartitions must be empty when (re-)joining.")
             if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
-                raise _error(bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                raise _error(bad, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not req.member_id:
                 raise _error(bad, "MemberId can't be empty.")
@@ -140,7 +141,7 @@ class ConsumerGroupManager:
             except re2.error as e:
                 raise _error(ErrorCode.INVALID_REGULAR_EXPRESSION,
                              f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
-                             f"expression: {e}.") from None
+                             f"expression: {regex_error_description(e)}.") from None
 
     def _group_for(self, group_id: str, create: bool, member_id: str) -> tuple[Group, ConsumerGroup]:
         """GroupMetadataManager.getOrMaybeCreateConsumerGroup: an Empty classic group (offsets
@@ -182,7 +183,7 @@ class ConsumerGroupManager:
     def _heartbeat(self, req, client_id: str, client_host: str) -> HeartbeatResponse:
         epoch = req.member_epoch
         group, cg = self._group_for(req.group_id, epoch == 0, req.member_id)
-        member_id = req.member_id or str(uuid.uuid4())
+        member_id = req.member_id or new_member_id()
         owned = None if req.topic_partitions is None else crec.to_assignment(req.topic_partitions)
         member = self._member(group, cg, member_id, epoch, req.instance_id, owned)
         updated = replace(
@@ -545,14 +546,14 @@ class ConsumerGroupManager:
         if group is None or group.consumer is None:
             what = "not found" if group is None else "is not a consumer group"
             return D(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=f"Group {group_id} {what}.",
-                     group_id=group_id, group_state=ConsumerGroupState.DEAD.value, members=[])
+                     group_id=group_id, group_state="", members=[])
         cg = group.consumer
         members = []
         for m in cg.members.values():
             members.append(DescribeResponse.Member(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host,
-                subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+                subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex or "",
                 assignment=self._described(m.assigned), target_assignment=self._described(cg.target.get(m.member_id, {})),
                 member_type=0 if m.classic is not None else 1))
         return D(error_code=0, error_message=None, group_id=group_id, group_state=cg.state.value,

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from kcompat.group.consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
 from kcompat.group.consumer_protocol import EmbeddedProtocolError, assignment_bytes, parse_assignment, parse_subscription
+from kcompat.group.consumer_text import new_member_id
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group
 from kcompat.protocol.errors import ErrorCode
 
@@ -183,7 +184,7 @@ class Migration:
         cg = group.consumer
         unknown = not member_id
         if unknown:
-            member_id = str(uuid.uuid4())
+            member_id = new_member_id()
         if member_id not in cg.members and len(cg.members) >= self.m.config.max_size:
             raise ClassicRequestError(ErrorCode.GROUP_MAX_SIZE_REACHED)
         if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
@@ -264,22 +265,33 @@ class Migration:
                 return True
         return False
 
-    def leave(self, group: Group, member_id: str, instance_id: str | None) -> tuple[str, ErrorCode]:
-        """One member of a classic LeaveGroup to a consumer group: (its member id, error)."""
+    def leave(self, group: Group, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """A classic LeaveGroup to a consumer group: the error of each ``(member id, instance id)``.
+        As GroupMetadataManager.classicGroupLeaveToConsumerGroup (Kafka 4.3.1), any member leaves,
+        a consumer-protocol one too (no throwIfMemberDoesNotUseClassicProtocol there): an unknown
+        member or instance id is UNKNOWN_MEMBER_ID, a static member under another member id
+        FENCED_INSTANCE_ID. Every entry is checked before the members found are fenced together
+        (consumerGroupFenceMembers), so a later entry still sees a member an earlier one removes."""
         cg = group.consumer
-        try:
+        codes: list[ErrorCode] = []
+        fenced: list[str] = []
+        for member_id, instance_id in leaving:
             if instance_id is None:
-                member = self._classic_member(cg, member_id, None)
+                member = cg.members.get(member_id)
             else:
                 member = cg.static_member(instance_id)
-                if member is None:
-                    raise ClassicRequestError(ErrorCode.UNKNOWN_MEMBER_ID)
-                if member_id and member.member_id != member_id:
-                    raise ClassicRequestError(ErrorCode.FENCED_INSTANCE_ID)
-                if member.classic is None:
-                    raise ClassicRequestError(ErrorCode.UNKNOWN_MEMBER_ID)
-        except ClassicRequestError as e:
-            return member_id, e.code
-        log.info("group %s: classic member %s left the consumer group", group.group_id, member.member_id)
-        self.m.fence(group, member.member_id)
-        return member.member_id, ErrorCode.NONE
+                if member is not None and member_id and member.member_id != member_id:
+                    codes.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+            if member is None:
+                codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            codes.append(ErrorCode.NONE)
+            if member.member_id not in fenced:
+                fenced.append(member.member_id)
+        for member_id in fenced:
+            if group.consumer is None or member_id not in group.consumer.members:
+                continue   # an earlier fence turned the group back into a classic one
+            log.info("group %s: member %s left the consumer group by LeaveGroup", group.group_id, member_id)
+            self.m.fence(group, member_id)
+        return codes

@@ -428,9 +428,8 @@ class ClassicGroupManager:
         elif group.is_(DEAD):
             top = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif group.consumer is not None:
-            for member_id, instance_id, _ in leaving:
-                left_id, code = self.consumer_groups.migration.leave(group, member_id, instance_id)
-                results.append((left_id if version >= 3 else member_id, instance_id, code))
+            codes = self.consumer_groups.migration.leave(group, [(mid, iid) for mid, iid, _ in leaving])
+            results = [(mid, iid, code) for (mid, iid, _), code in zip(leaving, codes)]
         else:
             for member_id, instance_id, reason in leaving:
                 results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id, reason)))
