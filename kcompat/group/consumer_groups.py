@@ -32,7 +32,7 @@ from kcompat.group.coordinator_types import EMPTY
 from kcompat.group.consumer_assignors import ASSIGNORS, MemberSpec, TopicSpec
 from kcompat.group.consumer_migration import ClassicRequestError, Migration
 from kcompat.group.consumer_group import (
-    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, described_assignment, restore, subscribed_topic_infos, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupState, ConsumerMember,
+    ClassicGroups, ConsumerProtocolConfig, TopicInfo, TopicsView, described_assignment, restore, subscribed_topic_infos, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup, ConsumerMember,
     MemberState, reconcile,
 )
 from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
