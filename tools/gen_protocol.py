@@ -557,6 +557,14 @@ def emit_struct(e: Emitter, ind: int, msg: Message, st: Struct, top: bool) -> No
             e(ind + 2, f"self.{f.attr} = {f.attr}")
     e(ind + 2, "self.unknown_tagged_fields = unknown_tagged_fields")
     e()
+    # Field-wise equality spelled out per class: the writers compare tagged struct fields with their
+    # empty default on every write (Fetch: three per partition), and Struct's generic __eq__ costs
+    # a generator and a getattr per slot.
+    e(ind + 1, "def __eq__(self, other):")
+    e(ind + 2, "if type(other) is not type(self):")
+    e(ind + 3, "return NotImplemented")
+    e(ind + 2, "return (" + " and ".join(f"self.{s} == other.{s}" for s in slots) + ")")
+    e()
     emit_read(e, ind + 1, msg, st)
     emit_write(e, ind + 1, msg, st)
 

@@ -46,6 +46,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Struct):
             self.assignment_epochs = [] if assignment_epochs is _DEFAULT else assignment_epochs
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.assignment_epochs == other.assignment_epochs and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -119,6 +124,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Struct):
         self.assigned_partitions = [] if assigned_partitions is _DEFAULT else assigned_partitions
         self.partitions_pending_revocation = [] if partitions_pending_revocation is _DEFAULT else partitions_pending_revocation
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch and self.state == other.state and self.assigned_partitions == other.assigned_partitions and self.partitions_pending_revocation == other.partitions_pending_revocation and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

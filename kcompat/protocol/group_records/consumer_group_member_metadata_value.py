@@ -44,6 +44,11 @@ class ConsumerGroupMemberMetadataValue(Struct):
             self.metadata = metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.metadata == other.metadata and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -90,6 +95,11 @@ class ConsumerGroupMemberMetadataValue(Struct):
             self.session_timeout_ms = session_timeout_ms
             self.supported_protocols = [] if supported_protocols is _DEFAULT else supported_protocols
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.session_timeout_ms == other.session_timeout_ms and self.supported_protocols == other.supported_protocols and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -156,6 +166,11 @@ class ConsumerGroupMemberMetadataValue(Struct):
         self.server_assignor = server_assignor
         self.classic_member_metadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata() if classic_member_metadata is _DEFAULT else classic_member_metadata
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.subscribed_topic_regex == other.subscribed_topic_regex and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.server_assignor == other.server_assignor and self.classic_member_metadata == other.classic_member_metadata and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

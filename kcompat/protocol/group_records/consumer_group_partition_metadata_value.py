@@ -44,6 +44,11 @@ class ConsumerGroupPartitionMetadataValue(Struct):
             self.racks = [] if racks is _DEFAULT else racks
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition == other.partition and self.racks == other.racks and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -105,6 +110,11 @@ class ConsumerGroupPartitionMetadataValue(Struct):
             self.partition_metadata = [] if partition_metadata is _DEFAULT else partition_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.topic_name == other.topic_name and self.num_partitions == other.num_partitions and self.partition_metadata == other.partition_metadata and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -162,6 +172,11 @@ class ConsumerGroupPartitionMetadataValue(Struct):
     def __init__(self, topics=_DEFAULT, unknown_tagged_fields=None):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

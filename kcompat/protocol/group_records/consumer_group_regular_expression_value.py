@@ -41,6 +41,11 @@ class ConsumerGroupRegularExpressionValue(Struct):
         self.timestamp = timestamp
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.version == other.version and self.timestamp == other.timestamp and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

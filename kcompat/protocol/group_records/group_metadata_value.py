@@ -56,6 +56,11 @@ class GroupMetadataValue(Struct):
             self.assignment = assignment
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.client_id == other.client_id and self.client_host == other.client_host and self.rebalance_timeout == other.rebalance_timeout and self.session_timeout == other.session_timeout and self.subscription == other.subscription and self.assignment == other.assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -177,6 +182,11 @@ class GroupMetadataValue(Struct):
         self.current_state_timestamp = current_state_timestamp
         self.members = [] if members is _DEFAULT else members
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.protocol_type == other.protocol_type and self.generation == other.generation and self.protocol == other.protocol and self.leader == other.leader and self.current_state_timestamp == other.current_state_timestamp and self.members == other.members and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -41,6 +41,11 @@ class OffsetCommitKey(Struct):
         self.partition = partition
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group == other.group and self.topic == other.topic and self.partition == other.partition and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

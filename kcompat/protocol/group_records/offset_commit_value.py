@@ -45,6 +45,11 @@ class OffsetCommitValue(Struct):
         self.expire_timestamp = expire_timestamp
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.offset == other.offset and self.leader_epoch == other.leader_epoch and self.metadata == other.metadata and self.commit_timestamp == other.commit_timestamp and self.expire_timestamp == other.expire_timestamp and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

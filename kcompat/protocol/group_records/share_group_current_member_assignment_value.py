@@ -44,6 +44,11 @@ class ShareGroupCurrentMemberAssignmentValue(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -95,6 +100,11 @@ class ShareGroupCurrentMemberAssignmentValue(Struct):
         self.state = state
         self.assigned_partitions = [] if assigned_partitions is _DEFAULT else assigned_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch and self.state == other.state and self.assigned_partitions == other.assigned_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -43,6 +43,11 @@ class ShareGroupMemberMetadataValue(Struct):
         self.subscribed_topic_names = [] if subscribed_topic_names is _DEFAULT else subscribed_topic_names
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.rack_id == other.rack_id and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

@@ -44,6 +44,11 @@ class ShareGroupTargetAssignmentMemberValue(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -89,6 +94,11 @@ class ShareGroupTargetAssignmentMemberValue(Struct):
     def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
         self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_partitions == other.topic_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class AddPartitionsToTxnRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -124,6 +129,11 @@ class AddPartitionsToTxnRequest(Struct):
             self.verify_only = verify_only
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.verify_only == other.verify_only and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -212,6 +222,11 @@ class AddPartitionsToTxnRequest(Struct):
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _DEFAULT else v3_and_below_topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactions == other.transactions and self.v3_and_below_transactional_id == other.v3_and_below_transactional_id and self.v3_and_below_producer_id == other.v3_and_below_producer_id and self.v3_and_below_producer_epoch == other.v3_and_below_producer_epoch and self.v3_and_below_topics == other.v3_and_below_topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -350,6 +365,11 @@ class AddPartitionsToTxnResponse(Struct):
             self.partition_error_code = partition_error_code
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.partition_error_code == other.partition_error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -394,6 +414,11 @@ class AddPartitionsToTxnResponse(Struct):
             self.name = name
             self.results_by_partition = [] if results_by_partition is _DEFAULT else results_by_partition
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.results_by_partition == other.results_by_partition and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -480,6 +505,11 @@ class AddPartitionsToTxnResponse(Struct):
             self.topic_results = [] if topic_results is _DEFAULT else topic_results
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.transactional_id == other.transactional_id and self.topic_results == other.topic_results and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -544,6 +574,11 @@ class AddPartitionsToTxnResponse(Struct):
         self.results_by_transaction = [] if results_by_transaction is _DEFAULT else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _DEFAULT else results_by_topic_v3_and_below
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.results_by_transaction == other.results_by_transaction and self.results_by_topic_v3_and_below == other.results_by_topic_v3_and_below and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -46,6 +46,11 @@ class AddRaftVoterRequest(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -96,6 +101,11 @@ class AddRaftVoterRequest(Struct):
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is _DEFAULT else listeners
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id == other.cluster_id and self.timeout_ms == other.timeout_ms and self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.listeners == other.listeners and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -174,6 +184,11 @@ class AddRaftVoterResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

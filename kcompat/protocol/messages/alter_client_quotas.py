@@ -44,6 +44,11 @@ class AlterClientQuotasRequest(Struct):
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -105,6 +110,11 @@ class AlterClientQuotasRequest(Struct):
             self.remove = remove
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.remove == other.remove and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -161,6 +171,11 @@ class AlterClientQuotasRequest(Struct):
             self.entity = [] if entity is _DEFAULT else entity
             self.ops = [] if ops is _DEFAULT else ops
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity == other.entity and self.ops == other.ops and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -264,6 +279,11 @@ class AlterClientQuotasRequest(Struct):
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entries == other.entries and self.validate_only == other.validate_only and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -355,6 +375,11 @@ class AlterClientQuotasResponse(Struct):
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -415,6 +440,11 @@ class AlterClientQuotasResponse(Struct):
             self.error_message = error_message
             self.entity = [] if entity is _DEFAULT else entity
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.entity == other.entity and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -494,6 +524,11 @@ class AlterClientQuotasResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.entries = [] if entries is _DEFAULT else entries
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.entries == other.entries and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

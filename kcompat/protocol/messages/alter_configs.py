@@ -44,6 +44,11 @@ class AlterConfigsRequest(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -104,6 +109,11 @@ class AlterConfigsRequest(Struct):
             self.resource_name = resource_name
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configs == other.configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -187,6 +197,11 @@ class AlterConfigsRequest(Struct):
         self.resources = [] if resources is _DEFAULT else resources
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resources == other.resources and self.validate_only == other.validate_only and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -283,6 +298,11 @@ class AlterConfigsResponse(Struct):
             self.resource_name = resource_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -342,6 +362,11 @@ class AlterConfigsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

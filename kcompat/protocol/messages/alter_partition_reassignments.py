@@ -44,6 +44,11 @@ class AlterPartitionReassignmentsRequest(Struct):
             self.replicas = replicas
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.replicas == other.replicas and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -95,6 +100,11 @@ class AlterPartitionReassignmentsRequest(Struct):
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -150,6 +160,11 @@ class AlterPartitionReassignmentsRequest(Struct):
         self.allow_replication_factor_change = allow_replication_factor_change
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.timeout_ms == other.timeout_ms and self.allow_replication_factor_change == other.allow_replication_factor_change and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -232,6 +247,11 @@ class AlterPartitionReassignmentsResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -278,6 +298,11 @@ class AlterPartitionReassignmentsResponse(Struct):
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -337,6 +362,11 @@ class AlterPartitionReassignmentsResponse(Struct):
         self.error_message = error_message
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.allow_replication_factor_change == other.allow_replication_factor_change and self.error_code == other.error_code and self.error_message == other.error_message and self.responses == other.responses and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class AlterReplicaLogDirsRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -118,6 +123,11 @@ class AlterReplicaLogDirsRequest(Struct):
             self.path = path
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.path == other.path and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -196,6 +206,11 @@ class AlterReplicaLogDirsRequest(Struct):
     def __init__(self, dirs=_DEFAULT, unknown_tagged_fields=None):
         self.dirs = [] if dirs is _DEFAULT else dirs
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.dirs == other.dirs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -285,6 +300,11 @@ class AlterReplicaLogDirsResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -329,6 +349,11 @@ class AlterReplicaLogDirsResponse(Struct):
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -409,6 +434,11 @@ class AlterReplicaLogDirsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class ApiVersionsRequest(Struct):
         self.client_software_version = client_software_version
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.client_software_name == other.client_software_name and self.client_software_version == other.client_software_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -111,6 +116,11 @@ class ApiVersionsResponse(Struct):
             self.max_version = max_version
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.api_key == other.api_key and self.min_version == other.min_version and self.max_version == other.max_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -160,6 +170,11 @@ class ApiVersionsResponse(Struct):
             self.min_version = min_version
             self.max_version = max_version
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.min_version == other.min_version and self.max_version == other.max_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -223,6 +238,11 @@ class ApiVersionsResponse(Struct):
             self.max_version_level = max_version_level
             self.min_version_level = min_version_level
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.max_version_level == other.max_version_level and self.min_version_level == other.min_version_level and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -289,6 +309,11 @@ class ApiVersionsResponse(Struct):
         self.finalized_features = [] if finalized_features is _DEFAULT else finalized_features
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.api_keys == other.api_keys and self.throttle_time_ms == other.throttle_time_ms and self.supported_features == other.supported_features and self.finalized_features_epoch == other.finalized_features_epoch and self.finalized_features == other.finalized_features and self.zk_migration_ready == other.zk_migration_ready and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

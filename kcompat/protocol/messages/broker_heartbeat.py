@@ -49,6 +49,11 @@ class BrokerHeartbeatRequest(Struct):
         self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.current_metadata_offset == other.current_metadata_offset and self.want_fence == other.want_fence and self.want_shut_down == other.want_shut_down and self.offline_log_dirs == other.offline_log_dirs and self.cordoned_log_dirs == other.cordoned_log_dirs and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -168,6 +173,11 @@ class BrokerHeartbeatResponse(Struct):
         self.is_fenced = is_fenced
         self.should_shut_down = should_shut_down
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.is_caught_up == other.is_caught_up and self.is_fenced == other.is_fenced and self.should_shut_down == other.should_shut_down and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

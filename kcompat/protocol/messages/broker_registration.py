@@ -48,6 +48,11 @@ class BrokerRegistrationRequest(Struct):
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.security_protocol == other.security_protocol and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -102,6 +107,11 @@ class BrokerRegistrationRequest(Struct):
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -160,6 +170,11 @@ class BrokerRegistrationRequest(Struct):
         self.log_dirs = [] if log_dirs is _DEFAULT else log_dirs
         self.previous_broker_epoch = previous_broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.cluster_id == other.cluster_id and self.incarnation_id == other.incarnation_id and self.listeners == other.listeners and self.features == other.features and self.rack == other.rack and self.is_migrating_zk_broker == other.is_migrating_zk_broker and self.log_dirs == other.log_dirs and self.previous_broker_epoch == other.previous_broker_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -287,6 +302,11 @@ class BrokerRegistrationResponse(Struct):
         self.error_code = error_code
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.broker_epoch == other.broker_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class ConsumerGroupHeartbeatRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -107,6 +112,11 @@ class ConsumerGroupHeartbeatRequest(Struct):
         self.server_assignor = server_assignor
         self.topic_partitions = topic_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.subscribed_topic_names == other.subscribed_topic_names and self.subscribed_topic_regex == other.subscribed_topic_regex and self.server_assignor == other.server_assignor and self.topic_partitions == other.topic_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -218,6 +228,11 @@ class ConsumerGroupHeartbeatResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -268,6 +283,11 @@ class ConsumerGroupHeartbeatResponse(Struct):
         def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
             self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_partitions == other.topic_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -327,6 +347,11 @@ class ConsumerGroupHeartbeatResponse(Struct):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.assignment == other.assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class ConsumerProtocolAssignment(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -80,6 +85,11 @@ class ConsumerProtocolAssignment(Struct):
         self.assigned_partitions = [] if assigned_partitions is _DEFAULT else assigned_partitions
         self.user_data = user_data
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.assigned_partitions == other.assigned_partitions and self.user_data == other.user_data and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class ControlledShutdownRequest(Struct):
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -103,6 +108,11 @@ class ControlledShutdownResponse(Struct):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -151,6 +161,11 @@ class ControlledShutdownResponse(Struct):
         self.error_code = error_code
         self.remaining_partitions = [] if remaining_partitions is _DEFAULT else remaining_partitions
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.remaining_partitions == other.remaining_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -48,6 +48,11 @@ class ControllerRegistrationRequest(Struct):
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.security_protocol == other.security_protocol and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -103,6 +108,11 @@ class ControllerRegistrationRequest(Struct):
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -152,6 +162,11 @@ class ControllerRegistrationRequest(Struct):
         self.listeners = [] if listeners is _DEFAULT else listeners
         self.features = [] if features is _DEFAULT else features
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id == other.controller_id and self.incarnation_id == other.incarnation_id and self.zk_migration_ready == other.zk_migration_ready and self.listeners == other.listeners and self.features == other.features and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -243,6 +258,11 @@ class ControllerRegistrationResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class CreateDelegationTokenRequest(Struct):
             self.principal_name = principal_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -105,6 +110,11 @@ class CreateDelegationTokenRequest(Struct):
         self.renewers = [] if renewers is _DEFAULT else renewers
         self.max_lifetime_ms = max_lifetime_ms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.owner_principal_type == other.owner_principal_type and self.owner_principal_name == other.owner_principal_name and self.renewers == other.renewers and self.max_lifetime_ms == other.max_lifetime_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -221,6 +231,11 @@ class CreateDelegationTokenResponse(Struct):
         self.hmac = hmac
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.token_requester_principal_type == other.token_requester_principal_type and self.token_requester_principal_name == other.token_requester_principal_name and self.issue_timestamp_ms == other.issue_timestamp_ms and self.expiry_timestamp_ms == other.expiry_timestamp_ms and self.max_timestamp_ms == other.max_timestamp_ms and self.token_id == other.token_id and self.hmac == other.hmac and self.throttle_time_ms == other.throttle_time_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

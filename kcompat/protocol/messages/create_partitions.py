@@ -42,6 +42,11 @@ class CreatePartitionsRequest(Struct):
             self.broker_ids = [] if broker_ids is _DEFAULT else broker_ids
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.broker_ids == other.broker_ids and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -106,6 +111,11 @@ class CreatePartitionsRequest(Struct):
             self.count = count
             self.assignments = [] if assignments is _DEFAULT else assignments
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.count == other.count and self.assignments == other.assignments and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -191,6 +201,11 @@ class CreatePartitionsRequest(Struct):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.timeout_ms == other.timeout_ms and self.validate_only == other.validate_only and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -288,6 +303,11 @@ class CreatePartitionsResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -344,6 +364,11 @@ class CreatePartitionsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

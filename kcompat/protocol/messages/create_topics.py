@@ -44,6 +44,11 @@ class CreateTopicsRequest(Struct):
             self.broker_ids = [] if broker_ids is _DEFAULT else broker_ids
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.broker_ids == other.broker_ids and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -110,6 +115,11 @@ class CreateTopicsRequest(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -174,6 +184,11 @@ class CreateTopicsRequest(Struct):
             self.assignments = [] if assignments is _DEFAULT else assignments
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.num_partitions == other.num_partitions and self.replication_factor == other.replication_factor and self.assignments == other.assignments and self.configs == other.configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -297,6 +312,11 @@ class CreateTopicsRequest(Struct):
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.timeout_ms == other.timeout_ms and self.validate_only == other.validate_only and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -401,6 +421,11 @@ class CreateTopicsResponse(Struct):
             self.is_sensitive = is_sensitive
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.value == other.value and self.read_only == other.read_only and self.config_source == other.config_source and self.is_sensitive == other.is_sensitive and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -486,6 +511,11 @@ class CreateTopicsResponse(Struct):
             self.replication_factor = replication_factor
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.topic_id == other.topic_id and self.error_code == other.error_code and self.error_message == other.error_message and self.topic_config_error_code == other.topic_config_error_code and self.num_partitions == other.num_partitions and self.replication_factor == other.replication_factor and self.configs == other.configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -599,6 +629,11 @@ class CreateTopicsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

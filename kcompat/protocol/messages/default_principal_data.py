@@ -41,6 +41,11 @@ class DefaultPrincipalData(Struct):
         self.token_authenticated = token_authenticated
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.type == other.type and self.name == other.name and self.token_authenticated == other.token_authenticated and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

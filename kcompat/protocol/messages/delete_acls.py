@@ -54,6 +54,11 @@ class DeleteAclsRequest(Struct):
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.resource_type_filter == other.resource_type_filter and self.resource_name_filter == other.resource_name_filter and self.pattern_type_filter == other.pattern_type_filter and self.principal_filter == other.principal_filter and self.host_filter == other.host_filter and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -125,6 +130,11 @@ class DeleteAclsRequest(Struct):
     def __init__(self, filters=_DEFAULT, unknown_tagged_fields=None):
         self.filters = [] if filters is _DEFAULT else filters
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.filters == other.filters and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -227,6 +237,11 @@ class DeleteAclsResponse(Struct):
             self.operation = operation
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.pattern_type == other.pattern_type and self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -332,6 +347,11 @@ class DeleteAclsResponse(Struct):
             self.matching_acls = [] if matching_acls is _DEFAULT else matching_acls
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.matching_acls == other.matching_acls and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -410,6 +430,11 @@ class DeleteAclsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is _DEFAULT else filter_results
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.filter_results == other.filter_results and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class DeleteTopicsRequest(Struct):
             self.topic_id = topic_id
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.topic_id == other.topic_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -93,6 +98,11 @@ class DeleteTopicsRequest(Struct):
         self.topic_names = [] if topic_names is _DEFAULT else topic_names
         self.timeout_ms = timeout_ms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.topic_names == other.topic_names and self.timeout_ms == other.timeout_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -210,6 +220,11 @@ class DeleteTopicsResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.topic_id == other.topic_id and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -276,6 +291,11 @@ class DeleteTopicsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is _DEFAULT else responses
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.responses == other.responses and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -49,6 +49,11 @@ class DescribeAclsRequest(Struct):
         self.permission_type = permission_type
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type_filter == other.resource_type_filter and self.resource_name_filter == other.resource_name_filter and self.pattern_type_filter == other.pattern_type_filter and self.principal_filter == other.principal_filter and self.host_filter == other.host_filter and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -147,6 +152,11 @@ class DescribeAclsResponse(Struct):
             self.permission_type = permission_type
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -219,6 +229,11 @@ class DescribeAclsResponse(Struct):
             self.pattern_type = pattern_type
             self.acls = [] if acls is _DEFAULT else acls
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.pattern_type == other.pattern_type and self.acls == other.acls and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -313,6 +328,11 @@ class DescribeAclsResponse(Struct):
         self.error_message = error_message
         self.resources = [] if resources is _DEFAULT else resources
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.resources == other.resources and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -46,6 +46,11 @@ class DescribeClientQuotasRequest(Struct):
             self.match = match
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity_type == other.entity_type and self.match_type == other.match_type and self.match == other.match and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -102,6 +107,11 @@ class DescribeClientQuotasRequest(Struct):
         self.components = [] if components is _DEFAULT else components
         self.strict = strict
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.components == other.components and self.strict == other.strict and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -194,6 +204,11 @@ class DescribeClientQuotasResponse(Struct):
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -253,6 +268,11 @@ class DescribeClientQuotasResponse(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -306,6 +326,11 @@ class DescribeClientQuotasResponse(Struct):
             self.entity = [] if entity is _DEFAULT else entity
             self.values = [] if values is _DEFAULT else values
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity == other.entity and self.values == other.values and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -412,6 +437,11 @@ class DescribeClientQuotasResponse(Struct):
         self.error_message = error_message
         self.entries = [] if entries is _DEFAULT else entries
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.entries == other.entries and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -41,6 +41,11 @@ class DescribeClusterRequest(Struct):
         self.include_fenced_brokers = include_fenced_brokers
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and self.endpoint_type == other.endpoint_type and self.include_fenced_brokers == other.include_fenced_brokers and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -118,6 +123,11 @@ class DescribeClusterResponse(Struct):
             self.is_fenced = is_fenced
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.broker_id == other.broker_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.is_fenced == other.is_fenced and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -182,6 +192,11 @@ class DescribeClusterResponse(Struct):
         self.brokers = [] if brokers is _DEFAULT else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.endpoint_type == other.endpoint_type and self.cluster_id == other.cluster_id and self.controller_id == other.controller_id and self.brokers == other.brokers and self.cluster_authorized_operations == other.cluster_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

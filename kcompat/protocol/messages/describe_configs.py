@@ -46,6 +46,11 @@ class DescribeConfigsRequest(Struct):
             self.configuration_keys = [] if configuration_keys is _DEFAULT else configuration_keys
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configuration_keys == other.configuration_keys and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -130,6 +135,11 @@ class DescribeConfigsRequest(Struct):
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resources == other.resources and self.include_synonyms == other.include_synonyms and self.include_documentation == other.include_documentation and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -235,6 +245,11 @@ class DescribeConfigsResponse(Struct):
             self.source = source
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.value == other.value and self.source == other.source and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -318,6 +333,11 @@ class DescribeConfigsResponse(Struct):
             self.config_type = config_type
             self.documentation = documentation
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.value == other.value and self.read_only == other.read_only and self.is_default == other.is_default and self.config_source == other.config_source and self.is_sensitive == other.is_sensitive and self.synonyms == other.synonyms and self.config_type == other.config_type and self.documentation == other.documentation and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -457,6 +477,11 @@ class DescribeConfigsResponse(Struct):
             self.configs = [] if configs is _DEFAULT else configs
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.configs == other.configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -550,6 +575,11 @@ class DescribeConfigsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.results == other.results and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class DescribeDelegationTokenRequest(Struct):
             self.principal_name = principal_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -99,6 +104,11 @@ class DescribeDelegationTokenRequest(Struct):
     def __init__(self, owners=_DEFAULT, unknown_tagged_fields=None):
         self.owners = [] if owners is _DEFAULT else owners
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.owners == other.owners and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -188,6 +198,11 @@ class DescribeDelegationTokenResponse(Struct):
             self.principal_name = principal_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -266,6 +281,11 @@ class DescribeDelegationTokenResponse(Struct):
             self.hmac = hmac
             self.renewers = [] if renewers is _DEFAULT else renewers
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.principal_type == other.principal_type and self.principal_name == other.principal_name and self.token_requester_principal_type == other.token_requester_principal_type and self.token_requester_principal_name == other.token_requester_principal_name and self.issue_timestamp == other.issue_timestamp and self.expiry_timestamp == other.expiry_timestamp and self.max_timestamp == other.max_timestamp and self.token_id == other.token_id and self.hmac == other.hmac and self.renewers == other.renewers and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -409,6 +429,11 @@ class DescribeDelegationTokenResponse(Struct):
         self.tokens = [] if tokens is _DEFAULT else tokens
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.tokens == other.tokens and self.throttle_time_ms == other.throttle_time_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class DescribeGroupsRequest(Struct):
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.groups == other.groups and self.include_authorized_operations == other.include_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -141,6 +146,11 @@ class DescribeGroupsResponse(Struct):
             self.member_metadata = member_metadata
             self.member_assignment = member_assignment
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.client_id == other.client_id and self.client_host == other.client_host and self.member_metadata == other.member_metadata and self.member_assignment == other.member_assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -262,6 +272,11 @@ class DescribeGroupsResponse(Struct):
             self.members = [] if members is _DEFAULT else members
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.group_id == other.group_id and self.group_state == other.group_state and self.protocol_type == other.protocol_type and self.protocol_data == other.protocol_data and self.members == other.members and self.authorized_operations == other.authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -394,6 +409,11 @@ class DescribeGroupsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -42,6 +42,11 @@ class DescribeQuorumRequest(Struct):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -83,6 +88,11 @@ class DescribeQuorumRequest(Struct):
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -134,6 +144,11 @@ class DescribeQuorumRequest(Struct):
     def __init__(self, topics=_DEFAULT, unknown_tagged_fields=None):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -209,6 +224,11 @@ class DescribeQuorumResponse(Struct):
             self.last_fetch_timestamp = last_fetch_timestamp
             self.last_caught_up_timestamp = last_caught_up_timestamp
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.replica_id == other.replica_id and self.replica_directory_id == other.replica_directory_id and self.log_end_offset == other.log_end_offset and self.last_fetch_timestamp == other.last_fetch_timestamp and self.last_caught_up_timestamp == other.last_caught_up_timestamp and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -288,6 +308,11 @@ class DescribeQuorumResponse(Struct):
             self.current_voters = [] if current_voters is _DEFAULT else current_voters
             self.observers = [] if observers is _DEFAULT else observers
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.high_watermark == other.high_watermark and self.current_voters == other.current_voters and self.observers == other.observers and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -379,6 +404,11 @@ class DescribeQuorumResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -438,6 +468,11 @@ class DescribeQuorumResponse(Struct):
             self.host = host
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -500,6 +535,11 @@ class DescribeQuorumResponse(Struct):
             self.node_id = node_id
             self.listeners = [] if listeners is _DEFAULT else listeners
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.listeners == other.listeners and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -564,6 +604,11 @@ class DescribeQuorumResponse(Struct):
         self.topics = [] if topics is _DEFAULT else topics
         self.nodes = [] if nodes is _DEFAULT else nodes
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.error_message == other.error_message and self.topics == other.topics and self.nodes == other.nodes and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

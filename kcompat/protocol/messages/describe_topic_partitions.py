@@ -42,6 +42,11 @@ class DescribeTopicPartitionsRequest(Struct):
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -85,6 +90,11 @@ class DescribeTopicPartitionsRequest(Struct):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -127,6 +137,11 @@ class DescribeTopicPartitionsRequest(Struct):
         self.response_partition_limit = response_partition_limit
         self.cursor = cursor
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.response_partition_limit == other.response_partition_limit and self.cursor == other.cursor and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -224,6 +239,11 @@ class DescribeTopicPartitionsResponse(Struct):
             self.last_known_elr = last_known_elr
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.replica_nodes == other.replica_nodes and self.isr_nodes == other.isr_nodes and self.eligible_leader_replicas == other.eligible_leader_replicas and self.last_known_elr == other.last_known_elr and self.offline_replicas == other.offline_replicas and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -334,6 +354,11 @@ class DescribeTopicPartitionsResponse(Struct):
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.name == other.name and self.topic_id == other.topic_id and self.is_internal == other.is_internal and self.partitions == other.partitions and self.topic_authorized_operations == other.topic_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -403,6 +428,11 @@ class DescribeTopicPartitionsResponse(Struct):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -445,6 +475,11 @@ class DescribeTopicPartitionsResponse(Struct):
         self.topics = [] if topics is _DEFAULT else topics
         self.next_cursor = next_cursor
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.next_cursor == other.next_cursor and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -37,6 +37,11 @@ class DescribeTransactionsRequest(Struct):
         self.transactional_ids = [] if transactional_ids is _DEFAULT else transactional_ids
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_ids == other.transactional_ids and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -106,6 +111,11 @@ class DescribeTransactionsResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -170,6 +180,11 @@ class DescribeTransactionsResponse(Struct):
             self.producer_epoch = producer_epoch
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.transactional_id == other.transactional_id and self.transaction_state == other.transaction_state and self.transaction_timeout_ms == other.transaction_timeout_ms and self.transaction_start_time_ms == other.transaction_start_time_ms and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -242,6 +257,11 @@ class DescribeTransactionsResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is _DEFAULT else transaction_states
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.transaction_states == other.transaction_states and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

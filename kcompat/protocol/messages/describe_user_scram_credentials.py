@@ -42,6 +42,11 @@ class DescribeUserScramCredentialsRequest(Struct):
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -77,6 +82,11 @@ class DescribeUserScramCredentialsRequest(Struct):
     def __init__(self, users=_DEFAULT, unknown_tagged_fields=None):
         self.users = [] if users is _DEFAULT else users
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.users == other.users and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -147,6 +157,11 @@ class DescribeUserScramCredentialsResponse(Struct):
             self.iterations = iterations
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.mechanism == other.mechanism and self.iterations == other.iterations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -195,6 +210,11 @@ class DescribeUserScramCredentialsResponse(Struct):
             self.error_message = error_message
             self.credential_infos = [] if credential_infos is _DEFAULT else credential_infos
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.user == other.user and self.error_code == other.error_code and self.error_message == other.error_message and self.credential_infos == other.credential_infos and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -257,6 +277,11 @@ class DescribeUserScramCredentialsResponse(Struct):
         self.error_message = error_message
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.results == other.results and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

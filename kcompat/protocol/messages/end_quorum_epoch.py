@@ -44,6 +44,11 @@ class EndQuorumEpochRequest(Struct):
             self.candidate_directory_id = candidate_directory_id
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.candidate_id == other.candidate_id and self.candidate_directory_id == other.candidate_directory_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -103,6 +108,11 @@ class EndQuorumEpochRequest(Struct):
             self.preferred_successors = [] if preferred_successors is _DEFAULT else preferred_successors
             self.preferred_candidates = [] if preferred_candidates is _DEFAULT else preferred_candidates
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.preferred_successors == other.preferred_successors and self.preferred_candidates == other.preferred_candidates and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -184,6 +194,11 @@ class EndQuorumEpochRequest(Struct):
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -272,6 +287,11 @@ class EndQuorumEpochRequest(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -330,6 +350,11 @@ class EndQuorumEpochRequest(Struct):
         self.topics = [] if topics is _DEFAULT else topics
         self.leader_endpoints = [] if leader_endpoints is _DEFAULT else leader_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id == other.cluster_id and self.topics == other.topics and self.leader_endpoints == other.leader_endpoints and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -450,6 +475,11 @@ class EndQuorumEpochResponse(Struct):
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -500,6 +530,11 @@ class EndQuorumEpochResponse(Struct):
             self.topic_name = topic_name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -588,6 +623,11 @@ class EndQuorumEpochResponse(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -645,6 +685,11 @@ class EndQuorumEpochResponse(Struct):
         self.topics = [] if topics is _DEFAULT else topics
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.topics == other.topics and self.node_endpoints == other.node_endpoints and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -41,6 +41,11 @@ class EnvelopeRequest(Struct):
         self.client_host_address = client_host_address
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.request_data == other.request_data and self.request_principal == other.request_principal and self.client_host_address == other.client_host_address and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -99,6 +104,11 @@ class EnvelopeResponse(Struct):
         self.response_data = response_data
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.response_data == other.response_data and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class FetchRequest(Struct):
             self.replica_epoch = replica_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.replica_id == other.replica_id and self.replica_epoch == other.replica_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -108,6 +113,11 @@ class FetchRequest(Struct):
             self.replica_directory_id = replica_directory_id
             self.high_watermark = high_watermark
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition == other.partition and self.current_leader_epoch == other.current_leader_epoch and self.fetch_offset == other.fetch_offset and self.last_fetched_epoch == other.last_fetched_epoch and self.log_start_offset == other.log_start_offset and self.partition_max_bytes == other.partition_max_bytes and self.replica_directory_id == other.replica_directory_id and self.high_watermark == other.high_watermark and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -207,6 +217,11 @@ class FetchRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -303,6 +318,11 @@ class FetchRequest(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -405,6 +425,11 @@ class FetchRequest(Struct):
         self.forgotten_topics_data = [] if forgotten_topics_data is _DEFAULT else forgotten_topics_data
         self.rack_id = rack_id
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id == other.cluster_id and self.replica_id == other.replica_id and self.replica_state == other.replica_state and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.isolation_level == other.isolation_level and self.session_id == other.session_id and self.session_epoch == other.session_epoch and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.rack_id == other.rack_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -611,6 +636,11 @@ class FetchResponse(Struct):
             self.end_offset = end_offset
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.epoch == other.epoch and self.end_offset == other.end_offset and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -663,6 +693,11 @@ class FetchResponse(Struct):
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -717,6 +752,11 @@ class FetchResponse(Struct):
             self.epoch = epoch
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.end_offset == other.end_offset and self.epoch == other.epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -761,6 +801,11 @@ class FetchResponse(Struct):
             self.producer_id = producer_id
             self.first_offset = first_offset
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.producer_id == other.producer_id and self.first_offset == other.first_offset and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -832,6 +877,11 @@ class FetchResponse(Struct):
             self.preferred_read_replica = preferred_read_replica
             self.records = records
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.high_watermark == other.high_watermark and self.last_stable_offset == other.last_stable_offset and self.log_start_offset == other.log_start_offset and self.diverging_epoch == other.diverging_epoch and self.current_leader == other.current_leader and self.snapshot_id == other.snapshot_id and self.aborted_transactions == other.aborted_transactions and self.preferred_read_replica == other.preferred_read_replica and self.records == other.records and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -984,6 +1034,11 @@ class FetchResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -1083,6 +1138,11 @@ class FetchResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -1150,6 +1210,11 @@ class FetchResponse(Struct):
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.session_id == other.session_id and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -41,6 +41,11 @@ class FindCoordinatorRequest(Struct):
         self.coordinator_keys = [] if coordinator_keys is _DEFAULT else coordinator_keys
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.key == other.key and self.key_type == other.key_type and self.coordinator_keys == other.coordinator_keys and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -143,6 +148,11 @@ class FindCoordinatorResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -229,6 +239,11 @@ class FindCoordinatorResponse(Struct):
         self.port = port
         self.coordinators = [] if coordinators is _DEFAULT else coordinators
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.coordinators == other.coordinators and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -37,6 +37,11 @@ class GetTelemetrySubscriptionsRequest(Struct):
         self.client_instance_id = client_instance_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.client_instance_id == other.client_instance_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -103,6 +108,11 @@ class GetTelemetrySubscriptionsResponse(Struct):
         self.delta_temporality = delta_temporality
         self.requested_metrics = [] if requested_metrics is _DEFAULT else requested_metrics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.client_instance_id == other.client_instance_id and self.subscription_id == other.subscription_id and self.accepted_compression_types == other.accepted_compression_types and self.push_interval_ms == other.push_interval_ms and self.telemetry_max_bytes == other.telemetry_max_bytes and self.delta_temporality == other.delta_temporality and self.requested_metrics == other.requested_metrics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

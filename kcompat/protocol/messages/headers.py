@@ -43,6 +43,11 @@ class RequestHeader(Struct):
         self.client_id = client_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.request_api_key == other.request_api_key and self.request_api_version == other.request_api_version and self.correlation_id == other.correlation_id and self.client_id == other.client_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -104,6 +109,11 @@ class ResponseHeader(Struct):
     def __init__(self, correlation_id=0, unknown_tagged_fields=None):
         self.correlation_id = correlation_id
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.correlation_id == other.correlation_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -43,6 +43,11 @@ class InitProducerIdRequest(Struct):
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id == other.transactional_id and self.transaction_timeout_ms == other.transaction_timeout_ms and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -120,6 +125,11 @@ class InitProducerIdResponse(Struct):
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class JoinGroupRequest(Struct):
             self.metadata = metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.metadata == other.metadata and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -113,6 +118,11 @@ class JoinGroupRequest(Struct):
         self.protocols = [] if protocols is _DEFAULT else protocols
         self.reason = reason
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.session_timeout_ms == other.session_timeout_ms and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.protocol_type == other.protocol_type and self.protocols == other.protocols and self.reason == other.reason and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -266,6 +276,11 @@ class JoinGroupResponse(Struct):
             self.metadata = metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.metadata == other.metadata and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -347,6 +362,11 @@ class JoinGroupResponse(Struct):
         self.member_id = member_id
         self.members = [] if members is _DEFAULT else members
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.generation_id == other.generation_id and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.leader == other.leader and self.skip_assignment == other.skip_assignment and self.member_id == other.member_id and self.members == other.members and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class KRaftVersionRecord(Struct):
         self.k_raft_version = k_raft_version
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version == other.version and self.k_raft_version == other.k_raft_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

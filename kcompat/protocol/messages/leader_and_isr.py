@@ -64,6 +64,11 @@ class LeaderAndIsrRequest(Struct):
             self.leader_recovery_state = leader_recovery_state
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.partition_epoch == other.partition_epoch and self.replicas == other.replicas and self.adding_replicas == other.adding_replicas and self.removing_replicas == other.removing_replicas and self.is_new == other.is_new and self.leader_recovery_state == other.leader_recovery_state and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -242,6 +247,11 @@ class LeaderAndIsrRequest(Struct):
             self.partition_states = [] if partition_states is _DEFAULT else partition_states
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partition_states == other.partition_states and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -341,6 +351,11 @@ class LeaderAndIsrRequest(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.broker_id == other.broker_id and self.host_name == other.host_name and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -404,6 +419,11 @@ class LeaderAndIsrRequest(Struct):
         self.topic_states = [] if topic_states is _DEFAULT else topic_states
         self.live_leaders = [] if live_leaders is _DEFAULT else live_leaders
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id == other.controller_id and self.is_k_raft_controller == other.is_k_raft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.type == other.type and self.ungrouped_partition_states == other.ungrouped_partition_states and self.topic_states == other.topic_states and self.live_leaders == other.live_leaders and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -577,6 +597,11 @@ class LeaderAndIsrResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -635,6 +660,11 @@ class LeaderAndIsrResponse(Struct):
             self.topic_id = topic_id
             self.partition_errors = [] if partition_errors is _DEFAULT else partition_errors
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partition_errors == other.partition_errors and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -698,6 +728,11 @@ class LeaderAndIsrResponse(Struct):
         self.partition_errors = [] if partition_errors is _DEFAULT else partition_errors
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.partition_errors == other.partition_errors and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

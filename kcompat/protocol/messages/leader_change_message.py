@@ -44,6 +44,11 @@ class LeaderChangeMessage(Struct):
             self.voter_directory_id = voter_directory_id
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -92,6 +97,11 @@ class LeaderChangeMessage(Struct):
         self.voters = [] if voters is _DEFAULT else voters
         self.granting_voters = [] if granting_voters is _DEFAULT else granting_voters
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version == other.version and self.leader_id == other.leader_id and self.voters == other.voters and self.granting_voters == other.granting_voters and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -37,6 +37,11 @@ class ListConfigResourcesRequest(Struct):
         self.resource_types = [] if resource_types is _DEFAULT else resource_types
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_types == other.resource_types and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -105,6 +110,11 @@ class ListConfigResourcesResponse(Struct):
             self.resource_type = resource_type
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.resource_name == other.resource_name and self.resource_type == other.resource_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -151,6 +161,11 @@ class ListConfigResourcesResponse(Struct):
         self.error_code = error_code
         self.config_resources = [] if config_resources is _DEFAULT else config_resources
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.config_resources == other.config_resources and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class ListGroupsRequest(Struct):
         self.types_filter = [] if types_filter is _DEFAULT else types_filter
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.states_filter == other.states_filter and self.types_filter == other.types_filter and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -135,6 +140,11 @@ class ListGroupsResponse(Struct):
             self.group_type = group_type
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.group_id == other.group_id and self.protocol_type == other.protocol_type and self.group_state == other.group_state and self.group_type == other.group_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -210,6 +220,11 @@ class ListGroupsResponse(Struct):
         self.error_code = error_code
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.groups == other.groups and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -43,6 +43,11 @@ class ListTransactionsRequest(Struct):
         self.transactional_id_pattern = transactional_id_pattern
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.state_filters == other.state_filters and self.producer_id_filters == other.producer_id_filters and self.duration_filter == other.duration_filter and self.transactional_id_pattern == other.transactional_id_pattern and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -137,6 +142,11 @@ class ListTransactionsResponse(Struct):
             self.transaction_state = transaction_state
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.transactional_id == other.transactional_id and self.producer_id == other.producer_id and self.transaction_state == other.transaction_state and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -185,6 +195,11 @@ class ListTransactionsResponse(Struct):
         self.unknown_state_filters = [] if unknown_state_filters is _DEFAULT else unknown_state_filters
         self.transaction_states = [] if transaction_states is _DEFAULT else transaction_states
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.unknown_state_filters == other.unknown_state_filters and self.transaction_states == other.transaction_states and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class MetadataRequest(Struct):
             self.name = name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.name == other.name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -105,6 +110,11 @@ class MetadataRequest(Struct):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topics == other.topics and self.allow_auto_topic_creation == other.allow_auto_topic_creation and self.include_cluster_authorized_operations == other.include_cluster_authorized_operations and self.include_topic_authorized_operations == other.include_topic_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -236,6 +246,11 @@ class MetadataResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -312,6 +327,11 @@ class MetadataResponse(Struct):
             self.isr_nodes = [] if isr_nodes is _DEFAULT else isr_nodes
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.partition_index == other.partition_index and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.replica_nodes == other.replica_nodes and self.isr_nodes == other.isr_nodes and self.offline_replicas == other.offline_replicas and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -450,6 +470,11 @@ class MetadataResponse(Struct):
             self.topic_authorized_operations = topic_authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.name == other.name and self.topic_id == other.topic_id and self.is_internal == other.is_internal and self.partitions == other.partitions and self.topic_authorized_operations == other.topic_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -568,6 +593,11 @@ class MetadataResponse(Struct):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.brokers == other.brokers and self.cluster_id == other.cluster_id and self.controller_id == other.controller_id and self.topics == other.topics and self.cluster_authorized_operations == other.cluster_authorized_operations and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

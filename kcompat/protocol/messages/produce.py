@@ -44,6 +44,11 @@ class ProduceRequest(Struct):
             self.records = records
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.index == other.index and self.records == other.records and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -95,6 +100,11 @@ class ProduceRequest(Struct):
             self.topic_id = topic_id
             self.partition_data = [] if partition_data is _DEFAULT else partition_data
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.topic_id == other.topic_id and self.partition_data == other.partition_data and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -189,6 +199,11 @@ class ProduceRequest(Struct):
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is _DEFAULT else topic_data
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id == other.transactional_id and self.acks == other.acks and self.timeout_ms == other.timeout_ms and self.topic_data == other.topic_data and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -294,6 +309,11 @@ class ProduceResponse(Struct):
             self.batch_index_error_message = batch_index_error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.batch_index == other.batch_index and self.batch_index_error_message == other.batch_index_error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -349,6 +369,11 @@ class ProduceResponse(Struct):
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -414,6 +439,11 @@ class ProduceResponse(Struct):
             self.error_message = error_message
             self.current_leader = ProduceResponse.LeaderIdAndEpoch() if current_leader is _DEFAULT else current_leader
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.index == other.index and self.error_code == other.error_code and self.base_offset == other.base_offset and self.log_append_time_ms == other.log_append_time_ms and self.log_start_offset == other.log_start_offset and self.record_errors == other.record_errors and self.error_message == other.error_message and self.current_leader == other.current_leader and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -537,6 +567,11 @@ class ProduceResponse(Struct):
             self.partition_responses = [] if partition_responses is _DEFAULT else partition_responses
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.topic_id == other.topic_id and self.partition_responses == other.partition_responses and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -636,6 +671,11 @@ class ProduceResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -699,6 +739,11 @@ class ProduceResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.responses == other.responses and self.throttle_time_ms == other.throttle_time_ms and self.node_endpoints == other.node_endpoints and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class RenewDelegationTokenRequest(Struct):
         self.renew_period_ms = renew_period_ms
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.hmac == other.hmac and self.renew_period_ms == other.renew_period_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -104,6 +109,11 @@ class RenewDelegationTokenResponse(Struct):
         self.expiry_timestamp_ms = expiry_timestamp_ms
         self.throttle_time_ms = throttle_time_ms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.expiry_timestamp_ms == other.expiry_timestamp_ms and self.throttle_time_ms == other.throttle_time_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -37,6 +37,11 @@ class SaslAuthenticateRequest(Struct):
         self.auth_bytes = auth_bytes
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.auth_bytes == other.auth_bytes and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -101,6 +106,11 @@ class SaslAuthenticateResponse(Struct):
         self.auth_bytes = auth_bytes
         self.session_lifetime_ms = session_lifetime_ms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.error_message == other.error_message and self.auth_bytes == other.auth_bytes and self.session_lifetime_ms == other.session_lifetime_ms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -37,6 +37,11 @@ class SaslHandshakeRequest(Struct):
         self.mechanism = mechanism
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.mechanism == other.mechanism and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -78,6 +83,11 @@ class SaslHandshakeResponse(Struct):
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is _DEFAULT else mechanisms
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.mechanisms == other.mechanisms and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

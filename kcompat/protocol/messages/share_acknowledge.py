@@ -46,6 +46,11 @@ class ShareAcknowledgeRequest(Struct):
             self.acknowledge_types = [] if acknowledge_types is _DEFAULT else acknowledge_types
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.acknowledge_types == other.acknowledge_types and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -100,6 +105,11 @@ class ShareAcknowledgeRequest(Struct):
             self.partition_index = partition_index
             self.acknowledgement_batches = [] if acknowledgement_batches is _DEFAULT else acknowledgement_batches
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.acknowledgement_batches == other.acknowledgement_batches and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -157,6 +167,11 @@ class ShareAcknowledgeRequest(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -216,6 +231,11 @@ class ShareAcknowledgeRequest(Struct):
         self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.is_renew_ack == other.is_renew_ack and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -300,6 +320,11 @@ class ShareAcknowledgeResponse(Struct):
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -349,6 +374,11 @@ class ShareAcknowledgeResponse(Struct):
             self.current_leader = ShareAcknowledgeResponse.LeaderIdAndEpoch() if current_leader is _DEFAULT else current_leader
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.current_leader == other.current_leader and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -397,6 +427,11 @@ class ShareAcknowledgeResponse(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -460,6 +495,11 @@ class ShareAcknowledgeResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -513,6 +553,11 @@ class ShareAcknowledgeResponse(Struct):
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.acquisition_lock_timeout_ms == other.acquisition_lock_timeout_ms and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -46,6 +46,11 @@ class ShareFetchRequest(Struct):
             self.acknowledge_types = [] if acknowledge_types is _DEFAULT else acknowledge_types
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.acknowledge_types == other.acknowledge_types and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -102,6 +107,11 @@ class ShareFetchRequest(Struct):
             self.partition_max_bytes = partition_max_bytes
             self.acknowledgement_batches = [] if acknowledgement_batches is _DEFAULT else acknowledgement_batches
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.partition_max_bytes == other.partition_max_bytes and self.acknowledgement_batches == other.acknowledgement_batches and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -161,6 +171,11 @@ class ShareFetchRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -218,6 +233,11 @@ class ShareFetchRequest(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -286,6 +306,11 @@ class ShareFetchRequest(Struct):
         self.topics = [] if topics is _DEFAULT else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is _DEFAULT else forgotten_topics_data
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.member_id == other.member_id and self.share_session_epoch == other.share_session_epoch and self.max_wait_ms == other.max_wait_ms and self.min_bytes == other.min_bytes and self.max_bytes == other.max_bytes and self.max_records == other.max_records and self.batch_size == other.batch_size and self.share_acquire_mode == other.share_acquire_mode and self.is_renew_ack == other.is_renew_ack and self.topics == other.topics and self.forgotten_topics_data == other.forgotten_topics_data and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -407,6 +432,11 @@ class ShareFetchResponse(Struct):
             self.leader_epoch = leader_epoch
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -453,6 +483,11 @@ class ShareFetchResponse(Struct):
             self.last_offset = last_offset
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_count == other.delivery_count and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -513,6 +548,11 @@ class ShareFetchResponse(Struct):
             self.records = records
             self.acquired_records = [] if acquired_records is _DEFAULT else acquired_records
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.error_message == other.error_message and self.acknowledge_error_code == other.acknowledge_error_code and self.acknowledge_error_message == other.acknowledge_error_message and self.current_leader == other.current_leader and self.records == other.records and self.acquired_records == other.acquired_records and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -587,6 +627,11 @@ class ShareFetchResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -649,6 +694,11 @@ class ShareFetchResponse(Struct):
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.node_id == other.node_id and self.host == other.host and self.port == other.port and self.rack == other.rack and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -702,6 +752,11 @@ class ShareFetchResponse(Struct):
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.acquisition_lock_timeout_ms == other.acquisition_lock_timeout_ms and self.responses == other.responses and self.node_endpoints == other.node_endpoints and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class ShareGroupDescribeRequest(Struct):
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_ids == other.group_ids and self.include_authorized_operations == other.include_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -113,6 +118,11 @@ class ShareGroupDescribeResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.topic_name == other.topic_name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -167,6 +177,11 @@ class ShareGroupDescribeResponse(Struct):
         def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
             self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_partitions == other.topic_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -231,6 +246,11 @@ class ShareGroupDescribeResponse(Struct):
             self.subscribed_topic_names = [] if subscribed_topic_names is _DEFAULT else subscribed_topic_names
             self.assignment = ShareGroupDescribeResponse.Assignment() if assignment is _DEFAULT else assignment
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.member_id == other.member_id and self.rack_id == other.rack_id and self.member_epoch == other.member_epoch and self.client_id == other.client_id and self.client_host == other.client_host and self.subscribed_topic_names == other.subscribed_topic_names and self.assignment == other.assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -319,6 +339,11 @@ class ShareGroupDescribeResponse(Struct):
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.group_id == other.group_id and self.group_state == other.group_state and self.group_epoch == other.group_epoch and self.assignment_epoch == other.assignment_epoch and self.assignor_name == other.assignor_name and self.members == other.members and self.authorized_operations == other.authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -393,6 +418,11 @@ class ShareGroupDescribeResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

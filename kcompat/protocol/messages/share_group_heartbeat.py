@@ -45,6 +45,11 @@ class ShareGroupHeartbeatRequest(Struct):
         self.subscribed_topic_names = subscribed_topic_names
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.rack_id == other.rack_id and self.subscribed_topic_names == other.subscribed_topic_names and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -127,6 +132,11 @@ class ShareGroupHeartbeatResponse(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -177,6 +187,11 @@ class ShareGroupHeartbeatResponse(Struct):
         def __init__(self, topic_partitions=_DEFAULT, unknown_tagged_fields=None):
             self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_partitions == other.topic_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -236,6 +251,11 @@ class ShareGroupHeartbeatResponse(Struct):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.assignment == other.assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class SnapshotHeaderRecord(Struct):
         self.last_contained_log_timestamp = last_contained_log_timestamp
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version == other.version and self.last_contained_log_timestamp == other.last_contained_log_timestamp and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

@@ -44,6 +44,11 @@ class StopReplicaRequest(Struct):
             self.partition_index = partition_index
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -97,6 +102,11 @@ class StopReplicaRequest(Struct):
             self.name = name
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -179,6 +189,11 @@ class StopReplicaRequest(Struct):
             self.delete_partition = delete_partition
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.leader_epoch == other.leader_epoch and self.delete_partition == other.delete_partition and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -238,6 +253,11 @@ class StopReplicaRequest(Struct):
             self.topic_name = topic_name
             self.partition_states = [] if partition_states is _DEFAULT else partition_states
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_states == other.partition_states and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -311,6 +331,11 @@ class StopReplicaRequest(Struct):
         self.topics = [] if topics is _DEFAULT else topics
         self.topic_states = [] if topic_states is _DEFAULT else topic_states
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id == other.controller_id and self.is_k_raft_controller == other.is_k_raft_controller and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.delete_partitions == other.delete_partitions and self.ungrouped_partitions == other.ungrouped_partitions and self.topics == other.topics and self.topic_states == other.topic_states and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -469,6 +494,11 @@ class StopReplicaResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -520,6 +550,11 @@ class StopReplicaResponse(Struct):
         self.error_code = error_code
         self.partition_errors = [] if partition_errors is _DEFAULT else partition_errors
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.partition_errors == other.partition_errors and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

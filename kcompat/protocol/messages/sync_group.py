@@ -44,6 +44,11 @@ class SyncGroupRequest(Struct):
             self.assignment = assignment
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.member_id == other.member_id and self.assignment == other.assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -111,6 +116,11 @@ class SyncGroupRequest(Struct):
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is _DEFAULT else assignments
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.generation_id == other.generation_id and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.assignments == other.assignments and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -249,6 +259,11 @@ class SyncGroupResponse(Struct):
         self.protocol_name = protocol_name
         self.assignment = assignment
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.protocol_type == other.protocol_type and self.protocol_name == other.protocol_name and self.assignment == other.assignment and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -48,6 +48,11 @@ class TxnOffsetCommitRequest(Struct):
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.committed_offset == other.committed_offset and self.committed_leader_epoch == other.committed_leader_epoch and self.committed_metadata == other.committed_metadata and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -107,6 +112,11 @@ class TxnOffsetCommitRequest(Struct):
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -199,6 +209,11 @@ class TxnOffsetCommitRequest(Struct):
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.transactional_id == other.transactional_id and self.group_id == other.group_id and self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.generation_id == other.generation_id and self.member_id == other.member_id and self.group_instance_id == other.group_instance_id and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -339,6 +354,11 @@ class TxnOffsetCommitResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -383,6 +403,11 @@ class TxnOffsetCommitResponse(Struct):
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -463,6 +488,11 @@ class TxnOffsetCommitResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

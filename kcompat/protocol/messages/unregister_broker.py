@@ -37,6 +37,11 @@ class UnregisterBrokerRequest(Struct):
         self.broker_id = broker_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -90,6 +95,11 @@ class UnregisterBrokerResponse(Struct):
         self.error_code = error_code
         self.error_message = error_message
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

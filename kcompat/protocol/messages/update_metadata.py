@@ -58,6 +58,11 @@ class UpdateMetadataRequest(Struct):
             self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.partition_index == other.partition_index and self.controller_epoch == other.controller_epoch and self.leader == other.leader and self.leader_epoch == other.leader_epoch and self.isr == other.isr and self.zk_version == other.zk_version and self.replicas == other.replicas and self.offline_replicas == other.offline_replicas and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -196,6 +201,11 @@ class UpdateMetadataRequest(Struct):
             self.partition_states = [] if partition_states is _DEFAULT else partition_states
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_name == other.topic_name and self.topic_id == other.topic_id and self.partition_states == other.partition_states and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -297,6 +307,11 @@ class UpdateMetadataRequest(Struct):
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.port == other.port and self.host == other.host and self.listener == other.listener and self.security_protocol == other.security_protocol and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -383,6 +398,11 @@ class UpdateMetadataRequest(Struct):
             self.endpoints = [] if endpoints is _DEFAULT else endpoints
             self.rack = rack
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.id == other.id and self.v0_host == other.v0_host and self.v0_port == other.v0_port and self.endpoints == other.endpoints and self.rack == other.rack and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -493,6 +513,11 @@ class UpdateMetadataRequest(Struct):
         self.topic_states = [] if topic_states is _DEFAULT else topic_states
         self.live_brokers = [] if live_brokers is _DEFAULT else live_brokers
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id == other.controller_id and self.is_k_raft_controller == other.is_k_raft_controller and self.type == other.type and self.controller_epoch == other.controller_epoch and self.broker_epoch == other.broker_epoch and self.ungrouped_partition_states == other.ungrouped_partition_states and self.topic_states == other.topic_states and self.live_brokers == other.live_brokers and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -662,6 +687,11 @@ class UpdateMetadataResponse(Struct):
     def __init__(self, error_code=0, unknown_tagged_fields=None):
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

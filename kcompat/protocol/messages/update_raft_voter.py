@@ -46,6 +46,11 @@ class UpdateRaftVoterRequest(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -96,6 +101,11 @@ class UpdateRaftVoterRequest(Struct):
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -143,6 +153,11 @@ class UpdateRaftVoterRequest(Struct):
         self.listeners = [] if listeners is _DEFAULT else listeners
         self.k_raft_version_feature = UpdateRaftVoterRequest.KRaftVersionFeature() if k_raft_version_feature is _DEFAULT else k_raft_version_feature
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id == other.cluster_id and self.current_leader_epoch == other.current_leader_epoch and self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.listeners == other.listeners and self.k_raft_version_feature == other.k_raft_version_feature and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -231,6 +246,11 @@ class UpdateRaftVoterResponse(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -279,6 +299,11 @@ class UpdateRaftVoterResponse(Struct):
         self.error_code = error_code
         self.current_leader = UpdateRaftVoterResponse.CurrentLeader() if current_leader is _DEFAULT else current_leader
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.current_leader == other.current_leader and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -46,6 +46,11 @@ class VotersRecord(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -96,6 +101,11 @@ class VotersRecord(Struct):
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -144,6 +154,11 @@ class VotersRecord(Struct):
             self.endpoints = [] if endpoints is _DEFAULT else endpoints
             self.k_raft_version_feature = VotersRecord.KRaftVersionFeature() if k_raft_version_feature is _DEFAULT else k_raft_version_feature
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.voter_id == other.voter_id and self.voter_directory_id == other.voter_directory_id and self.endpoints == other.endpoints and self.k_raft_version_feature == other.k_raft_version_feature and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -202,6 +217,11 @@ class VotersRecord(Struct):
         self.version = version
         self.voters = [] if voters is _DEFAULT else voters
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.version == other.version and self.voters == other.voters and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -48,6 +48,11 @@ class WriteShareGroupStateRequest(Struct):
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -106,6 +111,11 @@ class WriteShareGroupStateRequest(Struct):
             self.delivery_complete_count = delivery_complete_count
             self.state_batches = [] if state_batches is _DEFAULT else state_batches
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition == other.partition and self.state_epoch == other.state_epoch and self.leader_epoch == other.leader_epoch and self.start_offset == other.start_offset and self.delivery_complete_count == other.delivery_complete_count and self.state_batches == other.state_batches and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -180,6 +190,11 @@ class WriteShareGroupStateRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -232,6 +247,11 @@ class WriteShareGroupStateRequest(Struct):
         self.group_id = group_id
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -308,6 +328,11 @@ class WriteShareGroupStateResponse(Struct):
             self.error_message = error_message
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition == other.partition and self.error_code == other.error_code and self.error_message == other.error_message and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -354,6 +379,11 @@ class WriteShareGroupStateResponse(Struct):
             self.topic_id = topic_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id == other.topic_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -405,6 +435,11 @@ class WriteShareGroupStateResponse(Struct):
     def __init__(self, results=_DEFAULT, unknown_tagged_fields=None):
         self.results = [] if results is _DEFAULT else results
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.results == other.results and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class WriteTxnMarkersRequest(Struct):
             self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partition_indexes == other.partition_indexes and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -126,6 +131,11 @@ class WriteTxnMarkersRequest(Struct):
             self.coordinator_epoch = coordinator_epoch
             self.transaction_version = transaction_version
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.producer_id == other.producer_id and self.producer_epoch == other.producer_epoch and self.transaction_result == other.transaction_result and self.topics == other.topics and self.coordinator_epoch == other.coordinator_epoch and self.transaction_version == other.transaction_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -211,6 +221,11 @@ class WriteTxnMarkersRequest(Struct):
     def __init__(self, markers=_DEFAULT, unknown_tagged_fields=None):
         self.markers = [] if markers is _DEFAULT else markers
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.markers == other.markers and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -300,6 +315,11 @@ class WriteTxnMarkersResponse(Struct):
             self.error_code = error_code
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.partition_index == other.partition_index and self.error_code == other.error_code and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -344,6 +364,11 @@ class WriteTxnMarkersResponse(Struct):
             self.name = name
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -430,6 +455,11 @@ class WriteTxnMarkersResponse(Struct):
             self.topics = [] if topics is _DEFAULT else topics
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.producer_id == other.producer_id and self.topics == other.topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -498,6 +528,11 @@ class WriteTxnMarkersResponse(Struct):
     def __init__(self, markers=_DEFAULT, unknown_tagged_fields=None):
         self.markers = [] if markers is _DEFAULT else markers
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.markers == other.markers and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -51,6 +51,11 @@ class AccessControlEntryRecord(Struct):
         self.permission_type = permission_type
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id == other.id and self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.pattern_type == other.pattern_type and self.principal == other.principal and self.host == other.host and self.operation == other.operation and self.permission_type == other.permission_type and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

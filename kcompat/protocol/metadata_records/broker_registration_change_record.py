@@ -47,6 +47,11 @@ class BrokerRegistrationChangeRecord(Struct):
         self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.fenced == other.fenced and self.in_controlled_shutdown == other.in_controlled_shutdown and self.log_dirs == other.log_dirs and self.cordoned_log_dirs == other.cordoned_log_dirs and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

@@ -44,6 +44,11 @@ class ClientQuotaRecord(Struct):
             self.entity_name = entity_name
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.entity_type == other.entity_type and self.entity_name == other.entity_name and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -87,6 +92,11 @@ class ClientQuotaRecord(Struct):
         self.value = value
         self.remove = remove
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.entity == other.entity and self.key == other.key and self.value == other.value and self.remove == other.remove and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

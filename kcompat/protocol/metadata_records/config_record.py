@@ -43,6 +43,11 @@ class ConfigRecord(Struct):
         self.value = value
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.resource_type == other.resource_type and self.resource_name == other.resource_name and self.name == other.name and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

@@ -49,6 +49,11 @@ class DelegationTokenRecord(Struct):
         self.token_id = token_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.owner == other.owner and self.requester == other.requester and self.renewers == other.renewers and self.issue_timestamp == other.issue_timestamp and self.max_timestamp == other.max_timestamp and self.expiration_timestamp == other.expiration_timestamp and self.token_id == other.token_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

@@ -57,6 +57,11 @@ class PartitionChangeRecord(Struct):
         self.last_known_elr = last_known_elr
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.partition_id == other.partition_id and self.topic_id == other.topic_id and self.isr == other.isr and self.leader == other.leader and self.replicas == other.replicas and self.removing_replicas == other.removing_replicas and self.adding_replicas == other.adding_replicas and self.leader_recovery_state == other.leader_recovery_state and self.directories == other.directories and self.eligible_leader_replicas == other.eligible_leader_replicas and self.last_known_elr == other.last_known_elr and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

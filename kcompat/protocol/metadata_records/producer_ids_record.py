@@ -41,6 +41,11 @@ class ProducerIdsRecord(Struct):
         self.next_producer_id = next_producer_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.broker_epoch == other.broker_epoch and self.next_producer_id == other.next_producer_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

@@ -48,6 +48,11 @@ class RegisterBrokerRecord(Struct):
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.security_protocol == other.security_protocol and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -102,6 +107,11 @@ class RegisterBrokerRecord(Struct):
             self.min_supported_version = min_supported_version
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -164,6 +174,11 @@ class RegisterBrokerRecord(Struct):
         self.log_dirs = [] if log_dirs is _DEFAULT else log_dirs
         self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.broker_id == other.broker_id and self.is_migrating_zk_broker == other.is_migrating_zk_broker and self.incarnation_id == other.incarnation_id and self.broker_epoch == other.broker_epoch and self.end_points == other.end_points and self.features == other.features and self.rack == other.rack and self.fenced == other.fenced and self.in_controlled_shutdown == other.in_controlled_shutdown and self.log_dirs == other.log_dirs and self.cordoned_log_dirs == other.cordoned_log_dirs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -48,6 +48,11 @@ class RegisterControllerRecord(Struct):
             self.security_protocol = security_protocol
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.host == other.host and self.port == other.port and self.security_protocol == other.security_protocol and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -103,6 +108,11 @@ class RegisterControllerRecord(Struct):
             self.max_supported_version = max_supported_version
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.min_supported_version == other.min_supported_version and self.max_supported_version == other.max_supported_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -152,6 +162,11 @@ class RegisterControllerRecord(Struct):
         self.end_points = [] if end_points is _DEFAULT else end_points
         self.features = [] if features is _DEFAULT else features
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.controller_id == other.controller_id and self.incarnation_id == other.incarnation_id and self.zk_migration_ready == other.zk_migration_ready and self.end_points == other.end_points and self.features == other.features and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -47,6 +47,11 @@ class UserScramCredentialRecord(Struct):
         self.iterations = iterations
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.name == other.name and self.mechanism == other.mechanism and self.salt == other.salt and self.stored_key == other.stored_key and self.server_key == other.server_key and self.iterations == other.iterations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

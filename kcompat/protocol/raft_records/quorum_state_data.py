@@ -42,6 +42,11 @@ class QuorumStateData(Struct):
             self.voter_id = voter_id
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.voter_id == other.voter_id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -92,6 +97,11 @@ class QuorumStateData(Struct):
         self.applied_offset = applied_offset
         self.current_voters = [] if current_voters is _DEFAULT else current_voters
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.cluster_id == other.cluster_id and self.leader_id == other.leader_id and self.leader_epoch == other.leader_epoch and self.voted_id == other.voted_id and self.voted_directory_id == other.voted_directory_id and self.applied_offset == other.applied_offset and self.current_voters == other.current_voters and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

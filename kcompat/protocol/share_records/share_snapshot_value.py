@@ -48,6 +48,11 @@ class ShareSnapshotValue(Struct):
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -105,6 +110,11 @@ class ShareSnapshotValue(Struct):
         self.write_timestamp = write_timestamp
         self.state_batches = [] if state_batches is _DEFAULT else state_batches
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.snapshot_epoch == other.snapshot_epoch and self.state_epoch == other.state_epoch and self.leader_epoch == other.leader_epoch and self.start_offset == other.start_offset and self.delivery_complete_count == other.delivery_complete_count and self.create_timestamp == other.create_timestamp and self.write_timestamp == other.write_timestamp and self.state_batches == other.state_batches and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

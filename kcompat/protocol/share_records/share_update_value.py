@@ -48,6 +48,11 @@ class ShareUpdateValue(Struct):
             self.delivery_count = delivery_count
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.first_offset == other.first_offset and self.last_offset == other.last_offset and self.delivery_state == other.delivery_state and self.delivery_count == other.delivery_count and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -99,6 +104,11 @@ class ShareUpdateValue(Struct):
         self.delivery_complete_count = delivery_complete_count
         self.state_batches = [] if state_batches is _DEFAULT else state_batches
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.snapshot_epoch == other.snapshot_epoch and self.leader_epoch == other.leader_epoch and self.start_offset == other.start_offset and self.delivery_complete_count == other.delivery_complete_count and self.state_batches == other.state_batches and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

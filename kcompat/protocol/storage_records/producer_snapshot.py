@@ -56,6 +56,11 @@ class ProducerSnapshot(Struct):
             self.current_txn_first_offset = current_txn_first_offset
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.producer_id == other.producer_id and self.epoch == other.epoch and self.last_sequence == other.last_sequence and self.last_offset == other.last_offset and self.offset_delta == other.offset_delta and self.timestamp == other.timestamp and self.coordinator_epoch == other.coordinator_epoch and self.current_txn_first_offset == other.current_txn_first_offset and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -102,6 +107,11 @@ class ProducerSnapshot(Struct):
         self.crc = crc
         self.producer_entries = [] if producer_entries is _DEFAULT else producer_entries
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.crc == other.crc and self.producer_entries == other.producer_entries and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class RemoteLogSegmentMetadataSnapshotRecord(Struct):
             self.offset = offset
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.leader_epoch == other.leader_epoch and self.offset == other.offset and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -99,6 +104,11 @@ class RemoteLogSegmentMetadataSnapshotRecord(Struct):
         self.custom_metadata = custom_metadata
         self.remote_log_segment_state = remote_log_segment_state
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.segment_id == other.segment_id and self.start_offset == other.start_offset and self.end_offset == other.end_offset and self.broker_id == other.broker_id and self.max_timestamp_ms == other.max_timestamp_ms and self.event_timestamp_ms == other.event_timestamp_ms and self.segment_leader_epochs == other.segment_leader_epochs and self.segment_size_in_bytes == other.segment_size_in_bytes and self.custom_metadata == other.custom_metadata and self.remote_log_segment_state == other.remote_log_segment_state and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -46,6 +46,11 @@ class RemoteLogSegmentMetadataUpdateRecord(Struct):
             self.partition = partition
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.id == other.id and self.partition == other.partition and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -96,6 +101,11 @@ class RemoteLogSegmentMetadataUpdateRecord(Struct):
             self.id = id
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic_id_partition == other.topic_id_partition and self.id == other.id and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -141,6 +151,11 @@ class RemoteLogSegmentMetadataUpdateRecord(Struct):
         self.custom_metadata = custom_metadata
         self.remote_log_segment_state = remote_log_segment_state
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.remote_log_segment_id == other.remote_log_segment_id and self.broker_id == other.broker_id and self.event_timestamp_ms == other.event_timestamp_ms and self.custom_metadata == other.custom_metadata and self.remote_log_segment_state == other.remote_log_segment_state and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -46,6 +46,11 @@ class RemotePartitionDeleteMetadataRecord(Struct):
             self.partition = partition
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.id == other.id and self.partition == other.partition and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -94,6 +99,11 @@ class RemotePartitionDeleteMetadataRecord(Struct):
         self.event_timestamp_ms = event_timestamp_ms
         self.remote_partition_delete_state = remote_partition_delete_state
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.topic_id_partition == other.topic_id_partition and self.broker_id == other.broker_id and self.event_timestamp_ms == other.event_timestamp_ms and self.remote_partition_delete_state == other.remote_partition_delete_state and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class TransactionLogValue(Struct):
             self.partition_ids = [] if partition_ids is _DEFAULT else partition_ids
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.partition_ids == other.partition_ids and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -129,6 +134,11 @@ class TransactionLogValue(Struct):
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
         self.client_transaction_version = client_transaction_version
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.producer_id == other.producer_id and self.previous_producer_id == other.previous_producer_id and self.next_producer_id == other.next_producer_id and self.producer_epoch == other.producer_epoch and self.transaction_timeout_ms == other.transaction_timeout_ms and self.transaction_status == other.transaction_status and self.transaction_partitions == other.transaction_partitions and self.transaction_last_update_timestamp_ms == other.transaction_last_update_timestamp_ms and self.transaction_start_timestamp_ms == other.transaction_start_timestamp_ms and self.client_transaction_version == other.client_transaction_version and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
