@@ -1,12 +1,12 @@
-"""The table of broker configs kcompat knows: Kafka 3.9's names, types, defaults, validators and
-dynamic update modes (kafka.apache.org/39/documentation "3.1 Broker Configs"; Kafka sources
+"""The table of broker configs kcompat knows: Kafka 4.3's names, types, defaults, validators and
+dynamic update modes (kafka.apache.org/43/documentation "3.1 Broker Configs"; Kafka sources
 ``KafkaConfig``, ``ServerLogConfigs``, ``ReplicationConfigs``, ``KRaftConfigs``, ``QuorumConfig``,
 ``SocketServerConfigs``, ``GroupCoordinatorConfig``, ``TransactionLogConfigs``, ``CleanerConfig``,
-``DynamicBrokerConfig``). The group coordinator's configs (``group.consumer.*``, ``group.share.*``,
-``group.streams.*``) are Kafka 4.3's (``GroupCoordinatorConfig``, ``ShareGroupConfig``).
+``DynamicBrokerConfig``, ``GroupCoordinatorConfig``, ``ShareGroupConfig``), checked side by side
+with a Kafka 4.3.1 broker's DescribeConfigs (tests/config/test_config_tables_reference.py).
 
 The message timestamp bounds are Kafka 4.x's (KIP-937): ``log.message.timestamp.after.max.ms``
-defaults to one hour and ``log.message.timestamp.difference.max.ms`` is gone (:data:`REMOVED_KEYS`).
+defaults to one hour. The keys Kafka 4.0 removed are :data:`REMOVED_KEYS`.
 kcompat departs from Kafka's defaults only where a zero-config local broker needs it (see
 ``KCOMPAT_DEFAULTS``). ``implemented=True`` marks configs kcompat acts on; every other key is
 accepted so a Kafka ``server.properties`` loads, and is named in a start-up warning when set.
@@ -16,7 +16,7 @@ SSL/SASL configs are per-broker; log defaults (the *first* synonym of each topic
 ``log.retention.ms`` but not ``log.retention.hours``), cleaner, thread-pool and connection-quota
 configs are cluster-wide; everything else is read-only.
 
-The less common keys (security, ZooKeeper, metrics, quotas, tiered storage) live in
+The less common keys (security, metrics, quotas, tiered storage) live in
 :mod:`kcompat.config.compat_defs`.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from .compat_defs import COMPAT_CONFIGS, METADATA_VERSION
+from .compat_defs import COMPAT_CONFIGS
 from .endpoints import parse_bootstrap_servers, parse_listeners, parse_protocol_map, parse_voters
 from .errors import ConfigError, invalid_value
 from .group_defs import GROUP_COORDINATOR_CONFIGS
@@ -35,7 +35,7 @@ from .types import LONG_MAX, Custom, ValidList, ValidString, at_least, between, 
 INT_MAX = 2**31 - 1
 DOUBLE_MAX = 1.7976931348623157e308
 
-# kcompat's zero-config defaults, where they differ from Kafka 3.9 (Kafka's in the comment).
+# kcompat's zero-config defaults, where they differ from Kafka 4.3 (Kafka's in the comment).
 KCOMPAT_DEFAULTS = {
     "listeners": "PLAINTEXT://127.0.0.1:9092",            # Kafka: PLAINTEXT://:9092
     "log.dir": "kcompat-data",                             # Kafka: /tmp/kafka-logs (log.dirs null)
@@ -139,14 +139,10 @@ _CORE: list[ConfigKey] = [
       "Maximum time (ms) to wait for a quorum request response."),
     d("controller.quorum.retry.backoff.ms", INT, 20, None, RO, True,
       "Time (ms) to wait before retrying a failed quorum request."),
-    d("eligible.leader.replicas.enable", BOOLEAN, False, None, RO, False,
-      "Enable the eligible leader replicas (KIP-966, early access)."),
-    d("zookeeper.metadata.migration.enable", BOOLEAN, False, None, RO, False,
-      "Enable ZooKeeper to KRaft migration (not supported by kcompat)."),
     # ---------------------------------------------------------------- sockets and listeners
     d("listeners", STRING, KCOMPAT_DEFAULTS["listeners"], _listeners, PB, True,
       "Comma-separated NAME://host:port URIs to listen on; empty host = all interfaces, port 0 = any."),
-    d("advertised.listeners", STRING, None, _adv_listeners, PB, True,
+    d("advertised.listeners", STRING, None, _adv_listeners, RO, True,   # dynamic in 3.9, not in 4.3
       "Addresses advertised to clients and other brokers; defaults to listeners; 0.0.0.0 not allowed."),
     d("listener.security.protocol.map", STRING, "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
       _proto_map, PB, True,
@@ -155,8 +151,6 @@ _CORE: list[ConfigKey] = [
       "Listener used between brokers; default: the listener named after security.inter.broker.protocol."),
     d("security.inter.broker.protocol", STRING, "PLAINTEXT", _protocols, RO, False,
       "Security protocol between brokers; only one of this and inter.broker.listener.name may be set."),
-    d("control.plane.listener.name", STRING, None, None, RO, False,
-      "ZooKeeper-mode controller listener (not used in KRaft)."),
     d("socket.send.buffer.bytes", INT, 102400, None, RO, False, "SO_SNDBUF of server sockets (bytes); -1 = OS default."),
     d("socket.receive.buffer.bytes", INT, 102400, None, RO, False, "SO_RCVBUF of server sockets (bytes); -1 = OS default."),
     d("socket.request.max.bytes", INT, 104857600, at_least(1), RO, True, "Maximum size (bytes) of a request."),
@@ -210,20 +204,16 @@ _CORE: list[ConfigKey] = [
     d("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, at_least(0), RO, True, "How often (ms) log start offsets are checkpointed."),
     d("log.segment.delete.delay.ms", LONG, 60000, at_least(0), CW, True, "Delay (ms) before a deleted segment's files are removed."),
     d("log.preallocate", BOOLEAN, False, None, CW, False, "Preallocate segment files at creation."),
-    d("log.message.format.version", STRING, "3.0-IV1", METADATA_VERSION, RO, False,
-      "Deprecated; ignored when inter.broker.protocol.version >= 3.0."),
     d("log.message.timestamp.type", STRING, "CreateTime", ValidString(["CreateTime", "LogAppendTime"]), CW, True,
       "Whether record timestamps are the producer's CreateTime or the broker's LogAppendTime."),
     d("log.message.timestamp.before.max.ms", LONG, LONG_MAX, at_least(0), CW, True,
       "How far (ms) a CreateTime timestamp may be before the broker's time (KIP-937)."),
     d("log.message.timestamp.after.max.ms", LONG, 3_600_000, at_least(0), CW, True,
       "How far (ms) a CreateTime timestamp may be after the broker's time (KIP-937; 1 hour since Kafka 4.0)."),
-    d("log.message.downconversion.enable", BOOLEAN, True, None, CW, False,
-      "Whether old-format fetch requests get down-converted records."),
     d("log.dir.failure.timeout.ms", LONG, 30000, at_least(1), RO, False,
       "Time (ms) after which a broker that cannot report a failed log dir shuts down."),
     d("log.initial.task.delay.ms", LONG, 30000, at_least(0), RO, False, "Initial delay (ms) of log manager tasks (testing).", internal=True),
-    d("num.recovery.threads.per.data.dir", INT, 1, at_least(1), CW, False, "Threads per data directory for recovery at start-up."),
+    d("num.recovery.threads.per.data.dir", INT, 2, at_least(1), CW, False, "Threads per data directory for recovery at start-up."),
     d("min.insync.replicas", INT, 1, at_least(1), CW, True,
       "With acks=all, the minimum in-sync replicas that must have a write (else NOT_ENOUGH_REPLICAS)."),
     d("message.max.bytes", INT, 1048588, at_least(0), CW, True, "Largest record batch size (bytes) the broker accepts."),
@@ -262,10 +252,8 @@ _CORE: list[ConfigKey] = [
     d("producer.purgatory.purge.interval.requests", INT, 1000, None, RO, False, "Purge interval (requests) of the produce purgatory."),
     d("delete.records.purgatory.purge.interval.requests", INT, 1, None, RO, False, "Purge interval (requests) of the delete-records purgatory."),
     d("auto.leader.rebalance.enable", BOOLEAN, True, None, RO, True, "Move leadership back to preferred replicas periodically."),
-    d("leader.imbalance.per.broker.percentage", INT, 10, None, RO, False, "Allowed leader imbalance (%) per broker (unused by KRaft controllers, as in Kafka)."),
     d("leader.imbalance.check.interval.seconds", LONG, 300, at_least(1), RO, True, "How often (s) leader balance is checked."),
     d("unclean.leader.election.enable", BOOLEAN, False, None, CW, True, "Allow out-of-sync replicas to become leader (data loss)."),
-    d("inter.broker.protocol.version", STRING, "3.9-IV0", METADATA_VERSION, RO, False, "Inter-broker protocol version (ZooKeeper mode)."),
     d("broker.rack", STRING, None, None, RO, True,
       "Rack of the broker: rack-aware replica placement and fetch from the closest replica (KIP-36, KIP-392)."),
     # kcompat's own: the HTTP listener (metrics, console, REST proxy); off unless set, except in
@@ -280,8 +268,6 @@ _CORE: list[ConfigKey] = [
       "org.apache.kafka.common.replica.RackAwareReplicaSelector."),
     d("controller.socket.timeout.ms", INT, 30000, None, RO, False, "Socket timeout (ms) of controller-to-broker channels."),
     d("controlled.shutdown.enable", BOOLEAN, True, None, RO, True, "Move leadership away before shutting down."),
-    d("controlled.shutdown.max.retries", INT, 3, None, RO, False, "Controlled shutdown retries (ZooKeeper mode)."),
-    d("controlled.shutdown.retry.backoff.ms", LONG, 5000, None, RO, False, "Backoff (ms) between controlled shutdown retries."),
     d("max.incremental.fetch.session.cache.slots", INT, 1000, at_least(0), RO, True, "Maximum incremental fetch sessions kept (KIP-227)."),
     d("fetch.max.bytes", INT, 57671680, at_least(1024), RO, True, "Maximum bytes returned by one fetch request."),
     d("max.request.partition.size.limit", INT, 2000, at_least(1), RO, False, "Maximum partitions in one request (KIP-1005)."),
@@ -315,7 +301,6 @@ _CORE: list[ConfigKey] = [
     d("offsets.retention.minutes", INT, 10080, at_least(1), RO, True, "Committed offsets of empty groups expire after this (minutes)."),
     d("offsets.retention.check.interval.ms", LONG, 600000, at_least(1), RO, True, "How often (ms) stale offsets are checked."),
     d("offsets.commit.timeout.ms", INT, 5000, at_least(1), RO, True, "Offset commit waits this long (ms) for replication."),
-    d("offsets.commit.required.acks", SHORT, -1, None, RO, False, "Deprecated: acks for offset commits."),
     # ---------------------------------------------------------------- transactions and producer ids
     d("transactional.id.expiration.ms", INT, 604800000, at_least(1), RO, True, "Idle transactional ids expire after this (ms)."),
     d("transaction.max.timeout.ms", INT, 900000, at_least(1), RO, True, "Maximum transaction timeout (ms) a producer may request."),
@@ -372,6 +357,10 @@ LISTENER_ONLY_DYNAMIC_CONFIGS = frozenset({
     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
 })
+# Configs Kafka 4.3 defines as LIST that kcompat parses as one string (the listener and log
+# directory parsers split them): DescribeConfigs reports Kafka's type; the value text is the same.
+DESCRIBED_AS_LIST = frozenset({"listeners", "advertised.listeners", "controller.listener.names",
+                               "early.start.listeners", "log.dir", "log.dirs"})
 # Synonym groups of broker configs, highest priority first (DynamicBrokerConfig.brokerConfigSynonyms).
 BROKER_SYNONYM_GROUPS = (
     ("log.roll.ms", "log.roll.hours"),
@@ -381,10 +370,31 @@ BROKER_SYNONYM_GROUPS = (
 )
 # Prefixes of keys Kafka passes through to plugins; accepted with no effect.
 ACCEPTED_PREFIXES = ("listener.name.", "config.providers.", "rsm.config.", "rlmm.config.")
-# Kafka 3.9 broker configs that Kafka 4.0 removed: a 3.9 server.properties (or dynamic config)
-# setting one still loads, with no effect, and DescribeConfigs shows it as Kafka 4.3 does any key
-# it does not know (type UNKNOWN, sensitive, listed only when set). KIP-937 / KAFKA-17997.
-REMOVED_KEYS = frozenset({"log.message.timestamp.difference.max.ms"})
+# Kafka 3.9 broker configs that Kafka 4.0 removed (ZooKeeper mode, the message format and
+# inter-broker protocol versions, password encoding for ZooKeeper-stored configs, KIP-937's
+# timestamp difference, KIP-830's JMX switch, the early-access ELR switch, ...): a 3.9
+# server.properties (or dynamic config) setting one still loads, with no effect, and
+# DescribeConfigs shows it as Kafka 4.3 does any key it does not know (type UNKNOWN, sensitive,
+# listed only when set). kcompat refuses keys it knows nothing about at all (a typo should fail).
+REMOVED_KEYS = frozenset({
+    "log.message.timestamp.difference.max.ms",                           # KIP-937 / KAFKA-17997
+    "log.message.format.version", "log.message.downconversion.enable",  # KIP-724
+    "inter.broker.protocol.version", "control.plane.listener.name",
+    "broker.id.generation.enable", "reserved.broker.max.id",
+    "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+    "leader.imbalance.per.broker.percentage", "offsets.commit.required.acks",
+    "auto.include.jmx.reporter",                                         # KIP-830
+    "delegation.token.master.key", "eligible.leader.replicas.enable",
+    "password.encoder.secret", "password.encoder.old.secret", "password.encoder.keyfactory.algorithm",
+    "password.encoder.cipher.algorithm", "password.encoder.key.length", "password.encoder.iterations",
+    "zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+    "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "zookeeper.metadata.migration.enable",
+    "zookeeper.clientCnxnSocket", "zookeeper.ssl.client.enable", "zookeeper.ssl.keystore.location",
+    "zookeeper.ssl.keystore.password", "zookeeper.ssl.keystore.type", "zookeeper.ssl.truststore.location",
+    "zookeeper.ssl.truststore.password", "zookeeper.ssl.truststore.type", "zookeeper.ssl.protocol",
+    "zookeeper.ssl.enabled.protocols", "zookeeper.ssl.cipher.suites",
+    "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper.ssl.crl.enable", "zookeeper.ssl.ocsp.enable",
+})
 
 
 def broker_config_synonyms(name: str) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from .broker import BrokerConfig, _listener_base
-from .definitions import BROKER_CONFIGS, DYNAMIC_CONFIGS, broker_config_synonyms
+from .definitions import BROKER_CONFIGS, DESCRIBED_AS_LIST, DYNAMIC_CONFIGS, broker_config_synonyms
 from .errors import ConfigError
 from .group import GROUP_CONFIG_SYNONYMS, GROUP_CONFIGS, group_config_defaults
 from .topic import TOPIC_CONFIGS, broker_default, parse_topic_value, server_synonym, validate_topic_configs
@@ -125,11 +125,12 @@ def _broker_value_text(broker: BrokerConfig, name: str) -> tuple[str | None, boo
     key = _key_for(name)
     if key is None:  # pass-through key of unknown type: Kafka treats it as sensitive
         return None, True, int(ConfigType.UNKNOWN)
+    ctype = int(ConfigType.LIST) if name in DESCRIBED_AS_LIST else int(key.type)
     if key.sensitive:
-        return None, True, int(key.type)
+        return None, True, ctype
     value: Any = broker.get(name)
     text = value if isinstance(value, str) else format_value(key.type, value)
-    return text, False, int(key.type)
+    return text, False, ctype
 
 
 def describe_broker(broker: BrokerConfig, node_id: int | str | None, *, include_synonyms: bool = False,

@@ -1,5 +1,5 @@
 """Tiered storage broker configs (KIP-405; Kafka ``RemoteLogManagerConfig``): names, types,
-defaults and update modes of Kafka 3.9/4.x.
+defaults and update modes of Kafka 4.3 (whose thread-pool defaults changed in 4.0).
 
 ``implemented=True`` marks the ones :mod:`kcompat.broker.remote_log` acts on. The remote log
 metadata manager's own settings are read, as in Kafka, with the ``rlmm.config.`` prefix
@@ -30,14 +30,12 @@ _SPECS = [
     ("remote.log.metadata.manager.impl.prefix", STRING, "rlmm.config.", None, RO, True),
     ("remote.log.metadata.manager.listener.name", STRING, None, None, RO, False),
     ("remote.log.index.file.cache.total.size.bytes", LONG, 1073741824, at_least(1), CW, False),
-    ("remote.log.manager.thread.pool.size", INT, 10, at_least(1), RO, False),
-    ("remote.log.manager.copier.thread.pool.size", INT, -1, None, RO, False),
-    ("remote.log.manager.expiration.thread.pool.size", INT, -1, None, RO, False),
+    ("remote.log.manager.thread.pool.size", INT, 2, at_least(1), RO, False),
+    ("remote.log.manager.copier.thread.pool.size", INT, 10, at_least(1), CW, False),
+    ("remote.log.manager.expiration.thread.pool.size", INT, 10, at_least(1), CW, False),
+    ("remote.log.manager.follower.thread.pool.size", INT, 2, at_least(1), CW, False),
     ("remote.log.manager.task.interval.ms", LONG, 30000, at_least(1), RO, True),
-    ("remote.log.manager.task.retry.backoff.ms", LONG, 500, at_least(1), RO, True),
-    ("remote.log.manager.task.retry.backoff.max.ms", LONG, 30000, at_least(1), RO, True),
-    ("remote.log.manager.task.retry.jitter", DOUBLE, 0.2, between(0.0, 0.5), RO, True),
-    ("remote.log.reader.threads", INT, 10, at_least(1), RO, False),
+    ("remote.log.reader.threads", INT, 10, at_least(1), CW, False),
     ("remote.log.reader.max.pending.tasks", INT, 100, at_least(1), RO, False),
     ("remote.log.manager.copy.max.bytes.per.second", LONG, LONG_MAX, at_least(1), CW, False),
     ("remote.log.manager.copy.quota.window.num", INT, 11, at_least(1), RO, False),
@@ -47,7 +45,8 @@ _SPECS = [
     ("remote.log.manager.fetch.quota.window.size.seconds", INT, 1, at_least(1), RO, False),
     ("remote.log.metadata.custom.metadata.max.bytes", INT, 128, at_least(0), RO, False),
     ("remote.fetch.max.wait.ms", INT, 500, at_least(1), RO, True),
-    ("remote.list.offsets.request.timeout.ms", LONG, 30000, at_least(1), RO, False),
+    ("follower.fetch.last.tiered.offset.enable", BOOLEAN, False, None, CW, False),   # KIP-1023
+    ("remote.list.offsets.request.timeout.ms", LONG, 30000, at_least(1), CW, True),   # read per ListOffsets
 ]
 
 REMOTE_LOG_CONFIGS: list[ConfigKey] = [
@@ -56,6 +55,13 @@ REMOTE_LOG_CONFIGS: list[ConfigKey] = [
     _define("log.local.retention.bytes", LONG, -2, at_least(-2), CW, True,
             "Local retention (bytes) of tiered topics; -2 = log.retention.bytes."),
     *(_define(n, t, dflt, v, m, impl, _DOC if impl else _IGNORED) for (n, t, dflt, v, m, impl) in _SPECS),
+    # Kafka 3.9's retry backoff of the copy and expiration tasks, which kcompat still acts on; Kafka
+    # 4.0 removed the keys, so they are described only when set
+    *(_define(n, t, dflt, v, RO, True, "Retry backoff of the tiered storage copy and expiration tasks (KIP-405).",
+              internal=True)
+      for (n, t, dflt, v) in (("remote.log.manager.task.retry.backoff.ms", LONG, 500, at_least(1)),
+                              ("remote.log.manager.task.retry.backoff.max.ms", LONG, 30000, at_least(1)),
+                              ("remote.log.manager.task.retry.jitter", DOUBLE, 0.2, between(0.0, 0.5)))),
 ]
 
 #: ``TopicBasedRemoteLogMetadataManagerConfig`` settings (read with the ``rlmm.config.`` prefix)

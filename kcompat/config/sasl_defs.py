@@ -1,5 +1,5 @@
 """The ``sasl.*`` broker configs (Kafka's ``SaslConfigs`` / ``BrokerSecurityConfigs``) and
-``connections.max.reauth.ms``: names, types, defaults and update modes as Kafka 3.9 defines them.
+``connections.max.reauth.ms``: names, types, defaults and update modes as Kafka 4.3 defines them.
 
 ``implemented=True`` marks the ones kcompat's SASL authentication acts on
 (:mod:`kcompat.security.sasl_config`): enabled mechanisms, JAAS configurations (PLAIN users,
@@ -13,7 +13,7 @@ accepted for compatibility only.
 
 from __future__ import annotations
 
-from .keydef import CLASS, DOUBLE, INT, LIST, LONG, PASSWORD, PB, RO, SHORT, STRING, ConfigKey
+from .keydef import BOOLEAN, CLASS, DOUBLE, INT, LIST, LONG, PASSWORD, PB, RO, SHORT, STRING, ConfigKey
 from .keydef import define as _define
 
 _DOCS = {
@@ -80,8 +80,27 @@ SASL_CONFIGS: list[ConfigKey] = [
     _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", LONG, 100, RO),
     _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", LONG, 10000, RO),
     _d("sasl.oauthbearer.clock.skew.seconds", INT, 30, RO),
-    _d("sasl.oauthbearer.expected.audience", LIST, None, RO),
+    _d("sasl.oauthbearer.expected.audience", LIST, "", RO),
     _d("sasl.oauthbearer.expected.issuer", STRING, None, RO),
+    # Kafka 4.1+'s OAUTHBEARER client-side settings (KIP-1139: JWT bearer assertions)
+    _d("sasl.oauthbearer.scope", STRING, None, RO),
+    _d("sasl.oauthbearer.client.credentials.client.id", STRING, None, RO),
+    _d("sasl.oauthbearer.client.credentials.client.secret", PASSWORD, None, RO),
+    _d("sasl.oauthbearer.jwt.retriever.class", CLASS,
+       "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever", RO),
+    _d("sasl.oauthbearer.jwt.validator.class", CLASS,
+       "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator", RO),
+    _d("sasl.oauthbearer.assertion.algorithm", STRING, "RS256", RO),
+    _d("sasl.oauthbearer.assertion.claim.aud", STRING, None, RO),
+    _d("sasl.oauthbearer.assertion.claim.exp.seconds", INT, 300, RO),
+    _d("sasl.oauthbearer.assertion.claim.iss", STRING, None, RO),
+    _d("sasl.oauthbearer.assertion.claim.jti.include", BOOLEAN, False, RO),
+    _d("sasl.oauthbearer.assertion.claim.nbf.seconds", INT, 60, RO),
+    _d("sasl.oauthbearer.assertion.claim.sub", STRING, None, RO),
+    _d("sasl.oauthbearer.assertion.file", STRING, None, RO),
+    _d("sasl.oauthbearer.assertion.private.key.file", STRING, None, RO),
+    _d("sasl.oauthbearer.assertion.private.key.passphrase", PASSWORD, None, RO),
+    _d("sasl.oauthbearer.assertion.template.file", STRING, None, RO),
 ]
 
 # listener.name.<l>.<mechanism>.<config>: the mechanism segments Kafka's saslMechanismConfigPrefix uses

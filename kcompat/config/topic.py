@@ -1,7 +1,6 @@
-"""Topic-level configs of Kafka 3.9 and their broker-level synonyms, with Kafka 4.x's message
-timestamp bounds.
+"""Topic-level configs of Kafka 4.3 and their broker-level synonyms.
 
-Source: kafka.apache.org/39/documentation "3.2 Topic-Level Configs" (``TopicConfig``,
+Source: kafka.apache.org/43/documentation "3.2 Topic-Level Configs" (``TopicConfig``,
 ``LogConfig``) and ``ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS``, which lists for each
 topic config the broker configs that supply its default, highest priority first, with unit
 conversions (``log.roll.hours`` -> ms). A topic override beats every broker synonym.
@@ -11,8 +10,11 @@ topic's ``LogConfig``: first synonym whose effective broker value is not null, c
 negative retention time means "no limit" (-1).
 
 Message timestamps follow Kafka 4.x (KIP-937, finished in 4.0): ``message.timestamp.after.max.ms``
-defaults to one hour, ``message.timestamp.before.max.ms`` to Long.MAX_VALUE, and
-``message.timestamp.difference.max.ms`` is gone (an unknown topic config, as in Kafka 4.3).
+defaults to one hour, ``message.timestamp.before.max.ms`` to Long.MAX_VALUE. Kafka 4.0 removed
+``message.timestamp.difference.max.ms``, ``message.format.version`` and
+``message.downconversion.enable``: they are unknown topic configs, as in Kafka 4.3 (a stored
+override of one is ignored; IncrementalAlterConfigs may DELETE it). Like Kafka 4, kcompat reads
+and writes only record format v2 (Fetch v4+), so there is nothing left to down-convert.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Protocol
 
 from .errors import ConfigError, invalid_value
-from .compat_defs import METADATA_VERSION
 from .keydef import BOOLEAN, DOUBLE, INT, LIST, LONG, RO, STRING, ConfigKey, define
 from .types import LONG_MAX, Custom, ValidList, ValidString, at_least, between, format_value, one_of_or_range
 
@@ -70,10 +71,6 @@ _TOPIC_LIST: list[ConfigKey] = [
     _t("local.retention.ms", LONG, -2, at_least(-2), False, "Local time (ms) kept of a tiered partition; -2 = retention.ms."),
     _t("max.compaction.lag.ms", LONG, LONG_MAX, at_least(1), True, "Maximum time (ms) a record stays ineligible for compaction."),
     _t("max.message.bytes", INT, 1048588, at_least(0), True, "Largest record batch size (bytes) allowed (after compression)."),
-    _t("message.downconversion.enable", BOOLEAN, True, None, False,
-       "Whether old-format fetches get down-converted records (deprecated in 3.x)."),
-    _t("message.format.version", STRING, "3.0-IV1", METADATA_VERSION, False,
-       "Deprecated; ignored with inter.broker.protocol.version >= 3.0."),
     _t("message.timestamp.after.max.ms", LONG, HOUR_MS, at_least(0), True,
        "How far (ms) a CreateTime timestamp may be ahead of the broker's clock (KIP-937; 1 hour since Kafka 4.0)."),
     _t("message.timestamp.before.max.ms", LONG, LONG_MAX, at_least(0), True,
@@ -122,11 +119,9 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "compression.lz4.level": (("compression.lz4.level", 1),),
     "compression.zstd.level": (("compression.zstd.level", 1),),
     "preallocate": (("log.preallocate", 1),),
-    "message.format.version": (("log.message.format.version", 1),),
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
-    "message.downconversion.enable": (("log.message.downconversion.enable", 1),),
     "local.retention.ms": (("log.local.retention.ms", 1),),
     "local.retention.bytes": (("log.local.retention.bytes", 1),),
 }
@@ -178,7 +173,8 @@ def effective_topic_values(overrides: Mapping[str, str], broker: _BrokerView) ->
     """Typed value of every topic config: the override if present, else the broker-derived value.
 
     Overrides of names that are no topic config (one stored before kcompat followed Kafka 4.0 in
-    dropping ``message.timestamp.difference.max.ms``) are ignored, as Kafka's ``LogConfig`` does.
+    dropping ``message.timestamp.difference.max.ms``, ``message.format.version`` or
+    ``message.downconversion.enable``) are ignored, as Kafka's ``LogConfig`` does.
     """
     out: dict[str, Any] = {}
     for name in TOPIC_CONFIGS:

@@ -45,10 +45,6 @@ def validate_broker(cfg: "BrokerConfig") -> None:
     if cfg.get("replica.fetch.wait.max.ms") > cfg.get("replica.lag.time.max.ms"):
         raise ConfigError("replica.fetch.wait.max.ms", "replica.fetch.wait.max.ms should always be less than or equal "
                                                        "to replica.lag.time.max.ms to prevent frequent changes in ISR")
-    acks = cfg.get("offsets.commit.required.acks")
-    if not -1 <= acks <= cfg.get("offsets.topic.replication.factor"):
-        raise ConfigError("offsets.commit.required.acks", "offsets.commit.required.acks must be greater or equal -1 "
-                                                          "and less or equal to offsets.topic.replication.factor")
     threads = cfg.get("log.cleaner.threads")
     if cfg.get("log.cleaner.enable") and threads > 0 and cfg.get("log.cleaner.dedupe.buffer.size") // threads <= 1024 * 1024:
         raise ConfigError("log.cleaner.dedupe.buffer.size", "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")

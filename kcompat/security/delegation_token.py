@@ -25,8 +25,8 @@ TOKEN_AUTH_EXTENSION = "tokenauth"   # Kafka ScramLoginModule.TOKEN_AUTH_CONFIG
 @dataclass(frozen=True)
 class TokenSettings:
     """A node's delegation token configuration: ``secret`` (the UTF-8 bytes of
-    ``delegation.token.secret.key``, or of its deprecated alias ``delegation.token.master.key``;
-    None = tokens disabled), ``max_lifetime_ms``, ``expiry_time_ms`` (the renew period) and
+    ``delegation.token.secret.key``; None = tokens disabled. Kafka 4.0 removed its alias
+    ``delegation.token.master.key``, which enables nothing any more), ``max_lifetime_ms``, ``expiry_time_ms`` (the renew period) and
     ``check_interval_ms`` (how often the controller removes expired tokens), in ms."""
 
     secret: bytes | None
@@ -37,7 +37,7 @@ class TokenSettings:
     @classmethod
     def from_config(cls, config) -> "TokenSettings":
         """From a :class:`kcompat.config.broker.BrokerConfig` (Kafka ``DelegationTokenManagerConfigs``)."""
-        key = config.get("delegation.token.secret.key") or config.get("delegation.token.master.key")
+        key = config.get("delegation.token.secret.key")
         return cls(secret=key.encode("utf-8") if key else None,
                    max_lifetime_ms=config.get("delegation.token.max.lifetime.ms"),
                    expiry_time_ms=config.get("delegation.token.expiry.time.ms"),

@@ -184,7 +184,10 @@ def test_validate_normalises():
     ({"retention.bytes": None}, "retention.bytes", "Null value not supported"),
     ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "min.compaction.lag.ms", "conflict"),
     ({"remote.storage.enable": "true"}, "remote.storage.enable", "Tiered Storage"),
-    ({"message.format.version": "9.9"}, "message.format.version", "not a valid version"),
+    ({"message.format.version": "3.0-IV1"}, "message.format.version",   # removed in Kafka 4.0 (KIP-724)
+     "Unknown topic config name: message.format.version"),
+    ({"message.downconversion.enable": "true"}, "message.downconversion.enable",
+     "Unknown topic config name: message.downconversion.enable"),
 ])
 def test_validate_rejects(configs, key, fragment):
     with pytest.raises(ConfigError) as e:
@@ -194,7 +197,7 @@ def test_validate_rejects(configs, key, fragment):
 
 def test_validate_accepts_kafka_forms():
     validate_topic_configs({"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "0:1,1:2",
-                            "message.format.version": "2.8", "compression.gzip.level": "-1", "cleanup.policy": ""})
+                            "compression.gzip.level": "-1", "cleanup.policy": ""})
 
 
 # ------------------------------------------------------------------ apply_incremental

@@ -129,8 +129,8 @@ def test_kafka_types_defaults_and_modes():
 def test_topic_config_table():
     expected = """cleanup.policy compression.type delete.retention.ms file.delete.delay.ms flush.messages flush.ms
     follower.replication.throttled.replicas index.interval.bytes leader.replication.throttled.replicas
-    local.retention.bytes local.retention.ms max.compaction.lag.ms max.message.bytes message.downconversion.enable
-    message.format.version message.timestamp.after.max.ms message.timestamp.before.max.ms
+    local.retention.bytes local.retention.ms max.compaction.lag.ms max.message.bytes
+    message.timestamp.after.max.ms message.timestamp.before.max.ms
     message.timestamp.type min.cleanable.dirty.ratio min.compaction.lag.ms
     min.insync.replicas preallocate remote.storage.enable retention.bytes retention.ms segment.bytes
     segment.index.bytes segment.jitter.ms segment.ms unclean.leader.election.enable remote.log.copy.disable
