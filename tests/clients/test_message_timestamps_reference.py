@@ -8,24 +8,13 @@ the scenario checks them against the request's time and compares the rest of the
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from conformance import maven
-from conformance.reference import ReferenceKafka
 from tests.broker.test_message_timestamp_bounds import scenario
-from tests.support.broker_process import BrokerProcess
+from tests.support.side_by_side import against_both
 
 
 @pytest.mark.timeout(1200)   # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
 def test_kcompat_answers_timestamp_bounds_as_kafka_4_3_1(tmp_path):
-    kafka = ReferenceKafka(maven.resolve_kafka("4.3.1"), "4.3.1", Path(tmp_path / "kafka"))
-    kafka.start()
-    try:
-        theirs = scenario(kafka.bootstrap)
-    finally:
-        kafka.stop()
-    with BrokerProcess(tmp_path / "data") as b:
-        ours = scenario(b.bootstrap)
+    ours, theirs = against_both(tmp_path, scenario)
     assert ours == theirs

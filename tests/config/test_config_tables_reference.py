@@ -10,16 +10,12 @@ same refusal from both."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import InvalidConfigurationError
 
-from conformance import maven
-from conformance.reference import ReferenceKafka
 from kcompat.testing.admin import wait_for_leaders
-from tests.support.broker_process import BrokerProcess
+from tests.support.side_by_side import against_both
 
 # kcompat's own configs (the HTTP API and its REST proxy): Kafka has no such keys.
 KCOMPAT_ONLY = {"http.listeners", "consumer.instance.timeout.ms"}
@@ -70,14 +66,7 @@ def tables(bootstrap: str) -> dict:
 
 @pytest.mark.timeout(1200)   # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
 def test_config_tables_match_kafka_4_3_1(tmp_path):
-    kafka = ReferenceKafka(maven.resolve_kafka("4.3.1"), "4.3.1", Path(tmp_path / "kafka"))
-    kafka.start()
-    try:
-        theirs = tables(kafka.bootstrap)
-    finally:
-        kafka.stop()
-    with BrokerProcess(tmp_path / "data") as b:
-        ours = tables(b.bootstrap)
+    ours, theirs = against_both(tmp_path, tables)
 
     assert ours["refusals"] == theirs["refusals"]
     assert ours["refusals"]["message.format.version"] == "Unknown topic config name: message.format.version"
