@@ -48,6 +48,8 @@ FROM_NEWER_SPECS = (
     "message/BrokerHeartbeat*.json",             # v2: CordonedLogDirs (KIP-1066)
     "metadata/RegisterBrokerRecord.json",        # v4: CordonedLogDirs (KIP-1066)
     "metadata/BrokerRegistrationChangeRecord.json",  # v3: CordonedLogDirs (KIP-1066)
+    "message/StreamsGroup*.json",                # keys 88-89: KIP-1071 streams groups (Kafka 4.1+)
+    "group-coordinator/StreamsGroup*.json",      # KIP-1071 records (types 15, 17-21)
 )
 # Older spec files that a FROM_NEWER_SPECS file replaces under another name (same API key), dropped.
 SUPERSEDED_BY_NEWER = (

@@ -24,6 +24,7 @@ from kcompat.broker.handlers import describe_topic_partitions, elect_leaders, of
 from kcompat.broker.handlers import alter_replica_log_dirs, assign_replicas_to_dirs, describe_log_dirs, unregister_broker
 from kcompat.broker.handlers import alter_partition_reassignments, list_partition_reassignments
 from kcompat.broker.handlers import consumer_group_describe, consumer_group_heartbeat
+from kcompat.broker.handlers import streams_group_describe, streams_group_heartbeat
 from kcompat.broker.handlers import share_acknowledge, share_fetch, share_group_describe, share_group_heartbeat
 from kcompat.broker.handlers import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets
 from kcompat.broker.handlers import (
@@ -53,7 +54,7 @@ _MODULES = (
     incremental_alter_configs, offset_delete, describe_cluster, add_partitions_to_txn, add_offsets_to_txn,
     end_txn, write_txn_markers, describe_producers, describe_transactions, list_transactions, txn_offset_commit,
     describe_quorum, offset_for_leader_epoch, elect_leaders, describe_topic_partitions, describe_log_dirs,
-    consumer_group_heartbeat, consumer_group_describe,
+    consumer_group_heartbeat, consumer_group_describe, streams_group_heartbeat, streams_group_describe,
     share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
     initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
     read_share_group_state_summary,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorServices
 from kcompat.broker.share_group_admin import ShareGroupAdmin
@@ -26,9 +27,13 @@ from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
 from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
 from kcompat.group.coordinator_types import TXN_GENERIC_ERROR_MIN_VERSION, TXN_VERIFY_ERRORS
 from kcompat.group.share_groups import ShareProtocolConfig
+from kcompat.group.streams_groups import StreamsProtocolConfig
+from kcompat.kraft.controller import NewTopic
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError, txn_abortable_error
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
+
+log = logging.getLogger("kcompat.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_OFFSET_COMMIT_ADD_VERSION = 5   # TxnOffsetCommit adds the offsets partition itself (KIP-890 part 2)
@@ -65,6 +70,18 @@ def share_protocol_config(cfg) -> ShareProtocolConfig:
         heartbeat_interval_ms=cfg.get("group.share.heartbeat.interval.ms"),
         session_timeout_ms=cfg.get("group.share.session.timeout.ms"),
         max_size=cfg.get("group.share.max.size"))
+
+
+def streams_protocol_config(cfg) -> StreamsProtocolConfig:
+    """The KIP-1071 broker configs (``group.streams.*``)."""
+    return StreamsProtocolConfig(
+        enabled="streams" in [p.strip().lower() for p in cfg.get("group.coordinator.rebalance.protocols")],
+        heartbeat_interval_ms=cfg.get("group.streams.heartbeat.interval.ms"),
+        session_timeout_ms=cfg.get("group.streams.session.timeout.ms"),
+        max_size=cfg.get("group.streams.max.size"),
+        num_standby_replicas=cfg.get("group.streams.num.standby.replicas"),
+        initial_rebalance_delay_ms=cfg.get("group.streams.initial.rebalance.delay.ms"),
+        assignment_interval_ms=cfg.get("group.streams.assignment.interval.ms"))
 
 
 class ImageTopics:
@@ -107,8 +124,10 @@ class GroupRuntime(CoordinatorRuntime):
                                                     txn_verifier=self._verify_txn, topics=ImageTopics(services.image),
                                                     consumer_config=consumer_protocol_config(services.config),
                                                     share_config=share_protocol_config(services.config),
+                                                    streams_config=streams_protocol_config(services.config),
                                                     group_overrides=self._group_overrides))
         self.share_admin = ShareGroupAdmin(self)   # the share-group admin APIs (KIP-932)
+        self._creating: set[str] = set()           # streams internal topics being created (KIP-1071)
 
     def _group_overrides(self, group_id: str) -> dict[str, str]:
         """A group's dynamic GROUP configs (KIP-848/KIP-932) from the metadata image."""
@@ -294,6 +313,39 @@ class GroupRuntime(CoordinatorRuntime):
 
     def share_group_describe(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.share_group_describe(
+            reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
+
+    def streams_group_heartbeat(self, ctx, req) -> asyncio.Future:
+        """StreamsGroupHeartbeat (KIP-1071); the internal topics the coordinator found missing
+        are created in the background, as Kafka's AutoTopicCreationManager.createStreamsInternalTopics
+        (the member learns of them at a later heartbeat, MISSING_INTERNAL_TOPICS until then)."""
+        client_id, host = self._client(ctx)
+        fut = self.run(lambda reply_to, now: self.coordinator.streams_group_heartbeat(
+            reply_to, req, ctx.api_version, client_id, host, now), self._partitions([req.group_id]))
+        wanted = {n: spec for n, spec in self.coordinator.streams_groups.take_topics_to_create().items()
+                  if n not in self._creating}
+        if wanted:
+            self._creating.update(wanted)
+            asyncio.ensure_future(self._create_internal_topics(wanted))
+        return fut
+
+    async def _create_internal_topics(self, wanted: dict) -> None:
+        try:
+            results = await self.services.create_topics([
+                NewTopic(name, partitions, replication, dict(configs))
+                for name, (partitions, replication, configs) in sorted(wanted.items())])
+            for r in results:
+                if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.warning("creating streams internal topic %s failed: %s %s", r.name, r.error.name, r.message)
+                else:
+                    log.info("created streams internal topic %s", r.name)
+        except Exception:
+            log.exception("creating streams internal topics %s failed", sorted(wanted))
+        finally:
+            self._creating.difference_update(wanted)
+
+    def streams_group_describe(self, ctx, req) -> asyncio.Future:
+        return self.run(lambda reply_to, now: self.coordinator.streams_group_describe(
             reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
 
     def stop(self) -> None:

@@ -277,8 +277,9 @@ _CORE: list[ConfigKey] = [
     d("group.initial.rebalance.delay.ms", INT, KCOMPAT_DEFAULTS["group.initial.rebalance.delay.ms"], None, RO, True, "Wait (ms) for more members before the first rebalance of a new group."),
     d("group.max.size", INT, INT_MAX, at_least(1), RO, True, "Maximum members of one consumer group."),
     # KIP-848 consumer groups (GroupCoordinatorConfig, Kafka 4 defaults)
-    d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", ValidList(["consumer", "classic", "share"]),
-      RO, True, "Enabled rebalance protocols (KIP-848's consumer protocol beside the classic one)."),
+    d("group.coordinator.rebalance.protocols", LIST, "classic,consumer,streams",
+      ValidList(["consumer", "classic", "share", "streams"]),
+      RO, True, "Enabled rebalance protocols (KIP-848 consumer and KIP-1071 streams beside the classic one)."),
     d("group.consumer.session.timeout.ms", INT, 45000, at_least(1), RO, True, "Session timeout (ms) of consumer-protocol members."),
     d("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1), RO, True, "Lower bound of group.consumer.session.timeout.ms."),
     d("group.consumer.max.session.timeout.ms", INT, 60000, at_least(1), RO, True, "Upper bound of group.consumer.session.timeout.ms."),

@@ -7,7 +7,8 @@ Each ``group.<type>.min.*`` / ``group.<type>.max.*`` pair bounds both the broker
 (cross-checks in :mod:`kcompat.config.validation`) and the group-level config of the same name
 (``share.record.lock.duration.ms`` set on one group, :mod:`kcompat.config.group`). The
 ``*.assignment.interval.ms`` configs are dynamic cluster-wide (``RECONFIGURABLE_CONFIGS``).
-kcompat has no streams groups: ``group.streams.*`` only bound the ``streams.*`` group configs.
+``group.streams.*`` are the streams groups' defaults (:mod:`kcompat.group.streams_groups`) and bound
+the ``streams.*`` group configs.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ GROUP_COORDINATOR_CONFIGS: list[ConfigKey] = [
     d("group.share.persister.class.name", STRING, "org.apache.kafka.server.share.persister.DefaultStatePersister", None,
       RO, False, "Persister of share-partition state.", internal=True),
     d("share.fetch.purgatory.purge.interval.requests", INT, 1000, None, RO, False, "Purge interval (requests) of the share fetch purgatory."),
-    # KIP-1071 streams groups: kcompat has none; the bounds still bound the streams.* group configs
+    # KIP-1071 streams groups (kcompat.group.streams_groups); the bounds also bound the streams.* group configs
     d("group.streams.session.timeout.ms", INT, 45000, at_least(1), RO, False, "Session timeout (ms) of streams group members."),
     d("group.streams.min.session.timeout.ms", INT, 45000, at_least(1), RO, False, "Lower bound of streams session timeouts."),
     d("group.streams.max.session.timeout.ms", INT, 60000, at_least(1), RO, False, "Upper bound of streams session timeouts."),

@@ -10,7 +10,8 @@ clock, the Result being built) and parts with narrow interfaces -- classic membe
 (:class:`kcompat.group.storage.GroupStore`), KIP-848 consumer groups
 (:class:`kcompat.group.consumer_groups.ConsumerGroupManager`) and KIP-932 share groups
 (:class:`kcompat.group.share_groups.ShareGroupManager`, their admin steps in
-:class:`kcompat.group.share_admin.ShareAdmin`). :class:`GroupCoordinator` is the
+:class:`kcompat.group.share_admin.ShareAdmin`) and KIP-1071 streams groups
+(:class:`kcompat.group.streams_groups.StreamsGroupManager`). :class:`GroupCoordinator` is the
 facade the broker's runtime calls; it routes each API to its part and fires timers. Each call takes the
 current time and returns a :class:`Result`: records to append to ``__consumer_offsets`` and replies
 to send after they are appended. A JoinGroup or SyncGroup may wait: its reply comes in the Result of
@@ -58,11 +59,14 @@ from kcompat.group.shard import GroupShardContext
 from kcompat.group.share_admin import ShareAdmin
 from kcompat.group.share_groups import SESSION_TIMER as SHARE_SESSION_TIMER, ShareGroupManager, ShareProtocolConfig
 from kcompat.group.storage import GroupStore
+from kcompat.group.streams_groups import TIMERS as STREAMS_TIMERS, StreamsGroupManager, StreamsProtocolConfig
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.consumer_group_describe import ConsumerGroupDescribeResponse
 from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
 from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeResponse
 from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatResponse
+from kcompat.protocol.messages.streams_group_describe import StreamsGroupDescribeResponse
+from kcompat.protocol.messages.streams_group_heartbeat import StreamsGroupHeartbeatResponse
 
 # what other modules import from here (the coordinator's public names)
 __all__ = ["GroupConfig", "GroupCoordinator", "Record", "Result", "TxnMarker", "java_string_hash",
@@ -79,12 +83,14 @@ class GroupCoordinator:
                  topics: TopicsView | None = None,
                  consumer_config: ConsumerProtocolConfig | None = None,
                  share_config: ShareProtocolConfig | None = None,
+                 streams_config: StreamsProtocolConfig | None = None,
                  group_overrides: Callable[[str], dict[str, str]] | None = None) -> None:
         """``partition_exists(topic, partition)``: whether offsets may be committed for it;
         ``txn_verifier``: KIP-890 verification of TxnOffsetCommit (see :class:`OffsetManager`);
         ``topics``: the metadata image as KIP-848 consumer groups see it (without one, there are
         no topics to assign); ``consumer_config``: their broker configs; ``share_config``: share
-        groups' broker configs; ``group_overrides(group_id)``: a group's dynamic GROUP configs."""
+        groups' broker configs; ``streams_config``: streams groups' (KIP-1071);
+        ``group_overrides(group_id)``: a group's dynamic GROUP configs."""
         self.config = config
         self.consumer_config = consumer_config or ConsumerProtocolConfig()
         ctx = self.ctx = GroupShardContext(config, partition_exists,
@@ -104,6 +110,11 @@ class GroupCoordinator:
             timers=ctx.timers, new_group=ctx.new_group, now=lambda: ctx.now,
             group_overrides=group_overrides or (lambda group_id: {}))
         self.share_admin = ShareAdmin(ctx, self.share_groups, topics or NO_TOPICS)
+        self.streams_config = streams_config or StreamsProtocolConfig()
+        self.streams_groups = StreamsGroupManager(
+            self.streams_config, topics or NO_TOPICS, ctx.groups, timers=ctx.timers, new_group=ctx.new_group,
+            now=lambda: ctx.now, classic_tombstone=self.consumer_groups.classic_tombstone,
+            group_overrides=group_overrides or (lambda group_id: {}))
         self.store = GroupStore(ctx, self.classic, self.consumer_groups, self.share_groups)
         self.offsets = OffsetManager(ctx, self.store, self.classic, self.consumer_groups, txn_verifier)
         ctx.on_begin = self._on_begin
@@ -261,6 +272,35 @@ class GroupCoordinator:
         self.ctx.reply((reply_to, version), ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups))
         return self.ctx.end(now_ms)
 
+    def streams_group_heartbeat(self, reply_to, req, version: int, client_id: str, client_host: str,
+                                now_ms: int) -> Result:
+        """StreamsGroupHeartbeat v0 (KIP-1071). The internal topics it found missing are then in
+        :meth:`StreamsGroupManager.take_topics_to_create`."""
+        self.ctx.begin(now_ms)
+        error = self.ctx.check_group(req.group_id, _Api.STREAMS_HEARTBEAT) if req.group_id else None
+        if error is not None:
+            response = StreamsGroupHeartbeatResponse(error_code=int(error), member_id="", member_epoch=0,
+                                                     heartbeat_interval_ms=0)
+        else:
+            response = self.streams_groups.heartbeat(req, client_id, client_host)
+        self.ctx.reply((reply_to, version), response)
+        return self.ctx.end(now_ms)
+
+    def streams_group_describe(self, reply_to, req, version: int, now_ms: int) -> Result:
+        """StreamsGroupDescribe v0 (KIP-1071): GROUP_ID_NOT_FOUND for unknown groups or other types."""
+        self.ctx.begin(now_ms)
+        groups = []
+        for group_id in req.group_ids:
+            error = self.ctx.check_group(group_id, _Api.STREAMS_DESCRIBE)
+            if error is not None:
+                groups.append(StreamsGroupDescribeResponse.DescribedGroup(
+                    error_code=int(error), group_id=group_id, group_state="", members=[]))
+            else:
+                groups.append(self.streams_groups.describe(group_id, req.include_authorized_operations,
+                                                           GROUP_OPERATIONS))
+        self.ctx.reply((reply_to, version), StreamsGroupDescribeResponse(throttle_time_ms=0, groups=groups))
+        return self.ctx.end(now_ms)
+
     # the share-group admin steps (KIP-932), chained with the share coordinator by the broker's
     # kcompat.broker.share_group_admin; see kcompat.group.share_admin
 
@@ -325,6 +365,8 @@ class GroupCoordinator:
                 self.classic.rebalance.on_sync_expired(key[1], payload)
             elif kind == SHARE_SESSION_TIMER:
                 self.share_groups.on_timer(key[1], key[2])
+            elif kind in STREAMS_TIMERS:
+                self.streams_groups.on_timer(kind, key[1], key[2], payload)
             elif kind in ConsumerGroupManager.MEMBER_TIMERS:
                 self.consumer_groups.on_timer(kind, key[1], key[2], payload)
             elif kind == "expire":

@@ -93,6 +93,8 @@ class _Api(enum.Enum):
     CONSUMER_DESCRIBE = "ConsumerGroupDescribe"
     SHARE_HEARTBEAT = "ShareGroupHeartbeat"
     SHARE_DESCRIBE = "ShareGroupDescribe"
+    STREAMS_HEARTBEAT = "StreamsGroupHeartbeat"
+    STREAMS_DESCRIBE = "StreamsGroupDescribe"
 
 
 # Kafka's isValidGroupId: these APIs accept the empty group id (backwards compatibility).

@@ -74,7 +74,7 @@ class ClassicGroupManager:
               protocols: list[tuple[str, bytes]], reason: str) -> None:
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.ctx.groups.get(group_id)
-        if group is not None and group.share is not None:
+        if group is not None and (group.share is not None or group.streams is not None):
             # Kafka's classicGroupJoin for a group of a type without classic members
             reply_join_error(self.ctx, waiter, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
             return

@@ -97,7 +97,7 @@ class Group:
                  "generation_id", "leader_id", "members", "static_members", "pending_members",
                  "pending_sync", "num_awaiting_join", "supported_protocols", "new_member_added",
                  "subscribed_topics", "offsets", "offset_positions", "pending_commits", "pending_txn",
-                 "transitions", "consumer", "share")
+                 "transitions", "consumer", "share", "streams")
 
     def __init__(self, group_id: str, partition: int, state: GroupState, now_ms: int | None) -> None:
         self.group_id = group_id
@@ -117,13 +117,17 @@ class Group:
         self.consumer = None
         # a KIP-932 share group's membership (kcompat.group.share_group.ShareGroup); None otherwise
         self.share = None
+        # a KIP-1071 streams group's membership (kcompat.group.streams_group.StreamsGroup); None otherwise
+        self.streams = None
 
     @property
     def type_name(self) -> str:
         """ListGroups' group type: "consumer" for a KIP-848 group, "share" for a KIP-932 group,
-        "classic" otherwise."""
+        "streams" for a KIP-1071 group, "classic" otherwise."""
         if self.share is not None:
             return "share"
+        if self.streams is not None:
+            return "streams"
         return "classic" if self.consumer is None else "consumer"
 
     def reset_classic(self, state: GroupState, now_ms: int | None) -> None:
@@ -149,7 +153,8 @@ class Group:
     def has_live_members(self) -> bool:
         """Members of any protocol (a group with members is never removed or expired)."""
         return (bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
-                or (self.share is not None and bool(self.share.members)))
+                or (self.share is not None and bool(self.share.members))
+                or (self.streams is not None and bool(self.streams.members)))
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -80,7 +80,8 @@ class OffsetManager:
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         codes, valid = self._existing_partitions(req.topics)
         if valid:
-            error, group = self._validate_commit(req.group_id, generation, member_id, instance_id, version)
+            error, group = self._validate_commit(req.group_id, generation, member_id, instance_id, version,
+                                                 [(name, p.partition_index) for _, _, name, p in valid])
             if error is not None:
                 for ti, pi, _, _ in valid:
                     codes[ti][pi] = error
@@ -96,8 +97,10 @@ class OffsetManager:
         return self.ctx.end(now_ms)
 
     def _validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                         version: int) -> tuple[ErrorCode | None, Group | None]:
-        """ClassicGroup.validateOffsetCommit; (None, None) means a commit that creates the group."""
+                         version: int, partitions=()) -> tuple[ErrorCode | None, Group | None]:
+        """ClassicGroup.validateOffsetCommit (ConsumerGroup's, StreamsGroup's for those groups;
+        ``partitions``: the committed ``(topic, partition)``s); (None, None) means a commit that
+        creates the group."""
         error = self.ctx.check_group(group_id, _Api.COMMIT)
         if error is not None:
             return error, None
@@ -113,6 +116,10 @@ class OffsetManager:
             return ErrorCode.GROUP_ID_NOT_FOUND, None
         if group.consumer is not None:
             error = group.consumer.validate_offset_commit(member_id, generation, version, transactional=False)
+            return error, (None if error is not None else group)
+        if group.streams is not None:
+            error = group.streams.validate_offset_commit(member_id, generation, version, transactional=False,
+                                                         topics=partitions)
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
@@ -218,8 +225,9 @@ class OffsetManager:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if group.share is not None:   # ShareGroup.validateOffsetCommit
             return ErrorCode.GROUP_ID_NOT_FOUND, None
-        if group.consumer is not None:
-            error = group.consumer.validate_offset_commit(member_id, generation, 9, transactional=True)
+        if group.consumer is not None or group.streams is not None:
+            error = (group.consumer or group.streams).validate_offset_commit(member_id, generation, 9,
+                                                                             transactional=True)
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
@@ -322,8 +330,8 @@ class OffsetManager:
         live = group is not None and not group.is_(DEAD)
         if live and group.share is not None:   # ShareGroup.validateOffsetFetch
             return ErrorCode.GROUP_ID_NOT_FOUND, []
-        if live and group.consumer is not None:
-            error = group.consumer.validate_offset_fetch(*member)
+        if live and (group.consumer is not None or group.streams is not None):
+            error = (group.consumer or group.streams).validate_offset_fetch(*member)
             if error is not None:
                 return error, []
         offsets = group.offsets if live else {}
@@ -361,7 +369,7 @@ class OffsetManager:
                 described.append(D.DescribedGroup(error_code=int(error), group_id=group_id, group_state="",
                                                   protocol_type="", protocol_data="", members=[],
                                                   authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-            elif group is None or group.consumer is not None or group.share is not None:
+            elif group is None or group.consumer is not None or group.share is not None or group.streams is not None:
                 # a consumer or share group is not a classic group: Kafka describes it as Dead
                 # here (the admin client asks ConsumerGroupDescribe / ShareGroupDescribe first);
                 # from v6 with GROUP_ID_NOT_FOUND and the reason (KIP-1043)
@@ -392,8 +400,8 @@ class OffsetManager:
             error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.ctx.loading else ErrorCode.NONE
             listed = []
             for group in self.ctx.groups.values():
-                state = (group.share.state.value if group.share is not None
-                         else str(group.state) if group.consumer is None else group.consumer.state.value)
+                typed = group.share or group.streams or group.consumer
+                state = str(group.state) if typed is None else typed.state.value
                 if (types and group.type_name not in types) or (states and state.lower() not in states):
                     continue
                 listed.append(L.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
@@ -443,8 +451,8 @@ class OffsetManager:
                 error = ErrorCode.GROUP_ID_NOT_FOUND   # ShareGroup.validateOffsetDelete
             elif group.is_(EMPTY) and not group.has_live_members():
                 eligible = candidates
-            elif group.consumer is not None:
-                subscribed = group.consumer.subscribed_names()
+            elif group.consumer is not None or group.streams is not None:
+                subscribed = (group.consumer or group.streams).subscribed_names()
                 eligible = []
                 for tp in candidates:
                     if tp[0] in subscribed:

@@ -18,8 +18,14 @@ What kcompat supports (:data:`SUPPORTED`) is only what it implements:
   (a cluster at metadata.version 3.8-IV0 may finalize it) and a new cluster at 3.8-IV0 leaves it
   at 0 (its bootstrap metadata.version is 4.0-IV2);
 - ``kraft.version`` 0 only: no dynamic quorum (AddRaftVoter / RemoveRaftVoter, KIP-853);
-- not ``eligible.leader.replicas.version`` (no KIP-966 ELR) nor ``streams.version`` (no KIP-1071
-  streams groups): a broker not listing a feature supports only its level 0.
+- ``streams.version`` 0-1: 1 is KIP-1071's streams groups (StreamsGroupHeartbeat/Describe). A new
+  cluster finalizes it at 1, as a Kafka 4.3.1 node formatted at its default release does (there the
+  bootstrap metadata.version 4.2-IV1 decides it; the feature has no dependency, so Kafka formatted
+  at 3.8-IV0 with ``--feature streams.version=1`` is the same cluster): Kafka 4.3.1's KafkaApis
+  answers StreamsGroupHeartbeat only at level 1 or more, and Kafka Streams with
+  ``group.protocol=streams`` needs it;
+- not ``eligible.leader.replicas.version`` (no KIP-966 ELR): a broker not listing a feature
+  supports only its level 0.
 
 :func:`update_features` validates as Kafka's ``FeatureControlManager.updateFeatures`` and returns
 the records plus one error for the whole request (Kafka 4's QuorumController answers the first
@@ -66,7 +72,12 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     "share.version": (0, 1),
     "transaction.version": (0, 2),
     "kraft.version": (0, 0),
+    "streams.version": (0, 1),
 }
+
+# Levels a new kcompat cluster finalizes whatever its bootstrap metadata.version (see the module
+# docstring: streams groups are on by default, as on a Kafka 4.3.1 node formatted at its default)
+BOOTSTRAP_AT_LEAST: dict[str, int] = {"streams.version": 1}
 
 # FeatureUpdate.UpgradeType codes (UpdateFeaturesRequest v1+)
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -92,13 +103,14 @@ def supported(finalized: dict[str, int]) -> dict[str, tuple[int, int]]:
 def default_levels(metadata_version: int) -> dict[str, int]:
     """The levels Kafka 4.3 finalizes for a new cluster at ``metadata_version`` (its
     ``Feature.defaultLevel``: the highest level whose bootstrap metadata.version is not above it),
-    for the features kcompat supports, capped at kcompat's maximum; level 0 features left out."""
+    for the features kcompat supports, capped at kcompat's maximum, raised to
+    :data:`BOOTSTRAP_AT_LEAST`; level 0 features left out."""
     out = {METADATA_VERSION_NAME: metadata_version}
     for name, levels in KAFKA_FEATURES.items():
         if name == KRAFT_VERSION_NAME or name not in SUPPORTED:
             continue   # kraft.version is the Raft layer's, finalized by formatting the quorum
         level = max(lvl for lvl, (boot, _) in levels.items() if boot <= metadata_version)
-        level = min(level, SUPPORTED[name][1])
+        level = min(max(level, BOOTSTRAP_AT_LEAST.get(name, 0)), SUPPORTED[name][1])
         if level:
             out[name] = level
     return out

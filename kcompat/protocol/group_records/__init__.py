@@ -29,6 +29,18 @@ from kcompat.protocol.group_records.share_group_target_assignment_member_key imp
 from kcompat.protocol.group_records.share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
 from kcompat.protocol.group_records.share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
 from kcompat.protocol.group_records.share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
+from kcompat.protocol.group_records.streams_group_current_member_assignment_key import StreamsGroupCurrentMemberAssignmentKey
+from kcompat.protocol.group_records.streams_group_current_member_assignment_value import StreamsGroupCurrentMemberAssignmentValue
+from kcompat.protocol.group_records.streams_group_member_metadata_key import StreamsGroupMemberMetadataKey
+from kcompat.protocol.group_records.streams_group_member_metadata_value import StreamsGroupMemberMetadataValue
+from kcompat.protocol.group_records.streams_group_metadata_key import StreamsGroupMetadataKey
+from kcompat.protocol.group_records.streams_group_metadata_value import StreamsGroupMetadataValue
+from kcompat.protocol.group_records.streams_group_target_assignment_member_key import StreamsGroupTargetAssignmentMemberKey
+from kcompat.protocol.group_records.streams_group_target_assignment_member_value import StreamsGroupTargetAssignmentMemberValue
+from kcompat.protocol.group_records.streams_group_target_assignment_metadata_key import StreamsGroupTargetAssignmentMetadataKey
+from kcompat.protocol.group_records.streams_group_target_assignment_metadata_value import StreamsGroupTargetAssignmentMetadataValue
+from kcompat.protocol.group_records.streams_group_topology_key import StreamsGroupTopologyKey
+from kcompat.protocol.group_records.streams_group_topology_value import StreamsGroupTopologyValue
 
 RECORD_TYPES = {
     3: ConsumerGroupMetadataKey,
@@ -57,4 +69,16 @@ RECORD_TYPES = {
     15: ShareGroupStatePartitionMetadataValue,
     16: ConsumerGroupRegularExpressionKey,
     16: ConsumerGroupRegularExpressionValue,
+    17: StreamsGroupMetadataKey,
+    17: StreamsGroupMetadataValue,
+    19: StreamsGroupMemberMetadataKey,
+    19: StreamsGroupMemberMetadataValue,
+    20: StreamsGroupTargetAssignmentMetadataKey,
+    20: StreamsGroupTargetAssignmentMetadataValue,
+    21: StreamsGroupTargetAssignmentMemberKey,
+    21: StreamsGroupTargetAssignmentMemberValue,
+    22: StreamsGroupCurrentMemberAssignmentKey,
+    22: StreamsGroupCurrentMemberAssignmentValue,
+    23: StreamsGroupTopologyKey,
+    23: StreamsGroupTopologyValue,
 }

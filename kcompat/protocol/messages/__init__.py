@@ -100,6 +100,8 @@ API_TABLE = {
     85: ('WriteShareGroupState', 'write_share_group_state', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse'),
     86: ('DeleteShareGroupState', 'delete_share_group_state', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse'),
     87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse'),
+    88: ('StreamsGroupHeartbeat', 'streams_group_heartbeat', 'StreamsGroupHeartbeatRequest', 'StreamsGroupHeartbeatResponse'),
+    89: ('StreamsGroupDescribe', 'streams_group_describe', 'StreamsGroupDescribeRequest', 'StreamsGroupDescribeResponse'),
     90: ('DescribeShareGroupOffsets', 'describe_share_group_offsets', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse'),
     91: ('AlterShareGroupOffsets', 'alter_share_group_offsets', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse'),
     92: ('DeleteShareGroupOffsets', 'delete_share_group_offsets', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse'),

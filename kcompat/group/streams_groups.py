@@ -1,0 +1,538 @@
+"""KIP-1071 streams groups in the group coordinator: StreamsGroupHeartbeat and
+StreamsGroupDescribe (Kafka 4.3.1's ``GroupMetadataManager.streamsGroupHeartbeat`` /
+``streamsGroupLeave`` / ``streamsGroupDescribe``).
+
+A streams group is a :class:`kcompat.group.model.Group` whose ``streams`` holds its membership
+(:class:`kcompat.group.streams_group.StreamsGroup`), so committed offsets, their expiry and
+transactional offsets work as for any group. One heartbeat:
+
+1. gets or creates the group (an Empty classic group with only offsets becomes a streams group)
+   and the member, checking its epoch (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID);
+2. updates the member's metadata; a change bumps the group epoch;
+3. takes the topology of the first member (a later one must be equal: "Topology updates are not
+   supported yet."), configures it against the metadata image (:mod:`.streams_topology`) whenever
+   the image changed, bumping the group epoch when the topics' metadata or the validated topology
+   changed; missing internal topics are handed to the broker to create (:meth:`take_topics_to_create`);
+4. computes a new target assignment with the sticky assignor (:mod:`.streams_assignor`) when the
+   group epoch moved past the assignment epoch, unless the new group's initial rebalance delay
+   (``streams.initial.rebalance.delay.ms``) or the assignment interval
+   (``streams.assignment.interval.ms``) holds it back (status ASSIGNMENT_DELAYED);
+5. reconciles the member towards its target (:func:`kcompat.group.streams_group.reconcile`).
+
+Not implemented: static membership (Kafka 4.3.1 refuses it too), warm-up tasks, task offsets,
+the records of streams groups in ``__consumer_offsets`` (a restarted coordinator keeps their
+committed offsets, not their membership: members rejoin), IQ endpoint-to-partition maps beyond
+the active and standby source partitions of each endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from kcompat.group.consumer_group import TopicsView
+from kcompat.group.coordinator_types import EMPTY as EMPTY_CLASSIC
+from kcompat.group.model import Group
+from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
+from kcompat.group.streams_group import (
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, STREAMS_PROTOCOL_TYPE, MemberState, StreamsGroup,
+    StreamsMember, Tasks, epoch_valid, reconcile,
+)
+from kcompat.group.streams_topology import (
+    ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, TopologyError, configure, from_request,
+)
+from kcompat.group.timers import Timers
+from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.messages.streams_group_describe import StreamsGroupDescribeResponse as DescribeResponse
+from kcompat.protocol.messages.streams_group_heartbeat import StreamsGroupHeartbeatResponse as HeartbeatResponse
+
+log = logging.getLogger("kcompat.group")
+
+SESSION_TIMER = "stg-session"
+REVOKE_TIMER = "stg-revoke"
+INITIAL_DELAY_TIMER = "stg-initial"
+TIMERS = (SESSION_TIMER, REVOKE_TIMER, INITIAL_DELAY_TIMER)
+
+
+@dataclass(frozen=True)
+class StreamsProtocolConfig:
+    """The ``group.streams.*`` broker configs (Kafka 4.3.1 defaults); a group's own ``streams.*``
+    GROUP configs override the per-group ones through ``group_overrides``."""
+
+    enabled: bool = True                   # "streams" in group.coordinator.rebalance.protocols
+    heartbeat_interval_ms: int = 5000      # group.streams.heartbeat.interval.ms
+    session_timeout_ms: int = 45000        # group.streams.session.timeout.ms
+    max_size: int = 2**31 - 1              # group.streams.max.size
+    num_standby_replicas: int = 0          # group.streams.num.standby.replicas
+    initial_rebalance_delay_ms: int = 3000  # group.streams.initial.rebalance.delay.ms
+    assignment_interval_ms: int = 1000     # group.streams.assignment.interval.ms
+
+
+class HeartbeatError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _tasks(task_ids) -> Tasks | None:
+    """``[TaskIds]`` of a request -> ``{subtopology: partitions}``; None stays None."""
+    if task_ids is None:
+        return None
+    out: dict[str, frozenset[int]] = {}
+    for t in task_ids:
+        out[t.subtopology_id] = out.get(t.subtopology_id, frozenset()) | frozenset(t.partitions)
+    return out
+
+
+def _task_ids(cls, tasks) -> list:
+    return [cls(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items())]
+
+
+class StreamsGroupManager:
+    """Streams groups of the coordinator's ``__consumer_offsets`` partitions."""
+
+    def __init__(self, config: StreamsProtocolConfig, topics: TopicsView, groups: dict[str, Group], *,
+                 timers: Timers, new_group: Callable[[str], Group], now: Callable[[], int],
+                 classic_tombstone: Callable[[Group], None],
+                 group_overrides: Callable[[str], dict[str, str]] = lambda group_id: {}) -> None:
+        """``new_group(group_id)`` registers a new Empty group; ``classic_tombstone(group)`` ends
+        the classic record of an empty classic group becoming a streams group;
+        ``group_overrides(group_id)``: the group's dynamic configs (name -> value string)."""
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self._timers = timers
+        self._new_group = new_group
+        self._now = now
+        self._classic_tombstone = classic_tombstone
+        self._overrides = group_overrides
+        self.assignor = StickyTaskAssignor()
+        self._to_create: dict[str, tuple[int, int, dict[str, str]]] = {}
+
+    def _group_int(self, group_id: str, name: str, default: int) -> int:
+        value = self._overrides(group_id).get(name)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:
+            return default
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.session.timeout.ms", self.config.session_timeout_ms)
+
+    def assignment_configs(self, group_id: str) -> dict[str, str]:
+        """What the assignor is configured with (GroupMetadataManager.streamsGroupAssignmentConfigs)."""
+        return {"num.standby.replicas": str(self._group_int(group_id, "streams.num.standby.replicas",
+                                                            self.config.num_standby_replicas))}
+
+    def take_topics_to_create(self) -> dict[str, tuple[int, int, dict[str, str]]]:
+        """The internal topics the last heartbeat found missing (name -> (partitions, replication
+        factor or -1, configs)), for the broker to create as Kafka's AutoTopicCreationManager."""
+        out, self._to_create = self._to_create, {}
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # StreamsGroupHeartbeat
+    # ------------------------------------------------------------------------------------------
+
+    def heartbeat(self, req, client_id: str, client_host: str) -> HeartbeatResponse:
+        """One StreamsGroupHeartbeat v0. Errors are in the response: INVALID_REQUEST,
+        STREAMS_INVALID_TOPOLOGY, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+        GROUP_MAX_SIZE_REACHED."""
+        self._to_create = {}
+        try:
+            self._validate(req)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(req)
+            return self._heartbeat(req, client_id, client_host)
+        except HeartbeatError as e:
+            return HeartbeatResponse(error_code=int(e.code), error_message=e.message, member_id="",
+                                     member_epoch=0, heartbeat_interval_ms=0, status=None)
+
+    @staticmethod
+    def _validate(req) -> None:
+        """GroupCoordinatorService.throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures and
+        throwIfStreamsGroupHeartbeatRequestIsInvalid, in Kafka 4.3.1's order and words."""
+        bad = ErrorCode.INVALID_REQUEST
+        checks = [
+            (req.instance_id is not None, "Static membership is not yet supported."),
+            (req.task_offsets is not None, "TaskOffsets are not supported yet."),
+            (req.task_end_offsets is not None, "TaskEndOffsets are not supported yet."),
+            (bool(req.warmup_tasks), "WarmupTasks are not supported yet."),
+            (req.topology is not None and any(s.source_topic_regex for s in req.topology.subtopologies or ()),
+             "Regular expressions for source topics are not supported yet."),
+            (req.member_id == "", "MemberId can't be empty."),
+            (req.group_id == "", "GroupId can't be empty."),
+            (req.rack_id == "", "RackId can't be empty."),
+        ]
+        for failed, message in checks:
+            if failed:
+                raise HeartbeatError(bad, message)
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
+            for tasks, name in ((req.active_tasks, "ActiveTasks"), (req.standby_tasks, "StandbyTasks"),
+                                (req.warmup_tasks, "WarmupTasks")):
+                if tasks:
+                    raise HeartbeatError(bad, f"{name} must be empty when (re-)joining.")
+            if req.topology is None:
+                raise HeartbeatError(bad, "Topology must be non-null when (re-)joining.")
+            for s in req.topology.subtopologies or ():
+                for t in s.state_changelog_topics or ():
+                    if t.partitions != 0:
+                        raise HeartbeatError(ErrorCode.STREAMS_INVALID_TOPOLOGY,
+                                             f"Changelog topic {t.name} must have an undefined partition count, "
+                                             f"but it is set to {t.partitions}.")
+        elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise HeartbeatError(bad, f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2.")
+        given = [t is not None for t in (req.active_tasks, req.standby_tasks, req.warmup_tasks)]
+        if any(given) and not all(given):
+            raise HeartbeatError(bad, "If one task-type is non-null, all must be non-null.")
+        if req.member_epoch != 0 and req.topology is not None:
+            raise HeartbeatError(bad, "Topology can only be provided when (re-)joining.")
+
+    def _group_for(self, group_id: str, create: bool) -> tuple[Group, StreamsGroup]:
+        """getOrCreateStreamsGroup / getStreamsGroupOrThrow."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+            group = self._new_group(group_id)
+        if group.streams is None:
+            classic_empty = (group.consumer is None and group.share is None and not group.members
+                             and not group.pending_members and group.is_(EMPTY_CLASSIC))
+            if not create or not classic_empty:
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
+            if group.generation_id > 0 or group.protocol_type is not None:
+                log.info("group %s: the empty classic group becomes a streams group", group_id)
+                self._classic_tombstone(group)
+            group.streams = StreamsGroup(group_id)
+            group.protocol_type = STREAMS_PROTOCOL_TYPE
+        return group, group.streams
+
+    def _heartbeat(self, req, client_id: str, client_host: str) -> HeartbeatResponse:
+        epoch = req.member_epoch
+        created = req.group_id not in self.groups
+        group, sg = self._group_for(req.group_id, epoch == 0)
+        was_empty = not sg.members
+        member_id = req.member_id
+        if epoch == 0:
+            max_size = self.config.max_size
+            if len(sg.members) >= max_size:
+                raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                     f"The streams group has reached its maximum capacity of {max_size} members.")
+            member = sg.members.get(member_id) or StreamsMember(member_id)
+        else:
+            member = sg.members.get(member_id)
+            if member is None:
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {req.group_id}.")
+        owned_a, owned_s, owned_w = _tasks(req.active_tasks), _tasks(req.standby_tasks), _tasks(req.warmup_tasks)
+        fenced = epoch_valid(member, epoch, owned_a, owned_s, owned_w)
+        if fenced is not None:
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, fenced)
+        if epoch == 0 and member_id not in sg.members:
+            log.info("group %s: member %s joins the streams group", group.group_id, member_id)
+        updated = replace(
+            member,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            topology_epoch=req.topology.epoch if req.topology is not None else member.topology_epoch,
+            client_id=client_id, client_host=client_host,
+            process_id=req.process_id if req.process_id is not None else member.process_id,
+            client_tags=(tuple(sorted((kv.key, kv.value) for kv in req.client_tags)) if req.client_tags is not None
+                         else member.client_tags),
+            user_endpoint=((req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None
+                           else member.user_endpoint))
+        bump = member_id not in sg.members or updated.metadata_fields() != member.metadata_fields()
+        saved = (sg.topology, sg.configured, sg.metadata_version, sg.metadata_hash, sg.validated_topology_epoch)
+        try:
+            self._update_topology(sg, req, member_id)
+            bump |= self._configure(group, sg)
+        except HeartbeatError:
+            # nothing of a failed heartbeat stays (Kafka writes none of its records)
+            sg.topology, sg.configured, sg.metadata_version, sg.metadata_hash, sg.validated_topology_epoch = saved
+            if created and self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            raise
+        sg.members[member_id] = updated
+        status: list[tuple[int, str]] = []
+        if sg.topology is not None and updated.topology_epoch < sg.topology.epoch:
+            status.append((STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind the "
+                                           f"group's topology epoch {sg.topology.epoch}."))
+        configs = self.assignment_configs(group.group_id)
+        if not bump and configs != sg.assignment_configs:
+            bump = True
+        if bump:
+            sg.group_epoch += 1
+            sg.assignment_configs = configs
+            log.info("group %s: streams group epoch %d", group.group_id, sg.group_epoch)
+        if was_empty:   # a group starting: wait for more members (KIP-1071 initial rebalance delay)
+            delay = self._group_int(group.group_id, "streams.initial.rebalance.delay.ms",
+                                    self.config.initial_rebalance_delay_ms)
+            key = (INITIAL_DELAY_TIMER, group.group_id, "")
+            if delay > 0 and key not in self._timers:
+                self._timers.schedule(key, self._now() + delay)
+        self._maybe_assign(group, sg, status)
+        after = self._reconcile(group, sg, sg.members[member_id], (owned_a, owned_s, owned_w))
+        self.schedule_session(group, member_id)
+        if req.shutdown_application and sg.shutdown_requested_by is None:
+            sg.shutdown_requested_by = member_id
+        R = HeartbeatResponse
+        response = R(error_code=0, member_id=member_id, member_epoch=after.member_epoch,
+                     heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id))
+        if epoch == 0 or after.assigned != member.assigned:
+            response.active_tasks = _task_ids(R.TaskIds, after.assigned.active)
+            response.standby_tasks = _task_ids(R.TaskIds, after.assigned.standby)
+            response.warmup_tasks = _task_ids(R.TaskIds, after.assigned.warmup)
+            if after.user_endpoint is not None:
+                sg.endpoint_epoch += 1
+        if sg.endpoint_epoch != req.endpoint_information_epoch:
+            response.partitions_by_user_endpoint = self._endpoints(sg)
+        response.endpoint_information_epoch = sg.endpoint_epoch
+        configured = sg.configured
+        if configured is not None and configured.status is not None:
+            status.append(configured.status)
+            self._to_create = dict(configured.to_create)
+        if sg.shutdown_requested_by is not None:
+            status.append((SHUTDOWN_APPLICATION, f"Streams group member {sg.shutdown_requested_by} encountered a "
+                                                 f"fatal error and requested a shutdown for the entire application."))
+        response.status = [R.Status(status_code=c, status_detail=d) for c, d in status]
+        return response
+
+    def _update_topology(self, sg: StreamsGroup, req, member_id: str) -> None:
+        """GroupMetadataManager.maybeUpdateTopology."""
+        if req.topology is None:
+            return
+        topology = from_request(req.topology)
+        if sg.topology is None:
+            log.info("group %s: member %s initialized the topology with epoch %d", sg.group_id, member_id,
+                     topology.epoch)
+            sg.topology = topology
+            sg.configured = None
+        elif sg.topology.epoch > topology.epoch:
+            return
+        elif sg.topology != topology:
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "Topology updates are not supported yet.")
+
+    def _configure(self, group: Group, sg: StreamsGroup) -> bool:
+        """(Re)configure the topology when it is new or the image changed; True if the group
+        epoch must move (the topics' metadata changed, or a topology became valid)."""
+        version = self.topics.version()
+        if sg.configured is not None and sg.metadata_version == version:
+            return False
+        sg.metadata_version = version
+        counts = {}
+        for name in sorted(sg.topology.required_topics()):
+            info = self.topics.topic(name)
+            if info is not None:
+                counts[name] = (str(info.topic_id), info.num_partitions)
+        metadata_hash = hash(tuple(sorted(counts.items())))
+        bump = False
+        if metadata_hash != sg.metadata_hash or sg.configured is None:
+            bump = metadata_hash != sg.metadata_hash
+            sg.metadata_hash = metadata_hash
+            try:
+                sg.configured = configure(sg.topology, lambda t: counts[t][1] if t in counts else None)
+            except TopologyError as e:
+                raise HeartbeatError(ErrorCode.STREAMS_INVALID_TOPOLOGY, e.message) from None
+        validated = sg.topology.epoch if sg.configured.ready else -1
+        if validated != sg.validated_topology_epoch:
+            sg.validated_topology_epoch = validated
+            bump = True
+        return bump
+
+    def _maybe_assign(self, group: Group, sg: StreamsGroup, status: list) -> None:
+        """GroupMetadataManager.maybeUpdateStreamsTargetAssignment."""
+        if (INITIAL_DELAY_TIMER, group.group_id, "") in self._timers:
+            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
+            return
+        if sg.assignment_epoch >= sg.group_epoch:
+            return
+        interval = self._group_int(group.group_id, "streams.assignment.interval.ms", self.config.assignment_interval_ms)
+        if sg.assignment_timestamp and self._now() < sg.assignment_timestamp + interval:
+            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
+            return
+        self.assign(sg)
+
+    def assign(self, sg: StreamsGroup) -> None:
+        """A new target assignment for the group epoch (streams.TargetAssignmentBuilder): nothing
+        while the topology is not ready."""
+        configured = sg.configured
+        if configured is not None and configured.ready:
+            members = {m.member_id: AssignmentMember(m.process_id, *sg.target.get(m.member_id, ({}, {})))
+                       for m in sg.members.values()}
+            stateful = {s.subtopology_id for s in sg.topology.subtopologies if s.stateful}
+            standby = int(sg.assignment_configs.get("num.standby.replicas", "0"))
+            sg.target = self.assignor.assign(members, configured.tasks, stateful, standby)
+        else:
+            sg.target = {m: ({}, {}) for m in sg.members}
+        sg.assignment_epoch = sg.group_epoch
+        sg.assignment_timestamp = self._now()
+        log.info("group %s: target assignment for epoch %d", sg.group_id, sg.group_epoch)
+
+    def _reconcile(self, group: Group, sg: StreamsGroup, member: StreamsMember, owned) -> StreamsMember:
+        """GroupMetadataManager.maybeReconcile, with the revocation deadline of UNREVOKED_TASKS."""
+        if member.is_reconciled_to(sg.assignment_epoch):
+            return member
+        owned = None if any(t is None for t in owned) else owned
+        after = reconcile(sg, member, sg.assignment_epoch, sg.target.get(member.member_id, ({}, {})), owned)
+        if after != member:
+            sg.members[member.member_id] = after
+            key = (REVOKE_TIMER, group.group_id, member.member_id)
+            if after.state is MemberState.UNREVOKED_TASKS:
+                self._timers.schedule(key, self._now() + max(after.rebalance_timeout_ms, 0), after.member_epoch)
+            else:
+                self._timers.cancel(key)
+        return after
+
+    def _endpoints(self, sg: StreamsGroup) -> list:
+        """PartitionsByUserEndpoint: each endpoint's active and standby source partitions."""
+        R = HeartbeatResponse
+        if sg.topology is None:
+            return []
+        by_sub: dict[str, list[str]] = {}
+        for topic, sub in sg.topology.source_topic_subtopology().items():
+            by_sub.setdefault(sub, []).append(topic)
+
+        def partitions(tasks: Tasks) -> list:
+            out: dict[str, set[int]] = {}
+            for sub, ps in tasks.items():
+                for topic in by_sub.get(sub, ()):
+                    out.setdefault(topic, set()).update(ps)
+            return [R.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(out.items())]
+
+        out = []
+        for m in sg.members.values():
+            if m.user_endpoint is not None:
+                out.append(R.EndpointToPartitions(
+                    user_endpoint=R.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
+                    active_partitions=partitions(m.assigned.active_ids()),
+                    standby_partitions=partitions(m.assigned.standby)))
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # leaving, fencing and timers
+    # ------------------------------------------------------------------------------------------
+
+    def _leave(self, req) -> HeartbeatResponse:
+        """GroupMetadataManager.streamsGroupLeave."""
+        group, sg = self._group_for(req.group_id, False)
+        if req.shutdown_application and sg.shutdown_requested_by is None:
+            sg.shutdown_requested_by = req.member_id
+        if req.member_id not in sg.members:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {req.member_id} is not a member of group {req.group_id}.")
+        log.info("group %s: member %s left the streams group", group.group_id, req.member_id)
+        self.fence(group, req.member_id)
+        return HeartbeatResponse(error_code=0, member_id=req.member_id, member_epoch=req.member_epoch,
+                                 heartbeat_interval_ms=0, status=[])
+
+    def fence(self, group: Group, member_id: str) -> None:
+        """Remove a member and bump the group epoch (streamsGroupFenceMember); the next heartbeat
+        of another member computes the new target assignment."""
+        sg = group.streams
+        sg.members.pop(member_id, None)
+        sg.target.pop(member_id, None)
+        for kind in (SESSION_TIMER, REVOKE_TIMER):
+            self._timers.cancel((kind, group.group_id, member_id))
+        sg.group_epoch += 1
+        if not sg.members:
+            sg.shutdown_requested_by = None
+            group.state_timestamp = self._now()   # offsets' retention counts from now (KIP-211)
+
+    def schedule_session(self, group: Group, member_id: str) -> None:
+        self._timers.schedule((SESSION_TIMER, group.group_id, member_id),
+                              self._now() + self.session_timeout_ms(group.group_id))
+
+    def on_timer(self, kind: str, group_id: str, member_id: str, payload) -> None:
+        """A session or revocation deadline of a member passed (it is fenced), or the initial
+        rebalance delay of a new group ended (its first target assignment is computed)."""
+        group = self.groups.get(group_id)
+        sg = group.streams if group is not None else None
+        if sg is None:
+            return
+        if kind == INITIAL_DELAY_TIMER:
+            if sg.members and sg.group_epoch > sg.assignment_epoch:
+                self.assign(sg)
+            return
+        member = sg.members.get(member_id)
+        if member is None:
+            return
+        if kind == REVOKE_TIMER:
+            if member.state is not MemberState.UNREVOKED_TASKS or member.member_epoch != payload:
+                return
+            log.info("group %s: member %s did not revoke its tasks within %d ms; fenced", group_id, member_id,
+                     member.rebalance_timeout_ms)
+        else:
+            log.info("group %s: member %s session timed out; fenced", group_id, member_id)
+        self.fence(group, member_id)
+
+    # ------------------------------------------------------------------------------------------
+    # StreamsGroupDescribe
+    # ------------------------------------------------------------------------------------------
+
+    def describe(self, group_id: str, include_authorized_operations: bool, operations: int):
+        """One DescribedGroup of StreamsGroupDescribe (StreamsGroup.asDescribedGroup):
+        GROUP_ID_NOT_FOUND for a missing group or one of another type."""
+        D = DescribeResponse
+        group = self.groups.get(group_id)
+        if group is None or group.streams is None:
+            message = (f"Group {group_id} not found." if group is None
+                       else f"Group {group_id} is not a streams group.")
+            return D.DescribedGroup(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message,
+                                    group_id=group_id, group_state="", members=[])
+        sg = group.streams
+        members = []
+        for m in sg.members.values():
+            target = sg.target.get(m.member_id, ({}, {}))
+            members.append(D.Member(
+                member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id, rack_id=m.rack_id,
+                client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch,
+                process_id=m.process_id,
+                user_endpoint=None if m.user_endpoint is None else D.Endpoint(host=m.user_endpoint[0],
+                                                                              port=m.user_endpoint[1]),
+                client_tags=[D.KeyValue(key=k, value=v) for k, v in m.client_tags], task_offsets=[],
+                task_end_offsets=[],
+                assignment=D.Assignment(active_tasks=_task_ids(D.TaskIds, m.assigned.active),
+                                        standby_tasks=_task_ids(D.TaskIds, m.assigned.standby),
+                                        warmup_tasks=_task_ids(D.TaskIds, m.assigned.warmup)),
+                target_assignment=D.Assignment(active_tasks=_task_ids(D.TaskIds, target[0]),
+                                               standby_tasks=_task_ids(D.TaskIds, target[1]), warmup_tasks=[]),
+                is_classic=False))
+        return D.DescribedGroup(
+            error_code=0, error_message=None, group_id=group_id, group_state=sg.state.value,
+            group_epoch=sg.group_epoch, assignment_epoch=sg.assignment_epoch, topology=self._described_topology(sg),
+            members=members, authorized_operations=operations if include_authorized_operations else -(2**31))
+
+    @staticmethod
+    def _described_topology(sg: StreamsGroup):
+        """The configured topology when it is ready (internal topics with their decided partition
+        counts), else the topology as the member sent it."""
+        D = DescribeResponse
+        if sg.topology is None:
+            return None
+        ready = sg.configured is not None and sg.configured.ready
+
+        def info(t, partitions):
+            return D.TopicInfo(name=t.name, partitions=partitions, replication_factor=t.replication_factor,
+                               topic_configs=[D.KeyValue(key=k, value=v) for k, v in t.configs])
+
+        def partitions_of(t):
+            if not ready:
+                return t.partitions
+            return sg.configured.partitions.get(t.name, t.partitions)
+
+        subs = [D.Subtopology(
+            subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
+            repartition_sink_topics=list(s.repartition_sink_topics),
+            state_changelog_topics=[info(t, partitions_of(t)) for t in s.state_changelog_topics],
+            repartition_source_topics=[info(t, partitions_of(t)) for t in s.repartition_source_topics])
+            for s in sg.topology.subtopologies]
+        return D.Topology(epoch=sg.topology.epoch, subtopologies=subs)
+

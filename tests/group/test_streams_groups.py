@@ -1,0 +1,281 @@
+"""KIP-1071 streams groups in the group coordinator, driven through StreamsGroupHeartbeat on the
+in-memory broker of :mod:`tests.group.harness`: joining with a topology, internal topics the
+broker must create (their partition counts inferred as Kafka 4.3.1 does), the initial rebalance
+delay, task assignment and reconciliation (a task moves only once its owner revoked it), leaving
+and session expiry, offset commits checked against member and task epochs, StreamsGroupDescribe,
+and how ListGroups / DescribeGroups / DeleteGroups treat a streams group."""
+
+from __future__ import annotations
+
+import uuid
+
+from kcompat.group import GroupCoordinator
+from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
+from kcompat.group.streams_groups import StreamsProtocolConfig
+from kcompat.protocol.errors import ErrorCode as E
+from kcompat.protocol.messages.streams_group_describe import StreamsGroupDescribeRequest
+from kcompat.protocol.messages.streams_group_heartbeat import StreamsGroupHeartbeatRequest as HB
+from tests.group.harness import FAST, Broker
+from tests.group.test_consumer_groups import Topics
+
+IN = uuid.UUID(int=1)
+CONFIG = StreamsProtocolConfig(heartbeat_interval_ms=500, session_timeout_ms=3000, initial_rebalance_delay_ms=0,
+                               assignment_interval_ms=0)
+APP = "wc"
+REPART = f"{APP}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"
+CHANGELOG = f"{APP}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog"
+
+
+def word_count_topology(epoch: int = 1):
+    """The shape of a word count: subtopology 0 reads the input and writes the repartition
+    topic, subtopology 1 reads it and keeps counts in a store with a changelog."""
+    T = HB.Topology
+    return T(epoch=epoch, subtopologies=[
+        HB.Subtopology(subtopology_id="0", source_topics=["in"], source_topic_regex=[], state_changelog_topics=[],
+                       repartition_sink_topics=[REPART], repartition_source_topics=[], copartition_groups=[]),
+        HB.Subtopology(subtopology_id="1", source_topics=[REPART], source_topic_regex=[],
+                       state_changelog_topics=[HB.TopicInfo(name=CHANGELOG, partitions=0, replication_factor=0,
+                                                            topic_configs=[])],
+                       repartition_sink_topics=[],
+                       repartition_source_topics=[HB.TopicInfo(name=REPART, partitions=0, replication_factor=0,
+                                                               topic_configs=[HB.KeyValue(key="cleanup.policy",
+                                                                                          value="delete")])],
+                       copartition_groups=[])])
+
+
+class SB(Broker):
+    def __init__(self, config: StreamsProtocolConfig = CONFIG, partitions: int = 4) -> None:
+        super().__init__(own=False, topics={"in": partitions})
+        self.view = Topics({"in": (IN, partitions)})
+        self.coord = GroupCoordinator(FAST, partition_exists=self.partition_exists, topics=self.view,
+                                      streams_config=config)
+        for p in range(FAST.num_partitions):
+            self.coord.load(p, [], self.now)
+
+    def hb(self, member_id: str, epoch: int, *, process: str | None = None, topology=None, active=None,
+           standby=None, group: str = APP, rebalance_timeout: int = -1, **kw):
+        owned = None
+        if active is not None:
+            owned = [HB.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(active.items())]
+        req = HB(group_id=group, member_id=member_id, member_epoch=epoch, endpoint_information_epoch=0,
+                 rebalance_timeout_ms=rebalance_timeout, topology=topology, process_id=process,
+                 active_tasks=owned,
+                 standby_tasks=None if active is None else [
+                     HB.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted((standby or {}).items())],
+                 warmup_tasks=None if active is None else [], **kw)
+        return self.reply(self.call("streams_group_heartbeat", req, 0, "client", "/127.0.0.1"))
+
+    def join(self, member_id: str, process: str | None = None, topology=None):
+        return self.hb(member_id, 0, process=process or member_id, topology=topology or word_count_topology(),
+                       rebalance_timeout=1000)
+
+    def create_internal(self):
+        """What the broker does with the topics the coordinator asks for."""
+        for name, (partitions, _, _) in self.coord.streams_groups.take_topics_to_create().items():
+            self.view.add(name, uuid.uuid4(), partitions)
+
+    def sg(self, group: str = APP):
+        return self.group(group).streams
+
+
+def tasks(r) -> dict[str, set[int]] | None:
+    return None if r.active_tasks is None else {t.subtopology_id: set(t.partitions) for t in r.active_tasks}
+
+
+def statuses(r) -> list[int]:
+    return [s.status_code for s in r.status or ()]
+
+
+def test_first_join_asks_for_internal_topics_with_inferred_partitions_then_assigns_every_task():
+    b = SB()
+    r = b.join("m1")
+    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, "m1", 1, 500)
+    assert statuses(r) == [3] and r.status[0].status_detail == f"Internal topics are missing: {REPART}, {CHANGELOG}" \
+        or r.status[0].status_detail == f"Internal topics are missing: {CHANGELOG}, {REPART}"
+    assert tasks(r) == {}
+    wanted = b.coord.streams_groups.take_topics_to_create()
+    assert wanted == {REPART: (4, -1, {"cleanup.policy": "delete"}), CHANGELOG: (4, -1, {})}
+    for name, (n, _, _) in wanted.items():
+        b.view.add(name, uuid.uuid4(), n)
+    r = b.hb("m1", 1, active={})
+    assert (r.error_code, r.member_epoch, statuses(r)) == (0, 2, [])
+    assert tasks(r) == {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
+    assert b.sg().state.value == "Stable"
+    r = b.hb("m1", 2, active=tasks(r))
+    assert r.active_tasks is None and r.member_epoch == 2   # nothing changed: no tasks in the answer
+
+
+def test_missing_source_topic_is_reported_and_nothing_is_assigned():
+    b = SB()
+    topo = word_count_topology()
+    topo.subtopologies[0].source_topics = ["nope"]
+    r = b.join("m1", topology=topo)
+    assert r.error_code == 0 and statuses(r) == [1] and r.status[0].status_detail == "Source topics nope are missing."
+    assert b.coord.streams_groups.take_topics_to_create() == {}
+    assert b.sg().state.value == "NotReady"
+
+
+def test_an_existing_internal_topic_with_other_partitions_is_incorrectly_partitioned():
+    b = SB()
+    b.view.add(CHANGELOG, uuid.uuid4(), 2)
+    r = b.join("m1")
+    assert statuses(r) == [2]
+    assert r.status[0].status_detail == (f"Existing topic {CHANGELOG} has different number of partitions: "
+                                         "expected 4, found 2")
+
+
+def test_a_second_member_gets_tasks_only_after_the_first_revoked_them():
+    b = SB()
+    b.join("m1")
+    b.create_internal()
+    r1 = b.hb("m1", 1, active={})
+    all_tasks = tasks(r1)
+    r2 = b.join("m2")
+    assert r2.member_epoch == 3 and tasks(r2) == {}          # everything is still m1's
+    r1 = b.hb("m1", 2, active=all_tasks)                      # asked to give half up, same epoch
+    assert r1.member_epoch == 2
+    kept = tasks(r1)
+    assert sum(len(p) for p in kept.values()) == 4
+    r2 = b.hb("m2", 3, active={})
+    assert tasks(r2) is None or tasks(r2) == {}                 # not released yet
+    r1 = b.hb("m1", 2, active=kept)                             # revoked: moves to the group epoch
+    assert r1.member_epoch == 3
+    r2 = b.hb("m2", 3, active={})
+    given = tasks(r2)
+    assert sum(len(p) for p in given.values()) == 4
+    for s in ("0", "1"):
+        assert given.get(s, set()) | kept.get(s, set()) == {0, 1, 2, 3}
+        assert not given.get(s, set()) & kept.get(s, set())
+    assert b.sg().state.value == "Stable"
+
+
+def test_leave_and_session_expiry_hand_tasks_to_the_others():
+    b = SB()
+    b.join("m1")
+    b.create_internal()
+    b.hb("m1", 1, active={})
+    b.join("m2")
+    r1 = b.hb("m1", 2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    r1 = b.hb("m1", 2, active=tasks(r1))
+    b.hb("m2", 3, active={})
+    left = b.hb("m2", -1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    r1 = b.hb("m1", 3, active=tasks(r1))
+    assert r1.member_epoch == 4 and tasks(r1) == {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
+    b.join("m3")
+    b.advance(3001)                                               # neither heartbeats: both fenced
+    assert b.sg().members == {}
+    assert b.hb("m1", 4, active={}).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_epoch_checks_and_request_validation_carry_kafkas_messages():
+    b = SB()
+    r = b.hb("m1", 1, active={})
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, f"Streams group {APP} not found.")
+    b.join("m1")
+    r = b.hb("m1", 7, active={})
+    assert r.error_code == E.FENCED_MEMBER_EPOCH
+    assert r.error_message.startswith("The streams group member has a greater member epoch (7)")
+    r = b.hb("m1", 0, process="p", topology=None, rebalance_timeout=1000)
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Topology must be non-null when (re-)joining.")
+    r = b.hb("m1", 0, process="p", topology=word_count_topology())
+    assert r.error_message == "RebalanceTimeoutMs must be provided in first request."
+    r = b.hb("m1", 1, topology=word_count_topology())
+    assert r.error_message == "Topology can only be provided when (re-)joining."
+    r = b.hb("m2", 0, process="p", topology=word_count_topology(2), rebalance_timeout=1000)
+    assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, "Topology updates are not supported yet.")
+    r = b.hb("m1", 0, process="p", topology=word_count_topology(), rebalance_timeout=1000, instance_id="i")
+    assert r.error_message == "Static membership is not yet supported."
+    r = b.hb("m1", -3)
+    assert r.error_message == "MemberEpoch is -3, but must be greater than or equal to -2."
+    assert b.hb("nobody", -1).error_code == E.UNKNOWN_MEMBER_ID
+
+
+def test_initial_rebalance_delay_holds_the_first_assignment():
+    b = SB(StreamsProtocolConfig(heartbeat_interval_ms=500, session_timeout_ms=30000, initial_rebalance_delay_ms=3000,
+                                 assignment_interval_ms=0))
+    b.view.add(REPART, uuid.uuid4(), 4)
+    b.view.add(CHANGELOG, uuid.uuid4(), 4)
+    r = b.join("m1")
+    assert statuses(r) == [5] and r.status[0].status_detail == \
+        "Assignment delayed due to the configured initial rebalance delay."
+    assert tasks(r) == {} and r.member_epoch == 0     # no assignment epoch yet: the member stays at 0
+    b.join("m2")
+    b.advance(3000)
+    r1, r2 = b.join("m1"), b.join("m2")
+    assert statuses(r1) == statuses(r2) == []
+    t1, t2 = tasks(r1), tasks(r2)
+    assert sum(len(p) for p in t1.values()) == sum(len(p) for p in t2.values()) == 4
+
+
+def test_offset_commits_follow_member_and_task_epochs():
+    b = SB()
+    b.join("m1")
+    b.create_internal()
+    r = b.hb("m1", 1, active={})
+    assert r.member_epoch == 2
+    assert b.commit(APP, {("in", 0): 5}, generation=2, member_id="m1", version=9) == {("in", 0): 0}
+    assert b.commit(APP, {("in", 0): 5}, generation=2, member_id="m1", version=8) == {
+        ("in", 0): E.UNSUPPORTED_VERSION}
+    assert b.commit(APP, {("in", 0): 5}, generation=3, member_id="m1", version=9) == {
+        ("in", 0): E.STALE_MEMBER_EPOCH}
+    assert b.commit(APP, {("in", 0): 5}, generation=2, member_id="x", version=9) == {
+        ("in", 0): E.UNKNOWN_MEMBER_ID}
+    b.join("m2")                                       # epoch 3; m1 keeps its tasks from epoch 2
+    r = b.hb("m1", 2, active=tasks(r))
+    r = b.hb("m1", 2, active=tasks(r))
+    assert r.member_epoch == 3
+    kept = b.sg().members["m1"].assigned.active["0"]
+    assert set(kept.values()) == {2}                  # assigned at epoch 2
+    p = min(kept)
+    assert b.commit(APP, {("in", p): 6}, generation=2, member_id="m1", version=9) == {("in", p): 0}
+    assert b.commit(APP, {("in", p): 6}, generation=1, member_id="m1", version=9) == {
+        ("in", p): E.STALE_MEMBER_EPOCH}
+
+
+def test_describe_list_describe_groups_and_delete():
+    b = SB()
+    b.join("m1")
+    b.create_internal()
+    b.hb("m1", 1, active={})
+    d = b.reply(b.call("streams_group_describe", StreamsGroupDescribeRequest(
+        group_ids=[APP, "other"], include_authorized_operations=False), 0)).groups
+    assert (d[0].error_code, d[0].group_state, d[0].group_epoch, d[0].assignment_epoch) == (0, "Stable", 2, 2)
+    assert [s.subtopology_id for s in d[0].topology.subtopologies] == ["0", "1"]
+    assert d[0].topology.subtopologies[1].state_changelog_topics[0].partitions == 4
+    m = d[0].members[0]
+    assert (m.member_id, m.member_epoch, m.process_id, m.topology_epoch) == ("m1", 2, "m1", 1)
+    assert {t.subtopology_id: t.partitions for t in m.assignment.active_tasks} == {"0": [0, 1, 2, 3],
+                                                                                "1": [0, 1, 2, 3]}
+    assert (d[1].error_code, d[1].error_message) == (E.GROUP_ID_NOT_FOUND, "Group other not found.")
+    listed = b.list_groups(types=["streams"]).groups
+    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed] == [
+        (APP, "streams", "Stable", "streams")]
+    described = b.describe(APP, version=6)[0]
+    assert (described.error_code, described.error_message) == (E.GROUP_ID_NOT_FOUND,
+                                                                f"Group {APP} is not a classic group.")
+    assert b.delete_groups(APP) == {APP: E.NON_EMPTY_GROUP}
+    b.hb("m1", -1)
+    assert b.delete_groups(APP) == {APP: 0}
+    assert b.list_groups().groups == []
+
+
+def test_sticky_assignor_balances_processes_and_keeps_previous_owners():
+    a = StickyTaskAssignor()
+    members = {"a1": AssignmentMember("A", {}, {}), "a2": AssignmentMember("A", {}, {}),
+               "b1": AssignmentMember("B", {}, {})}
+    out = a.assign(members, {"0": 6}, {"0"}, 0)
+    counts = {m: len(act.get("0", ())) for m, (act, _) in out.items()}
+    assert sum(counts.values()) == 6 and sorted(counts.values()) == [2, 2, 2]
+    # previous owners keep their tasks when a member goes away
+    prev = {m: AssignmentMember(members[m].process_id, out[m][0], {}) for m in ("a1", "b1")}
+    again = a.assign(prev, {"0": 6}, {"0"}, 0)
+    for m in prev:
+        assert out[m][0]["0"] <= again[m][0]["0"]
+    # standbys go to another process than the active task's
+    two = {"a": AssignmentMember("A", {}, {}), "b": AssignmentMember("B", {}, {})}
+    res = a.assign(two, {"0": 4, "1": 2}, {"1"}, 1)
+    for s in ("1",):
+        for m, (act, stb) in res.items():
+            assert not act.get(s, frozenset()) & stb.get(s, frozenset())
+        assert sorted(p for _, (_, stb) in res.items() for p in stb.get(s, ())) == [0, 1]
