@@ -127,7 +127,7 @@ class GroupRuntime(CoordinatorRuntime):
                                                     streams_config=streams_protocol_config(services.config),
                                                     group_overrides=self._group_overrides))
         self.share_admin = ShareGroupAdmin(self)   # the share-group admin APIs (KIP-932)
-        self._creating: set[str] = set()           # streams internal topics being created (KIP-1071)
+        self._streams_topics_creating: set[str] = set()   # streams internal topics being created (KIP-1071)
 
     def _group_overrides(self, group_id: str) -> dict[str, str]:
         """A group's dynamic GROUP configs (KIP-848/KIP-932) from the metadata image."""
@@ -323,16 +323,16 @@ class GroupRuntime(CoordinatorRuntime):
         fut = self.run(lambda reply_to, now: self.coordinator.streams_group_heartbeat(
             reply_to, req, ctx.api_version, client_id, host, now), self._partitions([req.group_id]))
         wanted = {n: spec for n, spec in self.coordinator.streams_groups.take_topics_to_create().items()
-                  if n not in self._creating}
+                  if n not in self._streams_topics_creating}
         if wanted:
-            self._creating.update(wanted)
+            self._streams_topics_creating.update(wanted)
             asyncio.ensure_future(self._create_internal_topics(wanted))
         return fut
 
     async def _create_internal_topics(self, wanted: dict) -> None:
         try:
             results = await self.services.create_topics([
-                NewTopic(name, partitions, replication, dict(configs))
+                NewTopic(name, partitions, replication, configs=dict(configs))
                 for name, (partitions, replication, configs) in sorted(wanted.items())])
             for r in results:
                 if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -342,7 +342,7 @@ class GroupRuntime(CoordinatorRuntime):
         except Exception:
             log.exception("creating streams internal topics %s failed", sorted(wanted))
         finally:
-            self._creating.difference_update(wanted)
+            self._streams_topics_creating.difference_update(wanted)
 
     def streams_group_describe(self, ctx, req) -> asyncio.Future:
         return self.run(lambda reply_to, now: self.coordinator.streams_group_describe(
