@@ -63,19 +63,25 @@ def marker_words(tag: str) -> list[str]:
 
 class Instance:
     """One WordCount JVM; ``states`` are (monotonic time, state, the input partitions of its active
-    tasks) from its stdout."""
+    tasks) from its stdout, ``tasks`` the ids of its active tasks when it last became RUNNING.
+    ``props`` are its Streams settings (default :data:`STREAMS_PROPS`)."""
 
-    def __init__(self, ctx, lib, name: str, app_id: str, source: str, sink: str, state_dir: str) -> None:
+    def __init__(self, ctx, lib, name: str, app_id: str, source: str, sink: str, state_dir: str,
+                 props: dict[str, str] | None = None) -> None:
         self.states: list[tuple[float, str, list[str]]] = []
+        self.tasks: list[str] = []
         self.state_dir = state_dir
+        props = STREAMS_PROPS if props is None else props
         self.app = App(lib, ctx.workdir, name, "WordCount.java",
                        [ctx.bootstrap, app_id, source, sink, ctx.workdir / state_dir],
-                       stdin="".join(f"{k}={v}\n" for k, v in STREAMS_PROPS.items()) + "\n", on_line=self._line)
+                       stdin="".join(f"{k}={v}\n" for k, v in props.items()) + "\n", on_line=self._line)
 
     def _line(self, line: str) -> None:
         if line.startswith("STATE "):
             _, state, tasks = (line + " ").split(" ", 2)
             self.states.append((time.monotonic(), state, [t for t in tasks.strip().split(",") if t]))
+        elif line.startswith("TASKS"):
+            self.tasks = [t for t in line[5:].strip().split(",") if t]
 
     def start(self) -> "Instance":
         self.app.start()
@@ -254,3 +260,91 @@ def streams_case(ctx, version: str) -> None:
 register("streams.eos-wordcount", area="streams", func=streams_case, doc=__doc__,
          requires=[21, 24, 26, 28], timeout=420.0,
          title="Kafka Streams {version} word count, exactly_once_v2: kill -9, takeover, restart")
+
+
+# -- the streams rebalance protocol (KIP-1071) ---------------------------------------------------------
+
+STREAMS_PROTOCOL_PROPS = {"group.protocol": "streams", "commit.interval.ms": "500", "num.stream.threads": "1",
+                          "replication.factor": "1"}
+ALL_TASKS = [f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS)]
+
+
+def set_group_configs(ctx, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET of GROUP configs (KIP-848/KIP-1071 dynamic group configs)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    for f in ctx.admin.admin.incremental_alter_configs([res]).values():
+        f.result()
+
+
+def streams_protocol_case(ctx) -> None:
+    """Kafka Streams 4.3.1 with ``group.protocol=streams`` (KIP-1071): the same exactly_once_v2 word
+    count, its group coordinated by the broker (StreamsGroupHeartbeat: the broker creates the
+    repartition and changelog topics, assigns the four tasks with its sticky assignor).
+
+    1. instance A starts alone and runs every task; lines are produced continuously;
+    2. instance B joins: the two share the tasks (A gives tasks up only once it has revoked them);
+    3. B is stopped cleanly (it leaves the group): A takes every task over (the **takeover time**);
+    4. input stops: the final count of every word equals the number of times it was produced.
+
+    The group's ``streams.initial.rebalance.delay.ms`` is set to 0 (a GROUP config) so the first
+    assignment does not wait Kafka's default 3 s for more members."""
+    lib = apps_lib("4.3.1")
+    source, sink = ctx.topic(PARTITIONS), ctx.topic(PARTITIONS)
+    app_id = f"{ctx.prefix}-sp"
+    ctx.on_cleanup(lambda: delete_group_when_empty(ctx, app_id))
+    ctx.on_cleanup(lambda: ctx.admin.delete_topics(ctx.admin.topics_with_prefix(app_id)))
+    set_group_configs(ctx, app_id, {"streams.initial.rebalance.delay.ms": "0"})
+    a = Instance(ctx, lib, "streams-sp-a", app_id, source, sink, "state-sp-a", STREAMS_PROTOCOL_PROPS)
+    b = Instance(ctx, lib, "streams-sp-b", app_id, source, sink, "state-sp-b", STREAMS_PROTOCOL_PROPS)
+    ctx.on_cleanup(lambda: (a.app.stop(), b.app.stop()))
+    feed = Input(ctx.bootstrap, source, seed=len(ctx.prefix))
+    out = Output(ctx.bootstrap, sink)
+    ctx.on_cleanup(out.close)
+
+    started = time.monotonic()
+    a.start()
+    wait_for(ctx, "instance A to run every task", lambda: a.state()[0] == "RUNNING" and a.tasks == ALL_TASKS, 90,
+             [a.app])
+    first_run = time.monotonic() - started
+    feed.start()
+    b.start()
+    wait_for(ctx, "A and B to share the tasks",
+             lambda: all(i.state()[0] == "RUNNING" and i.tasks for i in (a, b))
+             and sorted(a.tasks + b.tasks) == ALL_TASKS, 90, [a.app, b.app])
+    ctx.observe(tasks_shared=True)
+    ctx.detail(tasks_a=list(a.tasks), tasks_b=list(b.tasks))
+    seen = out.records
+    wait_for(ctx, "new counts in the output", lambda: out.records > seen, 60, [a.app, b.app])
+
+    stopped = time.monotonic()
+    b.app.stop()   # a clean close: B leaves the group (member epoch -1)
+    wait_for(ctx, "A to take every task over", lambda: a.state()[0] == "RUNNING" and a.tasks == ALL_TASKS, 60,
+             [a.app])
+    takeover = time.monotonic() - stopped
+    ctx.observe(takeover_by_remaining_instance=True)
+    time.sleep(1.0)
+    feed.stop()
+    expected = dict(feed.counts)
+    try:
+        wait_for(ctx, "the final counts", lambda: out.counts == expected, 60, [a.app])
+    except CaseFailure:
+        diff = {w: (out.counts.get(w), n) for w, n in sorted(expected.items()) if out.counts.get(w) != n}
+        raise CaseFailure(f"final counts differ from the input: (counted, produced) {diff}") from None
+    ctx.observe(final_counts_exact=True, words=len(expected))
+    ctx.detail(input_lines=feed.lines, timings={"first_run_s": round(first_run, 1), "takeover_s": round(takeover, 1)})
+    a.app.stop()
+
+
+def _register_streams_protocol() -> None:
+    from conformance.registry import JAVA, scenario
+
+    scenario("streams.protocol-wordcount.kafka-4.3.1", area="streams", clients=[JAVA], group="ecosystem",
+             requires=[88, 89], timeout=240.0,
+             title="Kafka Streams 4.3.1 word count, group.protocol=streams (KIP-1071): share, leave, take over"
+             )(streams_protocol_case)
+
+
+_register_streams_protocol()

@@ -6,7 +6,10 @@
 // processing.guarantee=exactly_once_v2. Extra Streams settings come as key=value lines on stdin
 // (ending with an empty line or EOF). Prints one line per state change on stdout:
 //   STATE <new state> <active tasks' input partitions, comma-separated topic-partition>
+// then, on RUNNING, the ids of its active tasks (subtopology_partition, comma-separated):
+//   TASKS <task ids>
 // and "CLOSED" after a clean close (SIGTERM); a kill -9 leaves an open transaction behind.
+// With group.protocol=streams on stdin the application uses the KIP-1071 streams rebalance protocol.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
@@ -60,6 +63,14 @@ public class WordCount {
             }
             Collections.sort(parts);
             System.out.println("STATE " + now + " " + String.join(",", parts));
+            if (now == KafkaStreams.State.RUNNING) {
+                List<String> tasks = new ArrayList<>();
+                for (ThreadMetadata t : streams.metadataForLocalThreads())
+                    for (TaskMetadata task : t.activeTasks())
+                        tasks.add(task.taskId().toString());
+                Collections.sort(tasks);
+                System.out.println("TASKS " + String.join(",", tasks));
+            }
             System.out.flush();
         });
         CountDownLatch done = new CountDownLatch(1);
