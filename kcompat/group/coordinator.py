@@ -280,7 +280,7 @@ class GroupCoordinator:
         error = self.ctx.check_group(req.group_id, _Api.STREAMS_HEARTBEAT) if req.group_id else None
         if error is not None:
             response = StreamsGroupHeartbeatResponse(error_code=int(error), member_id="", member_epoch=0,
-                                                     heartbeat_interval_ms=0)
+                                                     heartbeat_interval_ms=0, status=[])
         else:
             response = self.streams_groups.heartbeat(req, client_id, client_host)
         self.ctx.reply((reply_to, version), response)

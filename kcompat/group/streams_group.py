@@ -113,12 +113,14 @@ class StreamsGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # a new StreamsGroup starts at group epoch 1 and assignment epoch 1 (TargetAssignmentMetadata.INITIAL),
+        # validated topology epoch 0: the first member's join bumps the group epoch to 2
+        self.group_epoch = 1
+        self.assignment_epoch = 1
         self.assignment_timestamp = 0
         self.metadata_hash = 0
         self.metadata_version = -1
-        self.validated_topology_epoch = -1
+        self.validated_topology_epoch = 0
         self.topology: Topology | None = None
         self.configured: ConfiguredTopology | None = None
         self.members: dict[str, StreamsMember] = {}

@@ -151,7 +151,7 @@ class StreamsGroupManager:
             return self._heartbeat(req, client_id, client_host)
         except HeartbeatError as e:
             return HeartbeatResponse(error_code=int(e.code), error_message=e.message, member_id="",
-                                     member_epoch=0, heartbeat_interval_ms=0, status=None)
+                                     member_epoch=0, heartbeat_interval_ms=0, status=[])
 
     @staticmethod
     def _validate(req) -> None:
@@ -177,7 +177,7 @@ class StreamsGroupManager:
                 raise HeartbeatError(bad, "RebalanceTimeoutMs must be provided in first request.")
             for tasks, name in ((req.active_tasks, "ActiveTasks"), (req.standby_tasks, "StandbyTasks"),
                                 (req.warmup_tasks, "WarmupTasks")):
-                if tasks:
+                if tasks is None or tasks:   # Utils.throwIfNotEmptyCollection: null is not empty
                     raise HeartbeatError(bad, f"{name} must be empty when (re-)joining.")
             if req.topology is None:
                 raise HeartbeatError(bad, "Topology must be non-null when (re-)joining.")
@@ -458,7 +458,10 @@ class StreamsGroupManager:
         if sg is None:
             return
         if kind == INITIAL_DELAY_TIMER:
-            if sg.members and sg.group_epoch > sg.assignment_epoch:
+            # computeDelayedTargetAssignment: Kafka 4.3.1 leaves a group whose topology is not
+            # ready at its assignment epoch (its members get their target at their next heartbeat)
+            ready = sg.configured is not None and sg.configured.ready
+            if sg.members and sg.group_epoch > sg.assignment_epoch and ready:
                 self.assign(sg)
             return
         member = sg.members.get(member_id)

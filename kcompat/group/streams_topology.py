@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kcompat.coordinator.java_strings import java_hash_order
+
 # StreamsGroupHeartbeatResponse.Status codes (Kafka 4.3.1's StreamsGroupHeartbeatResponse.Status)
 STALE_TOPOLOGY = 0
 MISSING_SOURCE_TOPICS = 1
@@ -149,8 +151,7 @@ def configure(topology: Topology, partition_count: Callable[[str], int | None]) 
     None if it does not exist) as InternalTopicManager.configureTopics. Raises
     :class:`TopologyError` with status None for an invalid topology."""
     try:
-        missing = sorted({t for s in topology.subtopologies for t in s.source_topics
-                          if partition_count(t) is None and t not in _repartition_names(topology)})
+        missing = sorted({t for s in topology.subtopologies for t in s.source_topics if partition_count(t) is None})
         if missing:
             raise TopologyError(MISSING_SOURCE_TOPICS, f"Source topics {summarize(missing)} are missing.")
         decided = _repartition_counts(topology, partition_count)
@@ -179,6 +180,11 @@ def configure(topology: Topology, partition_count: Callable[[str], int | None]) 
                                     f"Existing topic {name} has different number of partitions: expected "
                                     f"{expected[0]}, found {existing}")
         if wanted:
+            # listed in the order of Kafka's HashMap of the topics to create
+            size = 16
+            while len(wanted) > size * 0.75:
+                size *= 2
+            wanted = {n: wanted[n] for n in java_hash_order(list(wanted), size)}
             return ConfiguredTopology(topology.epoch, tasks, wanted,
                                       (MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {summarize(wanted)}"),
                                       decided)
@@ -187,10 +193,6 @@ def configure(topology: Topology, partition_count: Callable[[str], int | None]) 
         if e.status is None:
             raise
         return ConfiguredTopology(topology.epoch, None, {}, (e.status, e.message))
-
-
-def _repartition_names(topology: Topology) -> set[str]:
-    return {t.name for s in topology.subtopologies for t in s.repartition_source_topics}
 
 
 def _repartition_counts(topology: Topology, partition_count: Callable[[str], int | None]) -> dict[str, int]:

@@ -33,7 +33,7 @@ def word_count_topology(epoch: int = 1):
     return T(epoch=epoch, subtopologies=[
         HB.Subtopology(subtopology_id="0", source_topics=["in"], source_topic_regex=[], state_changelog_topics=[],
                        repartition_sink_topics=[REPART], repartition_source_topics=[], copartition_groups=[]),
-        HB.Subtopology(subtopology_id="1", source_topics=[REPART], source_topic_regex=[],
+        HB.Subtopology(subtopology_id="1", source_topics=[], source_topic_regex=[],
                        state_changelog_topics=[HB.TopicInfo(name=CHANGELOG, partitions=0, replication_factor=0,
                                                             topic_configs=[])],
                        repartition_sink_topics=[],
@@ -54,15 +54,15 @@ class SB(Broker):
 
     def hb(self, member_id: str, epoch: int, *, process: str | None = None, topology=None, active=None,
            standby=None, group: str = APP, rebalance_timeout: int = -1, **kw):
-        owned = None
+        owned = [] if epoch == 0 else None
         if active is not None:
             owned = [HB.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(active.items())]
         req = HB(group_id=group, member_id=member_id, member_epoch=epoch, endpoint_information_epoch=0,
                  rebalance_timeout_ms=rebalance_timeout, topology=topology, process_id=process,
                  active_tasks=owned,
-                 standby_tasks=None if active is None else [
+                 standby_tasks=None if owned is None else [
                      HB.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted((standby or {}).items())],
-                 warmup_tasks=None if active is None else [], **kw)
+                 warmup_tasks=None if owned is None else [], **kw)
         return self.reply(self.call("streams_group_heartbeat", req, 0, "client", "/127.0.0.1"))
 
     def join(self, member_id: str, process: str | None = None, topology=None):
@@ -89,20 +89,21 @@ def statuses(r) -> list[int]:
 def test_first_join_asks_for_internal_topics_with_inferred_partitions_then_assigns_every_task():
     b = SB()
     r = b.join("m1")
-    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, "m1", 1, 500)
-    assert statuses(r) == [3] and r.status[0].status_detail == f"Internal topics are missing: {REPART}, {CHANGELOG}" \
-        or r.status[0].status_detail == f"Internal topics are missing: {CHANGELOG}, {REPART}"
+    # a new group is at epoch 1 (Kafka's StreamsGroup): the join bumps it to 2, the member follows
+    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, "m1", 2, 500)
+    # in the order of Kafka's HashMap of the topics to create (as Kafka 4.3.1 answers)
+    assert statuses(r) == [3] and r.status[0].status_detail == f"Internal topics are missing: {CHANGELOG}, {REPART}"
     assert tasks(r) == {}
     wanted = b.coord.streams_groups.take_topics_to_create()
     assert wanted == {REPART: (4, -1, {"cleanup.policy": "delete"}), CHANGELOG: (4, -1, {})}
     for name, (n, _, _) in wanted.items():
         b.view.add(name, uuid.uuid4(), n)
-    r = b.hb("m1", 1, active={})
-    assert (r.error_code, r.member_epoch, statuses(r)) == (0, 2, [])
+    r = b.hb("m1", 2, active={})
+    assert (r.error_code, r.member_epoch, statuses(r)) == (0, 3, [])
     assert tasks(r) == {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
     assert b.sg().state.value == "Stable"
-    r = b.hb("m1", 2, active=tasks(r))
-    assert r.active_tasks is None and r.member_epoch == 2   # nothing changed: no tasks in the answer
+    r = b.hb("m1", 3, active=tasks(r))
+    assert r.active_tasks is None and r.member_epoch == 3   # nothing changed: no tasks in the answer
 
 
 def test_missing_source_topic_is_reported_and_nothing_is_assigned():
@@ -124,23 +125,32 @@ def test_an_existing_internal_topic_with_other_partitions_is_incorrectly_partiti
                                          "expected 4, found 2")
 
 
-def test_a_second_member_gets_tasks_only_after_the_first_revoked_them():
-    b = SB()
+def ready_group(b: SB) -> set:
+    """m1 alone, internal topics created, every task its own; returns its epoch."""
     b.join("m1")
     b.create_internal()
-    r1 = b.hb("m1", 1, active={})
-    all_tasks = tasks(r1)
+    r = b.hb("m1", 2, active={})
+    assert tasks(r) == {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
+    return r.member_epoch
+
+
+def test_a_second_member_gets_tasks_only_after_the_first_revoked_them():
+    b = SB()
+    e1 = ready_group(b)
+    all_tasks = {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
     r2 = b.join("m2")
-    assert r2.member_epoch == 3 and tasks(r2) == {}          # everything is still m1's
-    r1 = b.hb("m1", 2, active=all_tasks)                      # asked to give half up, same epoch
-    assert r1.member_epoch == 2
+    e2 = r2.member_epoch
+    assert e2 == e1 + 1 and tasks(r2) == {}                      # everything is still m1's
+    r1 = b.hb("m1", e1, active=all_tasks)                         # asked to give half up, same epoch
+    assert r1.member_epoch == e1
     kept = tasks(r1)
     assert sum(len(p) for p in kept.values()) == 4
-    r2 = b.hb("m2", 3, active={})
-    assert tasks(r2) is None or tasks(r2) == {}                 # not released yet
-    r1 = b.hb("m1", 2, active=kept)                             # revoked: moves to the group epoch
-    assert r1.member_epoch == 3
-    r2 = b.hb("m2", 3, active={})
+    assert b.sg().state.value == "Reconciling"
+    r2 = b.hb("m2", e2, active={})
+    assert tasks(r2) is None or tasks(r2) == {}                   # not released yet
+    r1 = b.hb("m1", e1, active=kept)                              # revoked: moves to the group epoch
+    assert r1.member_epoch == e2
+    r2 = b.hb("m2", e2, active={})
     given = tasks(r2)
     assert sum(len(p) for p in given.values()) == 4
     for s in ("0", "1"):
@@ -151,21 +161,20 @@ def test_a_second_member_gets_tasks_only_after_the_first_revoked_them():
 
 def test_leave_and_session_expiry_hand_tasks_to_the_others():
     b = SB()
-    b.join("m1")
-    b.create_internal()
-    b.hb("m1", 1, active={})
-    b.join("m2")
-    r1 = b.hb("m1", 2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
-    r1 = b.hb("m1", 2, active=tasks(r1))
-    b.hb("m2", 3, active={})
+    e1 = ready_group(b)
+    e2 = b.join("m2").member_epoch
+    r1 = b.hb("m1", e1, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    kept = tasks(r1)
+    assert b.hb("m1", e1, active=kept).member_epoch == e2
+    b.hb("m2", e2, active={})
     left = b.hb("m2", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
-    r1 = b.hb("m1", 3, active=tasks(r1))
-    assert r1.member_epoch == 4 and tasks(r1) == {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
+    r1 = b.hb("m1", e2, active=kept)
+    assert r1.member_epoch == e2 + 1 and tasks(r1) == {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
     b.join("m3")
     b.advance(3001)                                               # neither heartbeats: both fenced
     assert b.sg().members == {}
-    assert b.hb("m1", 4, active={}).error_code == E.UNKNOWN_MEMBER_ID
+    assert b.hb("m1", e2 + 1, active={}).error_code == E.UNKNOWN_MEMBER_ID
 
 
 def test_epoch_checks_and_request_validation_carry_kafkas_messages():
@@ -199,7 +208,7 @@ def test_initial_rebalance_delay_holds_the_first_assignment():
     r = b.join("m1")
     assert statuses(r) == [5] and r.status[0].status_detail == \
         "Assignment delayed due to the configured initial rebalance delay."
-    assert tasks(r) == {} and r.member_epoch == 0     # no assignment epoch yet: the member stays at 0
+    assert tasks(r) == {} and r.member_epoch == 1     # a new group's assignment epoch is 1 (empty target)
     b.join("m2")
     b.advance(3000)
     r1, r2 = b.join("m1"), b.join("m2")
@@ -210,41 +219,35 @@ def test_initial_rebalance_delay_holds_the_first_assignment():
 
 def test_offset_commits_follow_member_and_task_epochs():
     b = SB()
-    b.join("m1")
-    b.create_internal()
-    r = b.hb("m1", 1, active={})
-    assert r.member_epoch == 2
-    assert b.commit(APP, {("in", 0): 5}, generation=2, member_id="m1", version=9) == {("in", 0): 0}
-    assert b.commit(APP, {("in", 0): 5}, generation=2, member_id="m1", version=8) == {
+    e = ready_group(b)
+    assert b.commit(APP, {("in", 0): 5}, generation=e, member_id="m1", version=9) == {("in", 0): 0}
+    assert b.commit(APP, {("in", 0): 5}, generation=e, member_id="m1", version=8) == {
         ("in", 0): E.UNSUPPORTED_VERSION}
-    assert b.commit(APP, {("in", 0): 5}, generation=3, member_id="m1", version=9) == {
+    assert b.commit(APP, {("in", 0): 5}, generation=e + 1, member_id="m1", version=9) == {
         ("in", 0): E.STALE_MEMBER_EPOCH}
-    assert b.commit(APP, {("in", 0): 5}, generation=2, member_id="x", version=9) == {
+    assert b.commit(APP, {("in", 0): 5}, generation=e, member_id="x", version=9) == {
         ("in", 0): E.UNKNOWN_MEMBER_ID}
-    b.join("m2")                                       # epoch 3; m1 keeps its tasks from epoch 2
-    r = b.hb("m1", 2, active=tasks(r))
-    r = b.hb("m1", 2, active=tasks(r))
-    assert r.member_epoch == 3
+    e2 = b.join("m2").member_epoch                     # m1 keeps half its tasks, assigned at epoch e
+    r = b.hb("m1", e, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    assert b.hb("m1", e, active=tasks(r)).member_epoch == e2
     kept = b.sg().members["m1"].assigned.active["0"]
-    assert set(kept.values()) == {2}                  # assigned at epoch 2
+    assert set(kept.values()) == {e}
     p = min(kept)
-    assert b.commit(APP, {("in", p): 6}, generation=2, member_id="m1", version=9) == {("in", p): 0}
-    assert b.commit(APP, {("in", p): 6}, generation=1, member_id="m1", version=9) == {
+    assert b.commit(APP, {("in", p): 6}, generation=e, member_id="m1", version=9) == {("in", p): 0}
+    assert b.commit(APP, {("in", p): 6}, generation=e - 1, member_id="m1", version=9) == {
         ("in", p): E.STALE_MEMBER_EPOCH}
 
 
 def test_describe_list_describe_groups_and_delete():
     b = SB()
-    b.join("m1")
-    b.create_internal()
-    b.hb("m1", 1, active={})
+    e = ready_group(b)
     d = b.reply(b.call("streams_group_describe", StreamsGroupDescribeRequest(
         group_ids=[APP, "other"], include_authorized_operations=False), 0)).groups
-    assert (d[0].error_code, d[0].group_state, d[0].group_epoch, d[0].assignment_epoch) == (0, "Stable", 2, 2)
+    assert (d[0].error_code, d[0].group_state, d[0].group_epoch, d[0].assignment_epoch) == (0, "Stable", e, e)
     assert [s.subtopology_id for s in d[0].topology.subtopologies] == ["0", "1"]
     assert d[0].topology.subtopologies[1].state_changelog_topics[0].partitions == 4
     m = d[0].members[0]
-    assert (m.member_id, m.member_epoch, m.process_id, m.topology_epoch) == ("m1", 2, "m1", 1)
+    assert (m.member_id, m.member_epoch, m.process_id, m.topology_epoch) == ("m1", e, "m1", 1)
     assert {t.subtopology_id: t.partitions for t in m.assignment.active_tasks} == {"0": [0, 1, 2, 3],
                                                                                 "1": [0, 1, 2, 3]}
     assert (d[1].error_code, d[1].error_message) == (E.GROUP_ID_NOT_FOUND, "Group other not found.")

@@ -41,11 +41,11 @@ def handle(ctx, req):
                       *(x.name for x in s.state_changelog_topics or ()))))
         prohibited = [t for t in required if t in KAFKA_INTERNAL_TOPICS]
         if prohibited:
-            return R(error_code=ErrorCode.STREAMS_INVALID_TOPOLOGY, error_message=(
+            return R(error_code=ErrorCode.STREAMS_INVALID_TOPOLOGY, status=[], error_message=(
                 f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams topology is prohibited."))
         invalid = [t for t in required if not _valid(t)]
         if invalid:
-            return R(error_code=ErrorCode.STREAMS_INVALID_TOPOLOGY,
+            return R(error_code=ErrorCode.STREAMS_INVALID_TOPOLOGY, status=[],
                      error_message=f"Topic names {','.join(invalid)} are not valid topic names.")
         if not all(ctx.authorize(Op.DESCRIBE, TOPIC, t) for t in required):
             return error_response(req, ctx.api_version, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -61,4 +61,4 @@ def _valid(name: str) -> bool:
 
 
 def error_response(req, version, code):
-    return R(error_code=code)
+    return R(error_code=code, status=[])
