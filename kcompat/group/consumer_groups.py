@@ -151,7 +151,7 @@ class ConsumerGroupManager:
             if not create:
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             group = self._new_group(group_id)
-        if group.share is not None:
+        if group.share is not None or group.streams is not None:
             raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if group.consumer is None and create and group.members and self.classic is not None \
                 and self.migration.can_upgrade(group):
@@ -162,9 +162,7 @@ class ConsumerGroupManager:
         if group.consumer is None:
             if not create or group.members or group.pending_members or not group.is_(EMPTY):
                 raise _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            if group.generation_id > 0 or group.protocol_type is not None:
-                log.info("group %s: the empty classic group becomes a consumer group", group_id)
-                self.classic_tombstone(group)
+            self.end_classic(group, "consumer")
             group.consumer = ConsumerGroup(group_id)
             group.protocol_type = CONSUMER_PROTOCOL_TYPE
         cg = group.consumer
@@ -172,6 +170,13 @@ class ConsumerGroupManager:
             raise _error(ErrorCode.GROUP_MAX_SIZE_REACHED,
                          f"The consumer group has reached its maximum capacity of {self.config.max_size} members.")
         return group, cg
+
+    def end_classic(self, group: Group, kind: str) -> None:
+        """An empty classic group (offsets only) becomes a ``kind`` group ("consumer", "streams"):
+        its classic record, if it had one, is tombstoned (Kafka's maybeDeleteEmptyClassicGroup)."""
+        if group.generation_id > 0 or group.protocol_type is not None:
+            log.info("group %s: the empty classic group becomes a %s group", group.group_id, kind)
+            self.classic_tombstone(group)
 
     def classic_tombstone(self, group: Group) -> None:
         """Tombstone the classic group record of a group becoming a consumer group."""

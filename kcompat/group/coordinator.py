@@ -113,7 +113,7 @@ class GroupCoordinator:
         self.streams_config = streams_config or StreamsProtocolConfig()
         self.streams_groups = StreamsGroupManager(
             self.streams_config, topics or NO_TOPICS, ctx.groups, timers=ctx.timers, new_group=ctx.new_group,
-            now=lambda: ctx.now, classic_tombstone=self.consumer_groups.classic_tombstone,
+            now=lambda: ctx.now, end_classic=self.consumer_groups.end_classic,
             group_overrides=group_overrides or (lambda group_id: {}))
         self.store = GroupStore(ctx, self.classic, self.consumer_groups, self.share_groups)
         self.offsets = OffsetManager(ctx, self.store, self.classic, self.consumer_groups, txn_verifier)

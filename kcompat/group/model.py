@@ -92,6 +92,16 @@ class Member:
         return f"Member({self.member_id!r}, instance={self.group_instance_id!r})"
 
 
+def group_int_config(overrides: dict[str, str], name: str, default: int) -> int:
+    """An integer GROUP config of a group (``overrides``: its dynamic configs, name -> value
+    string, e.g. ``share.heartbeat.interval.ms``), else ``default`` (the broker's)."""
+    value = overrides.get(name)
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
 class Group:
     __slots__ = ("group_id", "partition", "state", "state_timestamp", "protocol_type", "protocol_name",
                  "generation_id", "leader_id", "members", "static_members", "pending_members",

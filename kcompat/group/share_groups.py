@@ -21,7 +21,7 @@ from kcompat.group import share_group_records as srec
 from kcompat.group.consumer_group import TopicInfo, TopicsView, described_assignment, subscribed_topic_infos
 from kcompat.group.consumer_group import metadata_hash as group_metadata_hash
 from kcompat.group.consumer_records import Assignment
-from kcompat.group.model import Group
+from kcompat.group.model import Group, group_int_config
 from kcompat.group.share_group import (
     LEAVE_GROUP_MEMBER_EPOCH, SHARE_PROTOCOL_TYPE, ShareGroup, ShareGroupState, ShareMember, restore, simple_assign,
 )
@@ -78,11 +78,7 @@ class ShareGroupManager:
     # ------------------------------------------------------------------------------------------
 
     def _group_int(self, group_id: str, name: str, default: int) -> int:
-        value = self._overrides(group_id).get(name)
-        try:
-            return int(value) if value is not None else default
-        except ValueError:
-            return default
+        return group_int_config(self._overrides(group_id), name, default)
 
     def session_timeout_ms(self, group_id: str) -> int:
         return self._group_int(group_id, "share.session.timeout.ms", self.config.session_timeout_ms)

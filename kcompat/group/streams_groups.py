@@ -33,7 +33,7 @@ from typing import Callable
 
 from kcompat.group.consumer_group import TopicsView
 from kcompat.group.coordinator_types import EMPTY as EMPTY_CLASSIC
-from kcompat.group.model import Group
+from kcompat.group.model import Group, group_int_config
 from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
 from kcompat.group.streams_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, STREAMS_PROTOCOL_TYPE, MemberState, StreamsGroup,
@@ -95,10 +95,10 @@ class StreamsGroupManager:
 
     def __init__(self, config: StreamsProtocolConfig, topics: TopicsView, groups: dict[str, Group], *,
                  timers: Timers, new_group: Callable[[str], Group], now: Callable[[], int],
-                 classic_tombstone: Callable[[Group], None],
+                 end_classic: Callable[[Group, str], None],
                  group_overrides: Callable[[str], dict[str, str]] = lambda group_id: {}) -> None:
-        """``new_group(group_id)`` registers a new Empty group; ``classic_tombstone(group)`` ends
-        the classic record of an empty classic group becoming a streams group;
+        """``new_group(group_id)`` registers a new Empty group; ``end_classic(group, "streams")``
+        ends the classic record of an empty classic group becoming a streams group;
         ``group_overrides(group_id)``: the group's dynamic configs (name -> value string)."""
         self.config = config
         self.topics = topics
@@ -106,17 +106,13 @@ class StreamsGroupManager:
         self._timers = timers
         self._new_group = new_group
         self._now = now
-        self._classic_tombstone = classic_tombstone
+        self._end_classic = end_classic
         self._overrides = group_overrides
         self.assignor = StickyTaskAssignor()
         self._to_create: dict[str, tuple[int, int, dict[str, str]]] = {}
 
     def _group_int(self, group_id: str, name: str, default: int) -> int:
-        value = self._overrides(group_id).get(name)
-        try:
-            return int(value) if value is not None else default
-        except ValueError:
-            return default
+        return group_int_config(self._overrides(group_id), name, default)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
         return self._group_int(group_id, "streams.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
@@ -207,9 +203,7 @@ class StreamsGroupManager:
                              and not group.pending_members and group.is_(EMPTY_CLASSIC))
             if not create or not classic_empty:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
-            if group.generation_id > 0 or group.protocol_type is not None:
-                log.info("group %s: the empty classic group becomes a streams group", group_id)
-                self._classic_tombstone(group)
+            self._end_classic(group, "streams")
             group.streams = StreamsGroup(group_id)
             group.protocol_type = STREAMS_PROTOCOL_TYPE
         return group, group.streams

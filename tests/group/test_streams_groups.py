@@ -282,3 +282,21 @@ def test_sticky_assignor_balances_processes_and_keeps_previous_owners():
         for m, (act, stb) in res.items():
             assert not act.get(s, frozenset()) & stb.get(s, frozenset())
         assert sorted(p for _, (_, stb) in res.items() for p in stb.get(s, ())) == [0, 1]
+
+
+def test_other_protocols_do_not_take_a_streams_group_and_offsets_only_groups_become_streams_groups():
+    from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+
+    b = SB()
+    ready_group(b)
+    r = b.reply(b.call("consumer_group_heartbeat", ConsumerGroupHeartbeatRequest(
+        group_id=APP, member_id="c1", member_epoch=0, rebalance_timeout_ms=5000, subscribed_topic_names=["in"],
+        topic_partitions=[]), 1, "client", "/127.0.0.1"))
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, f"Group {APP} is not a consumer group.")
+    assert b.reply(Broker.join(b, APP)).error_code == E.INCONSISTENT_GROUP_PROTOCOL   # a classic JoinGroup
+    assert b.sg() is not None and set(b.sg().members) == {"m1"}
+    # a group holding only committed offsets becomes a streams group and keeps them
+    assert b.commit("offsets-only", {("in", 1): 7}) == {("in", 1): 0}
+    r = b.hb("m9", 0, process="p", topology=word_count_topology(), rebalance_timeout=1000, group="offsets-only")
+    assert r.error_code == 0 and b.group("offsets-only").streams is not None
+    assert b.group("offsets-only").offsets[("in", 1)].offset == 7
