@@ -33,8 +33,10 @@ import struct
 import threading
 import time
 
+from conformance import maven
+from conformance.clients.java import JavaTools
 from conformance.ecosystem import App, apps_lib, delete_group_when_empty, register, wait_for
-from conformance.model import CaseFailure
+from conformance.model import CaseFailure, Prerequisite
 
 PARTITIONS = 2
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
@@ -279,6 +281,37 @@ def set_group_configs(ctx, group: str, configs: dict[str, str]) -> None:
         f.result()
 
 
+STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"   # kafka-streams-groups.sh
+
+
+def streams_groups_tool(ctx) -> JavaTools:
+    """Kafka 4.3.1's tools (``kafka-streams-groups.sh`` is new in Kafka 4.1)."""
+    try:
+        lib = maven.resolve_kafka("4.3.1", log=lambda _msg: None)
+    except maven.ResolveError as e:
+        raise Prerequisite(f"Kafka 4.3.1 jars unavailable: {e}") from None
+    workdir = ctx.workdir / "tools-4.3.1"
+    workdir.mkdir(exist_ok=True)
+    return JavaTools(str(lib), workdir)
+
+
+def described_members(tools, ctx, group: str) -> list[tuple[str, list[str]]]:
+    """``kafka-streams-groups.sh --describe --members``: (process id, active task ids) per member,
+    from rows like ``<group> <member> <process> <client id> ACTIVE: 0:[0,1]; 1:[0];``."""
+    res = tools.run(STREAMS_GROUP_COMMAND, ["--bootstrap-server", ctx.bootstrap, "--describe", "--group", group,
+                                            "--members"], timeout=ctx.timeout(120), heap="256m")
+    members = []
+    for line in res.stdout.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) < 4 or cols[0] != group:
+            continue
+        active = line.split("ACTIVE:", 1)[1] if "ACTIVE:" in line else ""
+        ids = [f"{sub}_{p}" for sub, parts in re.findall(r"(\w+):\[([\d,]*)\]", active.split("STANDBY:")[0])
+               for p in parts.split(",") if p]
+        members.append((cols[2], sorted(ids)))
+    return sorted(members)
+
+
 def streams_protocol_case(ctx) -> None:
     """Kafka Streams 4.3.1 with ``group.protocol=streams`` (KIP-1071): the same exactly_once_v2 word
     count, its group coordinated by the broker (StreamsGroupHeartbeat: the broker creates the
@@ -286,8 +319,10 @@ def streams_protocol_case(ctx) -> None:
 
     1. instance A starts alone and runs every task; lines are produced continuously;
     2. instance B joins: the two share the tasks (A gives tasks up only once it has revoked them);
-    3. B is stopped cleanly (it leaves the group): A takes every task over (the **takeover time**);
-    4. input stops: the final count of every word equals the number of times it was produced.
+    3. Kafka 4.3.1's ``kafka-streams-groups.sh`` lists the group and describes both members with
+       all four tasks between them;
+    4. B is stopped cleanly (it leaves the group): A takes every task over (the **takeover time**);
+    5. input stops: the final count of every word equals the number of times it was produced.
 
     The group's ``streams.initial.rebalance.delay.ms`` is set to 0 (a GROUP config) so the first
     assignment does not wait Kafka's default 3 s for more members."""
@@ -316,6 +351,14 @@ def streams_protocol_case(ctx) -> None:
              and sorted(a.tasks + b.tasks) == ALL_TASKS, 90, [a.app, b.app])
     ctx.observe(tasks_shared=True)
     ctx.detail(tasks_a=list(a.tasks), tasks_b=list(b.tasks))
+    tools = streams_groups_tool(ctx)
+    listed = tools.run(STREAMS_GROUP_COMMAND, ["--bootstrap-server", ctx.bootstrap, "--list"],
+                       timeout=ctx.timeout(120), heap="256m").stdout.split()
+    members = described_members(tools, ctx, app_id)
+    ctx.check(app_id in listed, f"kafka-streams-groups.sh --list does not list {app_id}: {listed}")
+    ctx.check(len(members) == 2 and sorted(t for _, ts in members for t in ts) == ALL_TASKS,
+              f"kafka-streams-groups.sh --describe --members shows {members}, not two members with every task")
+    ctx.observe(tool_lists_group=True, tool_describes_two_members_with_every_task=True)
     seen = out.records
     wait_for(ctx, "new counts in the output", lambda: out.records > seen, 60, [a.app, b.app])
 

@@ -2,7 +2,9 @@
 
 Runs ``python -m conformance --broker-cmd kcompat --group ecosystem`` with one application release
 per scenario, to stay within CI's time budget: Kafka Streams 4.3.1 (exactly_once_v2 word count
-killed with SIGKILL, taken over by a second instance, restarted; final counts exact), Kafka Connect
+killed with SIGKILL, taken over by a second instance, restarted; final counts exact; and the same
+word count with ``group.protocol=streams``, KIP-1071: two instances share the tasks, one leaves, the
+other takes them over, kafka-streams-groups.sh lists and describes the group), Kafka Connect
 3.9.1 in distributed mode (FileStream source and sink, a clean worker restart, a second worker
 taking over a killed one's tasks) and MirrorMaker 2 3.9.1 (replication to the second kcompat the
 suite starts beside the first, checkpoints, offset translation for a group failing over, no ERROR
@@ -22,7 +24,7 @@ import sys
 from tests.support.broker_process import ROOT
 
 CASES = ("streams.eos-wordcount.kafka-4.3.1[java]", "connect.distributed-filestream.kafka-3.9.1[java]",
-         "mirror.checkpoints-failover.kafka-3.9.1[java]")
+         "mirror.checkpoints-failover.kafka-3.9.1[java]", "streams.protocol-wordcount.kafka-4.3.1[java]")
 
 
 def test_ecosystem_group_against_kcompat(tmp_path):
@@ -40,8 +42,10 @@ def test_ecosystem_group_against_kcompat(tmp_path):
     problems = [f"{cid}: {r['kind']}: {r['reason'][:500]}" for cid, r in sorted(results.items())
                 if r["status"] != "pass"]
     assert not problems, "failures:\n" + "\n".join(problems)
-    for cid in CASES[:2]:
+    for cid in (*CASES[:2], CASES[3]):
         assert results[cid]["details"]["timings"]["takeover_s"] > 0
     mirror = results[CASES[2]]
     assert mirror["observed"]["no_authorizer_info_logged"] is True
+    streams_protocol = results[CASES[3]]["observed"]
+    assert streams_protocol["final_counts_exact"] is True and streams_protocol["tool_lists_group"] is True
     assert "## Timings" in (report / "report.md").read_text()
