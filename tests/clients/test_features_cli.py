@@ -59,10 +59,11 @@ def described(tools, broker) -> tuple[list[str], int]:
     return lines, int(lines[0].rsplit("Epoch: ", 1)[1])
 
 
-def expected(epoch: int, group: int = 0, share: int = 0, txn: int = 0, mv: str = "3.8-IV0") -> list[str]:
+def expected(epoch: int, group: int = 0, share: int = 0, txn: int = 0, mv: str = "3.8-IV0", streams: int = 1) -> list[str]:
     return [line("group.version", "0", "1", str(group), epoch), line("kraft.version", "0", "0", "0", epoch),
             line("metadata.version", "3.3-IV3", "3.8-IV0", mv, epoch),
             line("share.version", "0", "1", str(share), epoch),
+            line("streams.version", "0", "1", str(streams), epoch),
             line("transaction.version", "0", "2", str(txn), epoch)]
 
 
@@ -83,7 +84,9 @@ def refused(tools, broker, *args: str) -> str:
 @pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
 def test_kafka_features_describes_upgrades_downgrades_and_keeps_levels_over_a_restart(broker, tools):
     lines, epoch = described(tools, broker)
-    assert lines == expected(epoch)   # a new cluster at 3.8-IV0: Kafka 4.3 finalizes nothing else
+    # a new cluster at 3.8-IV0: Kafka 4.3 finalizes nothing else; kcompat finalizes streams.version 1
+    # as a 4.3.1 node formatted at its default release (KIP-1071 streams groups on)
+    assert lines == expected(epoch)
 
     assert changes(tools, broker, "upgrade", "--feature", "group.version=1", "--feature", "share.version=1") == \
         "group.version was upgraded to 1.\nshare.version was upgraded to 1."
@@ -93,7 +96,7 @@ def test_kafka_features_describes_upgrades_downgrades_and_keeps_levels_over_a_re
     for command, (feature, level), reason in [
             ("upgrade", ("transaction.version", 3), "Local controller 1 only supports versions 0-2"),
             ("downgrade", ("transaction.version", 1), "Can't downgrade to a newer version."),
-            ("upgrade", ("streams.version", 1), "Local controller 1 does not support this feature.")]:
+            ("upgrade", ("streams.version", 2), "Local controller 1 only supports versions 0-1")]:
         assert refused(tools, broker, command, "--feature", f"{feature}={level}") == (
             f"Could not {command} {feature} to {level}. {ALL_FAILED}Invalid update version {level} for feature "
             f"{feature}. {reason}")
@@ -124,7 +127,7 @@ def test_api_versions_lists_features_as_kafka(broker):
     v4 = wire.call(broker.bootstrap, req, 4)
     assert [(f.name, f.min_version, f.max_version) for f in v4.supported_features] == [
         ("group.version", 0, 1), ("kraft.version", 0, 0), ("metadata.version", 7, 20), ("share.version", 0, 1),
-        ("transaction.version", 0, 2)]
+        ("streams.version", 0, 1), ("transaction.version", 0, 2)]
     v3 = wire.call(broker.bootstrap, req, 3)
     assert [f.name for f in v3.supported_features] == ["metadata.version"]
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in v4.finalized_features}

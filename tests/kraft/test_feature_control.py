@@ -36,19 +36,20 @@ def levels(records) -> list[tuple[str, int]]:
 
 def test_supported_levels_are_what_kcompat_implements():
     assert LOCAL == {"metadata.version": (7, 20), "group.version": (0, 1), "share.version": (0, 1),
-                     "transaction.version": (0, 2), "kraft.version": (0, 0)}
+                     "transaction.version": (0, 2), "kraft.version": (0, 0), "streams.version": (0, 1)}
     # a data dir already finalized higher keeps its level supported
     assert fc.supported({"metadata.version": 21})["metadata.version"] == (7, 21)
 
 
 def test_a_new_cluster_finalizes_what_kafka_4_3_finalizes_at_its_metadata_version():
     """Feature.defaultLevel: at 3.8-IV0 every feature other than metadata.version is at 0; at
-    4.3-IV0 Kafka finalizes group 1, share 1, transaction 2 (kcompat stops at 1), ELR 1 and
-    streams 1 (kcompat supports neither)."""
-    assert levels(fc.bootstrap_records()) == [("metadata.version", 20)]
-    assert fc.default_levels(22) == {"metadata.version": 22, "group.version": 1}
+    4.3-IV0 Kafka finalizes group 1, share 1, transaction 2, ELR 1 (kcompat does not support it)
+    and streams 1. kcompat finalizes streams.version 1 whatever the metadata.version, as a Kafka
+    4.3.1 node formatted at its default release has it (KIP-1071 streams groups on by default)."""
+    assert levels(fc.bootstrap_records()) == [("metadata.version", 20), ("streams.version", 1)]
+    assert fc.default_levels(22) == {"metadata.version": 22, "group.version": 1, "streams.version": 1}
     assert fc.default_levels(30) == {"metadata.version": 30, "transaction.version": 2, "group.version": 1,
-                                     "share.version": 1}
+                                     "share.version": 1, "streams.version": 1}
 
 
 def test_java_hash_map_order():
@@ -81,7 +82,7 @@ def test_upgrades_downgrades_and_disabling():
 @pytest.mark.parametrize("finalized, upd, reason", [
     ({}, Update("transaction.version", 3), "Local controller 1 only supports versions 0-2"),
     ({}, Update("eligible.leader.replicas.version", 1), "Local controller 1 does not support this feature."),
-    ({}, Update("streams.version", 1), "Local controller 1 does not support this feature."),
+    ({}, Update("streams.version", 2), "Local controller 1 only supports versions 0-1"),
     ({}, Update("foo", 1), "Local controller 1 does not support this feature."),
     ({}, Update("foo", 0), "Feature foo not found."),
     ({}, Update("kraft.version", 1), "Local controller 1 does not support this feature."),
