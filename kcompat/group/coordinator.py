@@ -112,10 +112,12 @@ class GroupCoordinator:
         self.share_admin = ShareAdmin(ctx, self.share_groups, topics or NO_TOPICS)
         self.streams_config = streams_config or StreamsProtocolConfig()
         self.streams_groups = StreamsGroupManager(
-            self.streams_config, topics or NO_TOPICS, ctx.groups, timers=ctx.timers, new_group=ctx.new_group,
+            self.streams_config, topics or NO_TOPICS, ctx.groups,
+            emit=lambda partition, key, value: ctx.emit(partition, key, value, applied=True),
+            timers=ctx.timers, new_group=ctx.new_group,
             now=lambda: ctx.now, end_classic=self.consumer_groups.end_classic,
             group_overrides=group_overrides or (lambda group_id: {}))
-        self.store = GroupStore(ctx, self.classic, self.consumer_groups, self.share_groups)
+        self.store = GroupStore(ctx, self.classic, self.consumer_groups, self.share_groups, self.streams_groups)
         self.offsets = OffsetManager(ctx, self.store, self.classic, self.consumer_groups, txn_verifier)
         ctx.on_begin = self._on_begin
         ctx.on_end = self._fire_due

@@ -130,13 +130,14 @@ class _LoadState:
     offsets, and transactional offsets per producer whose marker has not been read yet
     (GroupMetadataManager.loadGroupsAndOffsets' pendingOffsets)."""
 
-    __slots__ = ("groups", "offsets", "pending", "last_offset", "consumer", "share")
+    __slots__ = ("groups", "offsets", "pending", "last_offset", "consumer", "share", "streams")
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupMetadataValue] = {}
         # KIP-848 records: group id -> (record type, member id or regex) -> latest value
         self.consumer: dict[str, dict[tuple[int, str | None], bytes]] = {}
         self.share: dict[str, dict[tuple[int, str | None], bytes]] = {}   # KIP-932 records by group
+        self.streams: dict[str, dict[tuple[int, str | None], bytes]] = {}   # KIP-1071 records by group
         self.offsets: dict[str, dict[tuple[str, int], _Positioned]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], _Positioned]]] = {}
         self.last_offset = -1

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kcompat.group import consumer_records as crec
 from kcompat.group import share_group_records as srec
+from kcompat.group import streams_records as strec
 from kcompat.protocol.group_records.group_metadata_key import GroupMetadataKey
 from kcompat.protocol.group_records.group_metadata_value import GroupMetadataValue
 from kcompat.protocol.group_records.offset_commit_key import OffsetCommitKey
@@ -112,7 +113,8 @@ def parse_key(key: bytes):
     """The decoded key: :class:`OffsetKey`, :class:`GroupKey`, a
     :class:`kcompat.group.consumer_records.ConsumerKey` for KIP-848 consumer group records (types
     3-8, 16), a :class:`kcompat.group.share_group_records.ShareKey` for KIP-932 share group records
-    (types 9-15); None for other record types (streams groups)."""
+    (types 9-15), a :class:`kcompat.group.streams_records.StreamsKey` for KIP-1071 streams group
+    records (types 17, 19-23); None for other record types."""
     buf, version = _read_version(key)
     if version in (0, 1):
         k = _read_struct(OffsetCommitKey, buf, version)
@@ -126,11 +128,12 @@ def parse_key(key: bytes):
             return crec.parse_key(version, key)
         except crec.ConsumerRecordError as e:
             raise RecordFormatError(str(e)) from e
-    if version in srec.SHARE_RECORD_TYPES:
-        try:
-            return srec.parse_key(version, key)
-        except crec.ConsumerRecordError as e:
-            raise RecordFormatError(str(e)) from e
+    for module, types in ((srec, srec.SHARE_RECORD_TYPES), (strec, strec.STREAMS_RECORD_TYPES)):
+        if version in types:
+            try:
+                return module.parse_key(version, key)
+            except crec.ConsumerRecordError as e:
+                raise RecordFormatError(str(e)) from e
     return None
 
 

@@ -19,6 +19,7 @@ from kcompat.group.write_errors import coordinator_error, with_error
 from kcompat.group.model import CONSUMER_PROTOCOL_TYPE, Group, Member
 from kcompat.group.consumer_records import ConsumerKey
 from kcompat.group.share_group_records import ShareKey
+from kcompat.group.streams_records import StreamsKey
 from kcompat.group.records import GroupKey, OffsetAndMetadata, OffsetKey, RecordFormatError
 from kcompat.group.classic_replies import answer_waiters
 from kcompat.group.shard import GroupShardContext
@@ -26,6 +27,7 @@ from kcompat.group.state import GroupEvent
 
 if TYPE_CHECKING:  # pragma: no cover
     from kcompat.group.consumer_groups import ConsumerGroupManager
+    from kcompat.group.streams_groups import StreamsGroupManager
     from kcompat.group.membership import ClassicGroupManager
     from kcompat.group.share_groups import ShareGroupManager
 from kcompat.protocol.errors import ErrorCode
@@ -36,11 +38,13 @@ class GroupStore:
     """Expiry, replay, loading and unloading of the groups of :class:`GroupShardContext`."""
 
     def __init__(self, ctx: GroupShardContext, classic: "ClassicGroupManager",
-                 consumer_groups: "ConsumerGroupManager", share_groups: "ShareGroupManager | None" = None) -> None:
+                 consumer_groups: "ConsumerGroupManager", share_groups: "ShareGroupManager | None" = None,
+                 streams_groups: "StreamsGroupManager | None" = None) -> None:
         self.ctx = ctx
         self.classic = classic
         self.consumer_groups = consumer_groups
         self.share_groups = share_groups
+        self.streams_groups = streams_groups
 
     # ------------------------------------------------------------------------------------------
     # offset expiry, deleted topics, group removal
@@ -131,6 +135,8 @@ class GroupStore:
             self.consumer_groups.delete_records(group)
         elif group.share is not None:
             self.share_groups.delete_records(group)
+        elif group.streams is not None:
+            self.streams_groups.delete_records(group)
         elif group.generation_id > 0:
             # generation 0: the group only stored offsets and never had a metadata record
             self.ctx.emit(group.partition, rec.group_metadata_key(group.group_id), None, applied=True)
@@ -272,8 +278,9 @@ class GroupStore:
                     state.groups.pop(key.group, None)
                 else:
                     state.groups[key.group] = rec.parse_group_value(value)
-            elif isinstance(key, (ConsumerKey, ShareKey)):
-                by_group = state.consumer if isinstance(key, ConsumerKey) else state.share
+            elif isinstance(key, (ConsumerKey, ShareKey, StreamsKey)):
+                by_group = (state.consumer if isinstance(key, ConsumerKey)
+                            else state.share if isinstance(key, ShareKey) else state.streams)
                 records = by_group.setdefault(key.group, {})
                 if value is None:
                     records.pop((key.record_type, key.sub), None)
@@ -281,6 +288,24 @@ class GroupStore:
                     records[(key.record_type, key.sub)] = value
         except RecordFormatError as e:
             log.warning("skipping a __consumer_offsets record that cannot be read: %s", e)
+
+    def _restore_streams(self, partition: int, group_id: str, records: dict, now_ms: int, loaded: list) -> None:
+        """A streams group from its records (KIP-1071), over the offsets-only group its offsets made."""
+        group = self.ctx.groups.get(group_id)
+        if self.streams_groups is None or (group is not None and (group.has_live_members()
+                                                                   or group.protocol_type is not None)):
+            log.warning("group %s: both streams group records and another group type's; skipping them", group_id)
+            return
+        fresh = group is None
+        group = group if group is not None else Group(group_id, partition, EMPTY, now_ms)
+        try:
+            restored = self.streams_groups.restore(group, records)
+        except (ValueError, RecordFormatError) as e:
+            log.warning("group %s: cannot restore its streams group records: %s", group_id, e)
+            restored = False
+        if restored and fresh:
+            self.ctx.groups[group_id] = group
+            loaded.append(group)
 
     @staticmethod
     def apply_loading_marker(state: _LoadState, producer_id: int, commit: bool) -> None:
@@ -412,6 +437,8 @@ class GroupStore:
             if restored:
                 self.ctx.groups[group_id] = group
                 loaded.append(group)
+        for group_id, records in state.streams.items():
+            self._restore_streams(partition, group_id, records, now_ms, loaded)
         for group in loaded:
             n_groups += 1
             n_offsets += len(group.offsets)

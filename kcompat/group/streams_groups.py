@@ -31,7 +31,9 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from kcompat.group.consumer_group import TopicsView
+from kcompat.group import streams_records as strec
+from kcompat.group.consumer_group import TopicsView, subscribed_topic_infos
+from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
 from kcompat.group.coordinator_types import EMPTY as EMPTY_CLASSIC
 from kcompat.group.model import Group, group_int_config
 from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
@@ -94,15 +96,17 @@ class StreamsGroupManager:
     """Streams groups of the coordinator's ``__consumer_offsets`` partitions."""
 
     def __init__(self, config: StreamsProtocolConfig, topics: TopicsView, groups: dict[str, Group], *,
-                 timers: Timers, new_group: Callable[[str], Group], now: Callable[[], int],
+                 emit: Callable[[int, bytes, bytes | None], None], timers: Timers, new_group: Callable[[str], Group], now: Callable[[], int],
                  end_classic: Callable[[Group, str], None],
                  group_overrides: Callable[[str], dict[str, str]] = lambda group_id: {}) -> None:
-        """``new_group(group_id)`` registers a new Empty group; ``end_classic(group, "streams")``
+        """``emit(partition, key, value)`` writes a record whose effect is already applied;
+        ``new_group(group_id)`` registers a new Empty group; ``end_classic(group, "streams")``
         ends the classic record of an empty classic group becoming a streams group;
         ``group_overrides(group_id)``: the group's dynamic configs (name -> value string)."""
         self.config = config
         self.topics = topics
         self.groups = groups
+        self._emit = emit
         self._timers = timers
         self._new_group = new_group
         self._now = now
@@ -245,6 +249,7 @@ class StreamsGroupManager:
                            else member.user_endpoint))
         bump = member_id not in sg.members or updated.metadata_fields() != member.metadata_fields()
         saved = (sg.topology, sg.configured, sg.metadata_version, sg.metadata_hash, sg.validated_topology_epoch)
+        had_topology = sg.topology is not None
         try:
             self._update_topology(sg, req, member_id)
             bump |= self._configure(group, sg)
@@ -255,6 +260,10 @@ class StreamsGroupManager:
                 del self.groups[group.group_id]
             raise
         sg.members[member_id] = updated
+        if bump:
+            self._emit_record(group, strec.MEMBER_METADATA, member_id, strec.member_metadata_value(updated))
+        if not had_topology and sg.topology is not None:
+            self._emit_record(group, strec.TOPOLOGY, None, strec.topology_value(sg))
         status: list[tuple[int, str]] = []
         if sg.topology is not None and updated.topology_epoch < sg.topology.epoch:
             status.append((STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind the "
@@ -265,6 +274,7 @@ class StreamsGroupManager:
         if bump:
             sg.group_epoch += 1
             sg.assignment_configs = configs
+            self._emit_record(group, strec.GROUP_METADATA, None, strec.group_metadata_value(sg))
             log.info("group %s: streams group epoch %d", group.group_id, sg.group_epoch)
         if was_empty:   # a group starting: wait for more members (KIP-1071 initial rebalance delay)
             delay = self._group_int(group.group_id, "streams.initial.rebalance.delay.ms",
@@ -321,18 +331,15 @@ class StreamsGroupManager:
         if sg.configured is not None and sg.metadata_version == version:
             return False
         sg.metadata_version = version
-        counts = {}
-        for name in sorted(sg.topology.required_topics()):
-            info = self.topics.topic(name)
-            if info is not None:
-                counts[name] = (str(info.topic_id), info.num_partitions)
-        metadata_hash = hash(tuple(sorted(counts.items())))
+        infos = subscribed_topic_infos(self.topics, sg.topology.required_topics())
+        counts = {name: info.num_partitions for name, info in infos.items()}
+        metadata_hash = topics_metadata_hash(infos)
         bump = False
         if metadata_hash != sg.metadata_hash or sg.configured is None:
             bump = metadata_hash != sg.metadata_hash
             sg.metadata_hash = metadata_hash
             try:
-                sg.configured = configure(sg.topology, lambda t: counts[t][1] if t in counts else None)
+                sg.configured = configure(sg.topology, counts.get)
             except TopologyError as e:
                 raise HeartbeatError(ErrorCode.STREAMS_INVALID_TOPOLOGY, e.message) from None
         validated = sg.topology.epoch if sg.configured.ready else -1
@@ -352,9 +359,9 @@ class StreamsGroupManager:
         if sg.assignment_timestamp and self._now() < sg.assignment_timestamp + interval:
             status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             return
-        self.assign(sg)
+        self.assign(group, sg)
 
-    def assign(self, sg: StreamsGroup) -> None:
+    def assign(self, group: Group, sg: StreamsGroup) -> None:
         """A new target assignment for the group epoch (streams.TargetAssignmentBuilder): nothing
         while the topology is not ready."""
         configured = sg.configured
@@ -363,11 +370,16 @@ class StreamsGroupManager:
                        for m in sg.members.values()}
             stateful = {s.subtopology_id for s in sg.topology.subtopologies if s.stateful}
             standby = int(sg.assignment_configs.get("num.standby.replicas", "0"))
-            sg.target = self.assignor.assign(members, configured.tasks, stateful, standby)
+            target = self.assignor.assign(members, configured.tasks, stateful, standby)
         else:
-            sg.target = {m: ({}, {}) for m in sg.members}
+            target = {m: ({}, {}) for m in sg.members}
+        for member_id in sorted(target):
+            if target[member_id] != sg.target.get(member_id):
+                self._emit_record(group, strec.TARGET_MEMBER, member_id, strec.target_member_value(target[member_id]))
+        sg.target = target
         sg.assignment_epoch = sg.group_epoch
         sg.assignment_timestamp = self._now()
+        self._emit_record(group, strec.TARGET_METADATA, None, strec.target_metadata_value(sg))
         log.info("group %s: target assignment for epoch %d", sg.group_id, sg.group_epoch)
 
     def _reconcile(self, group: Group, sg: StreamsGroup, member: StreamsMember, owned) -> StreamsMember:
@@ -378,6 +390,7 @@ class StreamsGroupManager:
         after = reconcile(sg, member, sg.assignment_epoch, sg.target.get(member.member_id, ({}, {})), owned)
         if after != member:
             sg.members[member.member_id] = after
+            self._emit_record(group, strec.CURRENT_ASSIGNMENT, member.member_id, strec.current_assignment_value(after))
             key = (REVOKE_TIMER, group.group_id, member.member_id)
             if after.state is MemberState.UNREVOKED_TASKS:
                 self._timers.schedule(key, self._now() + max(after.rebalance_timeout_ms, 0), after.member_epoch)
@@ -435,7 +448,10 @@ class StreamsGroupManager:
         sg.target.pop(member_id, None)
         for kind in (SESSION_TIMER, REVOKE_TIMER):
             self._timers.cancel((kind, group.group_id, member_id))
+        for record_type in strec.MEMBER_RECORD_TYPES:
+            self._emit_record(group, record_type, member_id, None)
         sg.group_epoch += 1
+        self._emit_record(group, strec.GROUP_METADATA, None, strec.group_metadata_value(sg))
         if not sg.members:
             sg.shutdown_requested_by = None
             group.state_timestamp = self._now()   # offsets' retention counts from now (KIP-211)
@@ -456,7 +472,7 @@ class StreamsGroupManager:
             # ready at its assignment epoch (its members get their target at their next heartbeat)
             ready = sg.configured is not None and sg.configured.ready
             if sg.members and sg.group_epoch > sg.assignment_epoch and ready:
-                self.assign(sg)
+                self.assign(group, sg)
             return
         member = sg.members.get(member_id)
         if member is None:
@@ -469,6 +485,39 @@ class StreamsGroupManager:
         else:
             log.info("group %s: member %s session timed out; fenced", group_id, member_id)
         self.fence(group, member_id)
+
+    # ------------------------------------------------------------------------------------------
+    # records and loading
+    # ------------------------------------------------------------------------------------------
+
+    def _emit_record(self, group: Group, record_type: int, member_id: str | None, value: bytes | None) -> None:
+        self._emit(group.partition, strec.key(record_type, group.group_id, member_id), value)
+
+    def delete_records(self, group: Group) -> None:
+        """Tombstones for everything a streams group wrote (DeleteGroups, or the group expiring
+        once empty and without offsets)."""
+        sg = group.streams
+        for member_id in sorted(set(sg.members) | set(sg.target)):
+            for record_type in strec.MEMBER_RECORD_TYPES:
+                self._emit_record(group, record_type, member_id, None)
+        for record_type in (strec.TARGET_METADATA, strec.TOPOLOGY, strec.GROUP_METADATA):
+            self._emit_record(group, record_type, None, None)
+
+    def restore(self, group: Group, records: dict[tuple[int, str | None], bytes]) -> bool:
+        """Rebuild ``group``'s streams membership from the latest value of each of its records
+        (tombstones applied), as Kafka's replay; its members' sessions start again. False if there
+        is no group metadata record. The topology is configured again at the next heartbeat."""
+        sg = strec.restore(group.group_id, records)
+        if sg is None:
+            return False
+        group.streams = sg
+        group.protocol_type = STREAMS_PROTOCOL_TYPE
+        for member_id, member in sg.members.items():
+            self.schedule_session(group, member_id)
+            if member.state is MemberState.UNREVOKED_TASKS:
+                self._timers.schedule((REVOKE_TIMER, group.group_id, member_id),
+                                      self._now() + max(member.rebalance_timeout_ms, 0), member.member_epoch)
+        return True
 
     # ------------------------------------------------------------------------------------------
     # StreamsGroupDescribe

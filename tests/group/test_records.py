@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from kcompat.group.streams_records import StreamsKey
 from kcompat.group.consumer_records import ConsumerKey
 from kcompat.group.share_group_records import ShareKey
 from hypothesis import given
@@ -108,7 +109,8 @@ def test_keys_parse_and_other_record_types_are_skipped():
     assert parse_key(group_metadata_key("g")) == GroupKey("g")
     assert parse_key(struct.pack(">h", 3) + s16("g")) == ConsumerKey(3, "g")  # a KIP-848 consumer group record
     assert parse_key(struct.pack(">h", 11) + s16("g")) == ShareKey(11, "g")  # a KIP-932 share group record
-    assert parse_key(struct.pack(">h", 17) + s16("g")) is None  # a streams group record: skipped
+    assert parse_key(struct.pack(">h", 17) + s16("g")) == StreamsKey(17, "g")  # a KIP-1071 streams group record
+    assert parse_key(struct.pack(">h", 18) + s16("g")) is None  # type 18 (never written by Kafka 4.3.1): skipped
     for bad in (b"", b"\x00", struct.pack(">h", 1) + b"\x00\x05ab", struct.pack(">h", 2) + s16("g") + b"x"):
         with pytest.raises(RecordFormatError):
             parse_key(bad)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from kcompat.group import GroupCoordinator
+from kcompat.group import streams_records as strec
 from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
 from kcompat.group.streams_groups import StreamsProtocolConfig
 from kcompat.protocol.errors import ErrorCode as E
@@ -44,9 +45,9 @@ def word_count_topology(epoch: int = 1):
 
 
 class SB(Broker):
-    def __init__(self, config: StreamsProtocolConfig = CONFIG, partitions: int = 4) -> None:
+    def __init__(self, config: StreamsProtocolConfig = CONFIG, partitions: int = 4, view: Topics | None = None) -> None:
         super().__init__(own=False, topics={"in": partitions})
-        self.view = Topics({"in": (IN, partitions)})
+        self.view = view or Topics({"in": (IN, partitions)})
         self.coord = GroupCoordinator(FAST, partition_exists=self.partition_exists, topics=self.view,
                                       streams_config=config)
         for p in range(FAST.num_partitions):
@@ -300,3 +301,33 @@ def test_other_protocols_do_not_take_a_streams_group_and_offsets_only_groups_bec
     r = b.hb("m9", 0, process="p", topology=word_count_topology(), rebalance_timeout=1000, group="offsets-only")
     assert r.error_code == 0 and b.group("offsets-only").streams is not None
     assert b.group("offsets-only").offsets[("in", 1)].offset == 7
+
+
+def test_records_reload_into_the_same_group_and_deleted_groups_stay_gone():
+    b = SB()
+    e1 = ready_group(b)
+    e2 = b.join("m2").member_epoch
+    r1 = b.hb("m1", e1, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})   # m1 revoking half: UNREVOKED_TASKS
+    keys = [entry[1] for entry in b.records()]
+    assert {strec.parse_key(k[1], k).record_type for k in keys if k[1] in strec.STREAMS_RECORD_TYPES} == {
+        17, 19, 20, 21, 22, 23}
+    before = b.sg()
+    other = SB(view=b.view)
+    for p in range(FAST.num_partitions):
+        other.coord.load(p, b.records(p), other.now)
+    after = other.sg()
+    assert (after.group_epoch, after.assignment_epoch, after.metadata_hash, after.validated_topology_epoch) == (
+        before.group_epoch, before.assignment_epoch, before.metadata_hash, before.validated_topology_epoch)
+    assert after.topology == before.topology and after.assignment_configs == before.assignment_configs
+    assert after.members == before.members and after.target == before.target
+    # the reloaded coordinator carries on: m1 revokes, m2 gets the rest, nothing bumps the epoch
+    assert other.hb("m1", e1, active=tasks(r1)).member_epoch == e2
+    given = tasks(other.hb("m2", e2, active={}))
+    assert sum(len(p) for p in given.values()) == 4 and other.sg().group_epoch == e2
+    other.hb("m1", -1)
+    other.hb("m2", -1)
+    assert other.delete_groups(APP) == {APP: 0}
+    third = SB(view=b.view)
+    for p in range(FAST.num_partitions):
+        third.coord.load(p, b.records(p) + other.records(p), third.now)
+    assert third.group(APP) is None
