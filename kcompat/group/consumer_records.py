@@ -112,6 +112,32 @@ def parse_value(record_type: int, data: bytes):
     return None if cls is None else _read(cls, data)
 
 
+@dataclass(frozen=True)
+class GroupRecordKey:
+    """A decoded share or streams group key: ``record_type``, the group, and the member id of the
+    per-member record types in ``sub`` (None for the others)."""
+
+    record_type: int
+    group: str
+    sub: str | None = None
+
+
+def key_codec(keys: dict, member_types, key_cls):
+    """``(key, parse_key)`` of a share or streams group's records: ``key(record_type, group_id,
+    member_id=None) -> bytes`` (``keys[record_type]`` with the group id, and the member id for the
+    types in ``member_types``) and ``parse_key(record_type, data) -> key_cls`` (raises
+    :class:`ConsumerRecordError` for bytes that are not such a key)."""
+    def key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
+        cls = keys[record_type]
+        obj = cls(group_id=group_id, member_id=member_id) if record_type in member_types else cls(group_id=group_id)
+        return _prefixed(record_type, obj)
+
+    def parse_key(record_type: int, data: bytes):
+        k = _read(keys[record_type], data)
+        return key_cls(record_type, k.group_id, k.member_id if record_type in member_types else None)
+    return key, parse_key
+
+
 def _read(cls, data: bytes):
     if data is None or len(data) < 2:
         raise ConsumerRecordError(f"{cls.__name__}: shorter than its version prefix")

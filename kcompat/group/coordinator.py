@@ -230,16 +230,24 @@ class GroupCoordinator:
 
     def consumer_group_describe(self, reply_to, req, version: int, now_ms: int) -> Result:
         """ConsumerGroupDescribe 0-1 (KIP-848): GROUP_ID_NOT_FOUND for classic or unknown groups."""
+        return self._describe(reply_to, req, version, now_ms, _Api.CONSUMER_DESCRIBE, self.consumer_groups,
+                              ConsumerGroupDescribeResponse,
+                              lambda group_id, error: dict(error_code=int(error), group_id=group_id))
+
+    def _describe(self, reply_to, req, version: int, now_ms: int, api: _Api, manager, response_cls,
+                  error_fields) -> Result:
+        """A ConsumerGroupDescribe / ShareGroupDescribe / StreamsGroupDescribe: each group from
+        ``manager.describe``, or a DescribedGroup of ``error_fields(group_id, error)`` when this
+        coordinator cannot answer for it (loading, not the coordinator)."""
         self.ctx.begin(now_ms)
         groups = []
         for group_id in req.group_ids:
-            error = self.ctx.check_group(group_id, _Api.CONSUMER_DESCRIBE)
+            error = self.ctx.check_group(group_id, api)
             if error is not None:
-                groups.append(ConsumerGroupDescribeResponse.DescribedGroup(error_code=int(error), group_id=group_id))
+                groups.append(response_cls.DescribedGroup(**error_fields(group_id, error)))
             else:
-                groups.append(self.consumer_groups.describe(group_id, req.include_authorized_operations,
-                                                            GROUP_OPERATIONS))
-        self.ctx.reply((reply_to, version), ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups))
+                groups.append(manager.describe(group_id, req.include_authorized_operations, GROUP_OPERATIONS))
+        self.ctx.reply((reply_to, version), response_cls(throttle_time_ms=0, groups=groups))
         return self.ctx.end(now_ms)
 
     def share_group_heartbeat(self, reply_to, req, version: int, client_id: str, client_host: str,
@@ -260,19 +268,10 @@ class GroupCoordinator:
 
     def share_group_describe(self, reply_to, req, version: int, now_ms: int) -> Result:
         """ShareGroupDescribe v1 (KIP-932): GROUP_ID_NOT_FOUND for unknown groups or other types."""
-        self.ctx.begin(now_ms)
-        groups = []
-        for group_id in req.group_ids:
-            error = self.ctx.check_group(group_id, _Api.SHARE_DESCRIBE)
-            if error is not None:
-                groups.append(ShareGroupDescribeResponse.DescribedGroup(
-                    error_code=int(error), group_id=group_id, group_state="", members=[],
-                    authorized_operations=-(2**31)))
-            else:
-                groups.append(self.share_groups.describe(group_id, req.include_authorized_operations,
-                                                         GROUP_OPERATIONS))
-        self.ctx.reply((reply_to, version), ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups))
-        return self.ctx.end(now_ms)
+        return self._describe(reply_to, req, version, now_ms, _Api.SHARE_DESCRIBE, self.share_groups,
+                              ShareGroupDescribeResponse,
+                              lambda group_id, error: dict(error_code=int(error), group_id=group_id, group_state="",
+                                                           members=[], authorized_operations=-(2**31)))
 
     def streams_group_heartbeat(self, reply_to, req, version: int, client_id: str, client_host: str,
                                 now_ms: int) -> Result:
@@ -280,7 +279,10 @@ class GroupCoordinator:
         :meth:`StreamsGroupManager.take_topics_to_create`."""
         self.ctx.begin(now_ms)
         error = self.ctx.check_group(req.group_id, _Api.STREAMS_HEARTBEAT) if req.group_id else None
-        if error is not None:
+        invalid = self.streams_groups.invalid(req)
+        if invalid is not None:
+            response = invalid
+        elif error is not None:
             response = StreamsGroupHeartbeatResponse(error_code=int(error), member_id="", member_epoch=0,
                                                      heartbeat_interval_ms=0, status=[])
         else:
@@ -290,18 +292,10 @@ class GroupCoordinator:
 
     def streams_group_describe(self, reply_to, req, version: int, now_ms: int) -> Result:
         """StreamsGroupDescribe v0 (KIP-1071): GROUP_ID_NOT_FOUND for unknown groups or other types."""
-        self.ctx.begin(now_ms)
-        groups = []
-        for group_id in req.group_ids:
-            error = self.ctx.check_group(group_id, _Api.STREAMS_DESCRIBE)
-            if error is not None:
-                groups.append(StreamsGroupDescribeResponse.DescribedGroup(
-                    error_code=int(error), group_id=group_id, group_state="", members=[]))
-            else:
-                groups.append(self.streams_groups.describe(group_id, req.include_authorized_operations,
-                                                           GROUP_OPERATIONS))
-        self.ctx.reply((reply_to, version), StreamsGroupDescribeResponse(throttle_time_ms=0, groups=groups))
-        return self.ctx.end(now_ms)
+        return self._describe(reply_to, req, version, now_ms, _Api.STREAMS_DESCRIBE, self.streams_groups,
+                              StreamsGroupDescribeResponse,
+                              lambda group_id, error: dict(error_code=int(error), group_id=group_id, group_state="",
+                                                           members=[]))
 
     # the share-group admin steps (KIP-932), chained with the share coordinator by the broker's
     # kcompat.broker.share_group_admin; see kcompat.group.share_admin

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from kcompat.group.records import OffsetAndMetadata
 from kcompat.group.state import GroupEvent, GroupState, next_state
@@ -100,6 +100,15 @@ def group_int_config(overrides: dict[str, str], name: str, default: int) -> int:
         return int(value) if value is not None else default
     except ValueError:
         return default
+
+
+def existing_or_new(groups: dict[str, "Group"], new_group: Callable[[str], "Group"], group_id: str,
+                    create: bool) -> "Group | None":
+    """``groups[group_id]``; else a new Empty group from ``new_group`` if ``create``, else None."""
+    group = groups.get(group_id)
+    if group is None and create:
+        group = new_group(group_id)
+    return group
 
 
 class Group:

@@ -22,9 +22,10 @@ type key (group id, ...)                            value
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
-from kcompat.group.consumer_records import Assignment, ConsumerRecordError, _prefixed, _read
+from kcompat.group.consumer_records import (
+    Assignment, ConsumerRecordError, GroupRecordKey, _prefixed, _read, key_codec,
+)
 from kcompat.protocol.group_records.share_group_current_member_assignment_key import (
     ShareGroupCurrentMemberAssignmentKey as CurrentKey)
 from kcompat.protocol.group_records.share_group_current_member_assignment_value import (
@@ -60,27 +61,12 @@ _VALUES = {MEMBER_METADATA: MemberValue, GROUP_METADATA: MetadataValue, TARGET_M
            TARGET_MEMBER: TargetMemberValue, CURRENT_ASSIGNMENT: CurrentValue, STATE_PARTITION_METADATA: StateValue}
 
 
-@dataclass(frozen=True)
-class ShareKey:
+class ShareKey(GroupRecordKey):
     """A decoded share-group key: ``record_type`` (9-15), the group, and the member id (10, 13, 14)."""
 
-    record_type: int
-    group: str
-    sub: str | None = None
 
-
-def key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    """The key bytes of a record of ``record_type`` for ``group_id`` (and ``member_id``)."""
-    cls = _KEYS[record_type]
-    obj = cls(group_id=group_id, member_id=member_id) if record_type in _MEMBER_TYPES else cls(group_id=group_id)
-    return _prefixed(record_type, obj)
-
-
-def parse_key(record_type: int, data: bytes) -> ShareKey:
-    """Decode a key whose type prefix is one of :data:`SHARE_RECORD_TYPES`; raises
-    :class:`ConsumerRecordError` for bytes that are not one."""
-    k = _read(_KEYS[record_type], data)
-    return ShareKey(record_type, k.group_id, getattr(k, "member_id", None) if record_type in _MEMBER_TYPES else None)
+# key(record_type, group_id, member_id=None) -> bytes; parse_key(record_type, data) -> ShareKey
+key, parse_key = key_codec(_KEYS, _MEMBER_TYPES, ShareKey)
 
 
 def parse_value(record_type: int, data: bytes):

@@ -21,7 +21,7 @@ from kcompat.group import share_group_records as srec
 from kcompat.group.consumer_group import TopicInfo, TopicsView, described_assignment, subscribed_topic_infos
 from kcompat.group.consumer_group import metadata_hash as group_metadata_hash
 from kcompat.group.consumer_records import Assignment
-from kcompat.group.model import Group, group_int_config
+from kcompat.group.model import Group, existing_or_new, group_int_config
 from kcompat.group.share_group import (
     LEAVE_GROUP_MEMBER_EPOCH, SHARE_PROTOCOL_TYPE, ShareGroup, ShareGroupState, ShareMember, restore, simple_assign,
 )
@@ -122,11 +122,9 @@ class ShareGroupManager:
 
     def _group_for(self, group_id: str, create: bool) -> tuple[Group, ShareGroup]:
         """GroupMetadataManager.getOrMaybeCreateShareGroup."""
-        group = self.groups.get(group_id)
+        group = existing_or_new(self.groups, self._new_group, group_id, create)
         if group is None:
-            if not create:
-                raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
-            group = self._new_group(group_id)
+            raise _Error(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
         if group.share is None:
             if group.consumer is not None or group.members or group.pending_members or group.offsets \
                     or group.pending_txn or group.protocol_type is not None or not create:

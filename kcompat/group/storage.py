@@ -289,19 +289,21 @@ class GroupStore:
         except RecordFormatError as e:
             log.warning("skipping a __consumer_offsets record that cannot be read: %s", e)
 
-    def _restore_streams(self, partition: int, group_id: str, records: dict, now_ms: int, loaded: list) -> None:
-        """A streams group from its records (KIP-1071), over the offsets-only group its offsets made."""
+    def _restore_modern(self, partition: int, group_id: str, records: dict, now_ms: int, loaded: list, kind: str,
+                        manager, conflicts, outcome: str) -> None:
+        """A ``kind`` group ("consumer", KIP-848; "streams", KIP-1071) from its records through
+        ``manager.restore``, over the offsets-only group its offsets made; not over a group that
+        ``conflicts(group)`` says is of another type (then ``outcome`` is logged)."""
         group = self.ctx.groups.get(group_id)
-        if self.streams_groups is None or (group is not None and (group.has_live_members()
-                                                                   or group.protocol_type is not None)):
-            log.warning("group %s: both streams group records and another group type's; skipping them", group_id)
+        if manager is None or (group is not None and conflicts(group)):
+            log.warning("group %s: both %s group records and another group type's; %s", group_id, kind, outcome)
             return
         fresh = group is None
         group = group if group is not None else Group(group_id, partition, EMPTY, now_ms)
         try:
-            restored = self.streams_groups.restore(group, records)
+            restored = manager.restore(group, records)
         except (ValueError, RecordFormatError) as e:
-            log.warning("group %s: cannot restore its streams group records: %s", group_id, e)
+            log.warning("group %s: cannot restore its %s group records: %s", group_id, kind, e)
             restored = False
         if restored and fresh:
             self.ctx.groups[group_id] = group
@@ -410,20 +412,8 @@ class GroupStore:
                 self.ctx.groups[group_id] = group
                 loaded.append(group)
         for group_id, records in state.consumer.items():
-            group = self.ctx.groups.get(group_id)
-            if group is not None and group.has_live_members():
-                log.warning("group %s: both classic and consumer group records; keeping the classic group", group_id)
-                continue
-            fresh = group is None
-            group = group if group is not None else Group(group_id, partition, EMPTY, now_ms)
-            try:
-                restored = self.consumer_groups.restore(group, records)
-            except (ValueError, RecordFormatError) as e:
-                log.warning("group %s: cannot restore its consumer group records: %s", group_id, e)
-                restored = False
-            if restored and fresh:
-                self.ctx.groups[group_id] = group
-                loaded.append(group)
+            self._restore_modern(partition, group_id, records, now_ms, loaded, "consumer", self.consumer_groups,
+                                 lambda g: g.has_live_members(), "keeping the classic group")
         for group_id, records in state.share.items():
             if group_id in self.ctx.groups or self.share_groups is None:
                 log.warning("group %s: both share group records and another group type's; skipping them", group_id)
@@ -438,7 +428,8 @@ class GroupStore:
                 self.ctx.groups[group_id] = group
                 loaded.append(group)
         for group_id, records in state.streams.items():
-            self._restore_streams(partition, group_id, records, now_ms, loaded)
+            self._restore_modern(partition, group_id, records, now_ms, loaded, "streams", self.streams_groups,
+                                 lambda g: g.has_live_members() or g.protocol_type is not None, "skipping them")
         for group in loaded:
             n_groups += 1
             n_offsets += len(group.offsets)

@@ -35,7 +35,7 @@ from kcompat.group import streams_records as strec
 from kcompat.group.consumer_group import TopicsView, subscribed_topic_infos
 from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
 from kcompat.group.coordinator_types import EMPTY as EMPTY_CLASSIC
-from kcompat.group.model import Group, group_int_config
+from kcompat.group.model import Group, existing_or_new, group_int_config
 from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
 from kcompat.group.streams_group import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, STREAMS_PROTOCOL_TYPE, MemberState, StreamsGroup,
@@ -44,9 +44,9 @@ from kcompat.group.streams_group import (
 from kcompat.group.streams_topology import (
     ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, TopologyError, configure, from_request,
 )
+from kcompat.group.streams_views import describe_group, endpoint_partitions, task_ids
 from kcompat.group.timers import Timers
 from kcompat.protocol.errors import ErrorCode
-from kcompat.protocol.messages.streams_group_describe import StreamsGroupDescribeResponse as DescribeResponse
 from kcompat.protocol.messages.streams_group_heartbeat import StreamsGroupHeartbeatResponse as HeartbeatResponse
 
 log = logging.getLogger("kcompat.group")
@@ -88,46 +88,42 @@ def _tasks(task_ids) -> Tasks | None:
     return out
 
 
-def _task_ids(cls, tasks) -> list:
-    return [cls(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items())]
+def _error_response(e: HeartbeatError) -> HeartbeatResponse:
+    return HeartbeatResponse(error_code=int(e.code), error_message=e.message, member_id="", member_epoch=0,
+                             heartbeat_interval_ms=0, status=[])
 
 
 class StreamsGroupManager:
     """Streams groups of the coordinator's ``__consumer_offsets`` partitions."""
 
     def __init__(self, config: StreamsProtocolConfig, topics: TopicsView, groups: dict[str, Group], *,
-                 emit: Callable[[int, bytes, bytes | None], None], timers: Timers, new_group: Callable[[str], Group], now: Callable[[], int],
-                 end_classic: Callable[[Group, str], None],
+                 emit: Callable[[int, bytes, bytes | None], None], timers: Timers,
+                 new_group: Callable[[str], Group], now: Callable[[], int], end_classic: Callable[[Group, str], None],
                  group_overrides: Callable[[str], dict[str, str]] = lambda group_id: {}) -> None:
         """``emit(partition, key, value)`` writes a record whose effect is already applied;
         ``new_group(group_id)`` registers a new Empty group; ``end_classic(group, "streams")``
         ends the classic record of an empty classic group becoming a streams group;
         ``group_overrides(group_id)``: the group's dynamic configs (name -> value string)."""
-        self.config = config
-        self.topics = topics
-        self.groups = groups
-        self._emit = emit
-        self._timers = timers
-        self._new_group = new_group
-        self._now = now
-        self._end_classic = end_classic
-        self._overrides = group_overrides
-        self.assignor = StickyTaskAssignor()
+        self.config, self.assignor = config, StickyTaskAssignor()
+        self.topics, self.groups = topics, groups
+        self._emit, self._timers, self._now = emit, timers, now
+        self._new_group, self._end_classic, self._overrides = new_group, end_classic, group_overrides
         self._to_create: dict[str, tuple[int, int, dict[str, str]]] = {}
 
-    def _group_int(self, group_id: str, name: str, default: int) -> int:
-        return group_int_config(self._overrides(group_id), name, default)
+    def _group_int(self, group_id: str, name: str) -> int:
+        """The group's ``streams.<name>`` GROUP config, else the broker's ``group.streams.<name>``."""
+        default = getattr(self.config, name.replace(".", "_"))
+        return group_int_config(self._overrides(group_id), f"streams.{name}", default)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "streams.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+        return self._group_int(group_id, "heartbeat.interval.ms")
 
     def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "streams.session.timeout.ms", self.config.session_timeout_ms)
+        return self._group_int(group_id, "session.timeout.ms")
 
     def assignment_configs(self, group_id: str) -> dict[str, str]:
         """What the assignor is configured with (GroupMetadataManager.streamsGroupAssignmentConfigs)."""
-        return {"num.standby.replicas": str(self._group_int(group_id, "streams.num.standby.replicas",
-                                                            self.config.num_standby_replicas))}
+        return {"num.standby.replicas": str(self._group_int(group_id, "num.standby.replicas"))}
 
     def take_topics_to_create(self) -> dict[str, tuple[int, int, dict[str, str]]]:
         """The internal topics the last heartbeat found missing (name -> (partitions, replication
@@ -138,6 +134,15 @@ class StreamsGroupManager:
     # ------------------------------------------------------------------------------------------
     # StreamsGroupHeartbeat
     # ------------------------------------------------------------------------------------------
+
+    def invalid(self, req) -> HeartbeatResponse | None:
+        """The error answer of a request Kafka's GroupCoordinatorService refuses before it reaches
+        the group's coordinator (even one that is loading or elsewhere), else None."""
+        try:
+            self._validate(req)
+            return None
+        except HeartbeatError as e:
+            return _error_response(e)
 
     def heartbeat(self, req, client_id: str, client_host: str) -> HeartbeatResponse:
         """One StreamsGroupHeartbeat v0. Errors are in the response: INVALID_REQUEST,
@@ -150,8 +155,7 @@ class StreamsGroupManager:
                 return self._leave(req)
             return self._heartbeat(req, client_id, client_host)
         except HeartbeatError as e:
-            return HeartbeatResponse(error_code=int(e.code), error_message=e.message, member_id="",
-                                     member_epoch=0, heartbeat_interval_ms=0, status=[])
+            return _error_response(e)
 
     @staticmethod
     def _validate(req) -> None:
@@ -197,11 +201,9 @@ class StreamsGroupManager:
 
     def _group_for(self, group_id: str, create: bool) -> tuple[Group, StreamsGroup]:
         """getOrCreateStreamsGroup / getStreamsGroupOrThrow."""
-        group = self.groups.get(group_id)
+        group = existing_or_new(self.groups, self._new_group, group_id, create)
         if group is None:
-            if not create:
-                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
-            group = self._new_group(group_id)
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
         if group.streams is None:
             classic_empty = (group.consumer is None and group.share is None and not group.members
                              and not group.pending_members and group.is_(EMPTY_CLASSIC))
@@ -277,8 +279,7 @@ class StreamsGroupManager:
             self._emit_record(group, strec.GROUP_METADATA, None, strec.group_metadata_value(sg))
             log.info("group %s: streams group epoch %d", group.group_id, sg.group_epoch)
         if was_empty:   # a group starting: wait for more members (KIP-1071 initial rebalance delay)
-            delay = self._group_int(group.group_id, "streams.initial.rebalance.delay.ms",
-                                    self.config.initial_rebalance_delay_ms)
+            delay = self._group_int(group.group_id, "initial.rebalance.delay.ms")
             key = (INITIAL_DELAY_TIMER, group.group_id, "")
             if delay > 0 and key not in self._timers:
                 self._timers.schedule(key, self._now() + delay)
@@ -291,13 +292,13 @@ class StreamsGroupManager:
         response = R(error_code=0, member_id=member_id, member_epoch=after.member_epoch,
                      heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id))
         if epoch == 0 or after.assigned != member.assigned:
-            response.active_tasks = _task_ids(R.TaskIds, after.assigned.active)
-            response.standby_tasks = _task_ids(R.TaskIds, after.assigned.standby)
-            response.warmup_tasks = _task_ids(R.TaskIds, after.assigned.warmup)
+            response.active_tasks = task_ids(R.TaskIds, after.assigned.active)
+            response.standby_tasks = task_ids(R.TaskIds, after.assigned.standby)
+            response.warmup_tasks = task_ids(R.TaskIds, after.assigned.warmup)
             if after.user_endpoint is not None:
                 sg.endpoint_epoch += 1
         if sg.endpoint_epoch != req.endpoint_information_epoch:
-            response.partitions_by_user_endpoint = self._endpoints(sg)
+            response.partitions_by_user_endpoint = endpoint_partitions(sg)
         response.endpoint_information_epoch = sg.endpoint_epoch
         configured = sg.configured
         if configured is not None and configured.status is not None:
@@ -355,7 +356,7 @@ class StreamsGroupManager:
             return
         if sg.assignment_epoch >= sg.group_epoch:
             return
-        interval = self._group_int(group.group_id, "streams.assignment.interval.ms", self.config.assignment_interval_ms)
+        interval = self._group_int(group.group_id, "assignment.interval.ms")
         if sg.assignment_timestamp and self._now() < sg.assignment_timestamp + interval:
             status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
             return
@@ -391,37 +392,17 @@ class StreamsGroupManager:
         if after != member:
             sg.members[member.member_id] = after
             self._emit_record(group, strec.CURRENT_ASSIGNMENT, member.member_id, strec.current_assignment_value(after))
-            key = (REVOKE_TIMER, group.group_id, member.member_id)
-            if after.state is MemberState.UNREVOKED_TASKS:
-                self._timers.schedule(key, self._now() + max(after.rebalance_timeout_ms, 0), after.member_epoch)
-            else:
-                self._timers.cancel(key)
+            self._revocation_deadline(group, after)
         return after
 
-    def _endpoints(self, sg: StreamsGroup) -> list:
-        """PartitionsByUserEndpoint: each endpoint's active and standby source partitions."""
-        R = HeartbeatResponse
-        if sg.topology is None:
-            return []
-        by_sub: dict[str, list[str]] = {}
-        for topic, sub in sg.topology.source_topic_subtopology().items():
-            by_sub.setdefault(sub, []).append(topic)
-
-        def partitions(tasks: Tasks) -> list:
-            out: dict[str, set[int]] = {}
-            for sub, ps in tasks.items():
-                for topic in by_sub.get(sub, ()):
-                    out.setdefault(topic, set()).update(ps)
-            return [R.TopicPartition(topic=t, partitions=sorted(ps)) for t, ps in sorted(out.items())]
-
-        out = []
-        for m in sg.members.values():
-            if m.user_endpoint is not None:
-                out.append(R.EndpointToPartitions(
-                    user_endpoint=R.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
-                    active_partitions=partitions(m.assigned.active_ids()),
-                    standby_partitions=partitions(m.assigned.standby)))
-        return out
+    def _revocation_deadline(self, group: Group, member: StreamsMember) -> None:
+        """A member revoking tasks (UNREVOKED_TASKS) is fenced unless it moves on within its
+        rebalance timeout (scheduleStreamsGroupRebalanceTimeout); other states cancel it."""
+        key = (REVOKE_TIMER, group.group_id, member.member_id)
+        if member.state is MemberState.UNREVOKED_TASKS:
+            self._timers.schedule(key, self._now() + max(member.rebalance_timeout_ms, 0), member.member_epoch)
+        else:
+            self._timers.cancel(key)
 
     # ------------------------------------------------------------------------------------------
     # leaving, fencing and timers
@@ -508,77 +489,17 @@ class StreamsGroupManager:
         (tombstones applied), as Kafka's replay; its members' sessions start again. False if there
         is no group metadata record. The topology is configured again at the next heartbeat."""
         sg = strec.restore(group.group_id, records)
-        if sg is None:
-            return False
-        group.streams = sg
-        group.protocol_type = STREAMS_PROTOCOL_TYPE
-        for member_id, member in sg.members.items():
-            self.schedule_session(group, member_id)
-            if member.state is MemberState.UNREVOKED_TASKS:
-                self._timers.schedule((REVOKE_TIMER, group.group_id, member_id),
-                                      self._now() + max(member.rebalance_timeout_ms, 0), member.member_epoch)
-        return True
+        if sg is not None:
+            group.streams, group.protocol_type = sg, STREAMS_PROTOCOL_TYPE
+            for member in sg.members.values():
+                self.schedule_session(group, member.member_id)
+                self._revocation_deadline(group, member)
+        return sg is not None
 
     # ------------------------------------------------------------------------------------------
     # StreamsGroupDescribe
     # ------------------------------------------------------------------------------------------
 
     def describe(self, group_id: str, include_authorized_operations: bool, operations: int):
-        """One DescribedGroup of StreamsGroupDescribe (StreamsGroup.asDescribedGroup):
-        GROUP_ID_NOT_FOUND for a missing group or one of another type."""
-        D = DescribeResponse
-        group = self.groups.get(group_id)
-        if group is None or group.streams is None:
-            message = (f"Group {group_id} not found." if group is None
-                       else f"Group {group_id} is not a streams group.")
-            return D.DescribedGroup(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=message,
-                                    group_id=group_id, group_state="", members=[])
-        sg = group.streams
-        members = []
-        for m in sg.members.values():
-            target = sg.target.get(m.member_id, ({}, {}))
-            members.append(D.Member(
-                member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id, rack_id=m.rack_id,
-                client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch,
-                process_id=m.process_id,
-                user_endpoint=None if m.user_endpoint is None else D.Endpoint(host=m.user_endpoint[0],
-                                                                              port=m.user_endpoint[1]),
-                client_tags=[D.KeyValue(key=k, value=v) for k, v in m.client_tags], task_offsets=[],
-                task_end_offsets=[],
-                assignment=D.Assignment(active_tasks=_task_ids(D.TaskIds, m.assigned.active),
-                                        standby_tasks=_task_ids(D.TaskIds, m.assigned.standby),
-                                        warmup_tasks=_task_ids(D.TaskIds, m.assigned.warmup)),
-                target_assignment=D.Assignment(active_tasks=_task_ids(D.TaskIds, target[0]),
-                                               standby_tasks=_task_ids(D.TaskIds, target[1]), warmup_tasks=[]),
-                is_classic=False))
-        return D.DescribedGroup(
-            error_code=0, error_message=None, group_id=group_id, group_state=sg.state.value,
-            group_epoch=sg.group_epoch, assignment_epoch=sg.assignment_epoch, topology=self._described_topology(sg),
-            members=members, authorized_operations=operations if include_authorized_operations else -(2**31))
-
-    @staticmethod
-    def _described_topology(sg: StreamsGroup):
-        """The configured topology when it is ready (internal topics with their decided partition
-        counts), else the topology as the member sent it."""
-        D = DescribeResponse
-        if sg.topology is None:
-            return None
-        ready = sg.configured is not None and sg.configured.ready
-
-        def info(t, partitions):
-            return D.TopicInfo(name=t.name, partitions=partitions, replication_factor=t.replication_factor,
-                               topic_configs=[D.KeyValue(key=k, value=v) for k, v in t.configs])
-
-        def partitions_of(t):
-            if not ready:
-                return t.partitions
-            return sg.configured.partitions.get(t.name, t.partitions)
-
-        subs = [D.Subtopology(
-            subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
-            repartition_sink_topics=list(s.repartition_sink_topics),
-            state_changelog_topics=[info(t, partitions_of(t)) for t in s.state_changelog_topics],
-            repartition_source_topics=[info(t, partitions_of(t)) for t in s.repartition_source_topics])
-            for s in sg.topology.subtopologies]
-        return D.Topology(epoch=sg.topology.epoch, subtopologies=subs)
-
+        """One DescribedGroup of StreamsGroupDescribe (:func:`.streams_views.describe_group`)."""
+        return describe_group(self.groups.get(group_id), group_id, include_authorized_operations, operations)

@@ -2,9 +2,8 @@
 (kafka-specs-4.3.1/group-coordinator, ``StreamsCoordinatorRecordHelpers``), and the rebuilding of
 a group from them.
 
-As for KIP-848 consumer groups (:mod:`kcompat.group.consumer_records`), a key is an int16 record
-type followed by the key struct, a value an int16 version (0) followed by the value struct, or null
-for a tombstone:
+Framed like every modern group's records (:mod:`kcompat.group.consumer_records`): the key's int16
+prefix is the record type, the value's the version (0); a null value is a tombstone.
 
 ==== ============================================== =============================================
 type key (group id, ...)                            value
@@ -22,9 +21,11 @@ type key (group id, ...)                            value
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from kcompat.group.consumer_records import ConsumerRecordError, _prefixed, _read
+from kcompat.group.consumer_records import (
+    ConsumerRecordError, GroupRecordKey, _prefixed, _read, key_codec,
+)
 from kcompat.group.streams_group import MemberState, StreamsGroup, StreamsMember, TaskTuple, Tasks
 from kcompat.group.streams_topology import from_request
 from kcompat.protocol.group_records.streams_group_current_member_assignment_key import (
@@ -55,30 +56,14 @@ _MEMBER_TYPES = frozenset(MEMBER_RECORD_TYPES)
 
 _KEYS = {GROUP_METADATA: MetadataKey, MEMBER_METADATA: MemberKey, TARGET_METADATA: TargetMetadataKey,
          TARGET_MEMBER: TargetMemberKey, CURRENT_ASSIGNMENT: CurrentKey, TOPOLOGY: TopologyKey}
-_VALUES = {GROUP_METADATA: MetadataValue, MEMBER_METADATA: MemberValue, TARGET_METADATA: TargetMetadataValue,
-           TARGET_MEMBER: TargetMemberValue, CURRENT_ASSIGNMENT: CurrentValue, TOPOLOGY: TopologyValue}
 
 
-@dataclass(frozen=True)
-class StreamsKey:
+class StreamsKey(GroupRecordKey):
     """A decoded streams-group key: ``record_type`` (17, 19-23), the group, the member id (19, 21, 22)."""
 
-    record_type: int
-    group: str
-    sub: str | None = None
 
-
-def key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    cls = _KEYS[record_type]
-    obj = cls(group_id=group_id, member_id=member_id) if record_type in _MEMBER_TYPES else cls(group_id=group_id)
-    return _prefixed(record_type, obj)
-
-
-def parse_key(record_type: int, data: bytes) -> StreamsKey:
-    """Decode a key whose type prefix is one of :data:`STREAMS_RECORD_TYPES`; raises
-    :class:`ConsumerRecordError` for bytes that are not one."""
-    k = _read(_KEYS[record_type], data)
-    return StreamsKey(record_type, k.group_id, k.member_id if record_type in _MEMBER_TYPES else None)
+# key(record_type, group_id, member_id=None) -> bytes; parse_key(record_type, data) -> StreamsKey
+key, parse_key = key_codec(_KEYS, _MEMBER_TYPES, StreamsKey)
 
 
 # -- values -----------------------------------------------------------------------------------------

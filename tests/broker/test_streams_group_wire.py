@@ -65,7 +65,10 @@ def hb(bootstrap: str, member: str = "m1", epoch: int = 0, *, group: str = APP, 
 
     def answered():
         resp = wire.call(bootstrap, req, 0)
-        return None if resp.error_code in NOT_READY else resp
+        if resp.error_code in NOT_READY:   # __consumer_offsets is made on the first FindCoordinator
+            wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+            return None
+        return resp
     return wait_for(answered, 60, what="the group coordinator")
 
 
@@ -89,7 +92,6 @@ def test_api_versions_and_the_streams_feature(broker):
 
 def test_heartbeat_validation_texts(broker):
     b = broker.bootstrap
-    wire.call(b, FindCoordinatorRequest(key_type=0, coordinator_keys=["wire-v"]), 4)
     cases = [
         (dict(member=""), INVALID_REQUEST, "MemberId can't be empty."),
         (dict(top=None), INVALID_REQUEST, "Topology must be non-null when (re-)joining."),
@@ -186,3 +188,29 @@ def test_join_internal_topics_assignment_describe_commit_leave_delete(broker):
     (g,) = wire.call(b, StreamsGroupDescribeRequest(group_ids=[APP], include_authorized_operations=False), 0).groups
     assert (g.group_state, g.group_epoch, g.assignment_epoch, g.members) == ("Empty", 4, 3, [])
     assert delete() == 0
+
+
+def test_a_restarted_broker_keeps_the_streams_group(tmp_path):
+    """The StreamsGroup* records bring the group back after a restart: the member carries on at
+    its epoch with its tasks, nothing rebalances."""
+    from tests.support.broker_process import BrokerProcess
+
+    with BrokerProcess(tmp_path / "data", {"group.streams.initial.rebalance.delay.ms": "0"}) as broker:
+        b = broker.bootstrap
+        wire.call(b, CT(topics=[CT.CreatableTopic(name="wire-in", num_partitions=2, replication_factor=1,
+                                                  assignments=[], configs=[])], timeout_ms=30000), 5)
+        hb(b)
+
+        def assigned():
+            resp = hb(b, "m1", 2)
+            return resp if resp.member_epoch == 3 else (time.sleep(0.3) or None)
+        first = wait_for(assigned, 30, what="the first assignment")
+        assert tasks(first) == {"0": [0, 1], "1": [0, 1]}
+        broker.restart()
+        b = broker.bootstrap
+        again = hb(b, "m1", 3, owned={"0": [0, 1], "1": [0, 1]})
+        assert (again.error_code, again.member_epoch, again.active_tasks, status(again)) == (0, 3, None, [])
+        (g,) = wire.call(b, StreamsGroupDescribeRequest(group_ids=[APP], include_authorized_operations=False),
+                         0).groups
+        assert (g.group_state, g.group_epoch, g.assignment_epoch, [m.member_id for m in g.members]) == (
+            "Stable", 3, 3, ["m1"])
