@@ -95,10 +95,11 @@ def err(fn) -> ErrorCode:
 # -- create --------------------------------------------------------------------------------------------
 
 def test_bootstrap_finalizes_metadata_version_once(node):
-    assert node.image.features == {"metadata.version": METADATA_VERSION}
-    assert node.log.log.log_end_offset == 1
+    # metadata.version and streams.version 1 (KIP-1071 streams groups on, as a new Kafka 4.3.1 node)
+    assert node.image.features == {"metadata.version": METADATA_VERSION, "streams.version": 1}
+    assert node.log.log.log_end_offset == 2
     node.reopen()
-    assert node.replayed == 1 and node.log.log.log_end_offset == 1  # not written again
+    assert node.replayed == 2 and node.log.log.log_end_offset == 2  # not written again
 
 
 def test_create_topics(node):
@@ -376,7 +377,7 @@ def test_stored_batches_have_null_keys_and_framed_values(node):
     assert [r.offset for r in recs] == list(range(len(recs)))
     assert all(r.key is None for r in recs)
     assert [type(decode_record(r.value)).__name__ for r in recs] == [
-        "FeatureLevelRecord", "TopicRecord", "PartitionRecord", "PartitionRecord"]
+        "FeatureLevelRecord", "FeatureLevelRecord", "TopicRecord", "PartitionRecord", "PartitionRecord"]
 
 
 def test_manual_assignments_as_kraft_checks_them(tmp_path):
