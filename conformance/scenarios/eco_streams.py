@@ -1,4 +1,5 @@
-"""Kafka Streams with exactly-once (``--group ecosystem``): a word count killed and taken over.
+"""Kafka Streams with exactly-once (``--group ecosystem``): a word count killed and taken over, and
+the same word count on the streams rebalance protocol (KIP-1071, :func:`streams_protocol_case`).
 
 ``java/WordCount.java`` is the classic word count (lines split into words, re-keyed through a
 repartition topic, counted in a state store backed by a changelog topic, counts written to an output
