@@ -46,6 +46,11 @@ class StreamsGroupCurrentMemberAssignmentValue(Struct):
             self.assignment_epochs = [] if assignment_epochs is _DEFAULT else assignment_epochs
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partitions == other.partitions and self.assignment_epochs == other.assignment_epochs and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -127,6 +132,11 @@ class StreamsGroupCurrentMemberAssignmentValue(Struct):
         self.standby_tasks_pending_revocation = [] if standby_tasks_pending_revocation is _DEFAULT else standby_tasks_pending_revocation
         self.warmup_tasks_pending_revocation = [] if warmup_tasks_pending_revocation is _DEFAULT else warmup_tasks_pending_revocation
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch and self.state == other.state and self.active_tasks == other.active_tasks and self.standby_tasks == other.standby_tasks and self.warmup_tasks == other.warmup_tasks and self.active_tasks_pending_revocation == other.active_tasks_pending_revocation and self.standby_tasks_pending_revocation == other.standby_tasks_pending_revocation and self.warmup_tasks_pending_revocation == other.warmup_tasks_pending_revocation and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

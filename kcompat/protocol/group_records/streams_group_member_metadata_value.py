@@ -44,6 +44,11 @@ class StreamsGroupMemberMetadataValue(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -89,6 +94,11 @@ class StreamsGroupMemberMetadataValue(Struct):
             self.key = key
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -145,6 +155,11 @@ class StreamsGroupMemberMetadataValue(Struct):
         self.user_endpoint = user_endpoint
         self.client_tags = [] if client_tags is _DEFAULT else client_tags
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.client_id == other.client_id and self.client_host == other.client_host and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.topology_epoch == other.topology_epoch and self.process_id == other.process_id and self.user_endpoint == other.user_endpoint and self.client_tags == other.client_tags and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -44,6 +44,11 @@ class StreamsGroupMetadataValue(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -89,6 +94,11 @@ class StreamsGroupMetadataValue(Struct):
         self.validated_topology_epoch = validated_topology_epoch
         self.last_assignment_configs = [] if last_assignment_configs is _DEFAULT else last_assignment_configs
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.epoch == other.epoch and self.metadata_hash == other.metadata_hash and self.validated_topology_epoch == other.validated_topology_epoch and self.last_assignment_configs == other.last_assignment_configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

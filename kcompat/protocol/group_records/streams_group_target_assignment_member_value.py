@@ -44,6 +44,11 @@ class StreamsGroupTargetAssignmentMemberValue(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -93,6 +98,11 @@ class StreamsGroupTargetAssignmentMemberValue(Struct):
         self.standby_tasks = [] if standby_tasks is _DEFAULT else standby_tasks
         self.warmup_tasks = [] if warmup_tasks is _DEFAULT else warmup_tasks
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.active_tasks == other.active_tasks and self.standby_tasks == other.standby_tasks and self.warmup_tasks == other.warmup_tasks and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

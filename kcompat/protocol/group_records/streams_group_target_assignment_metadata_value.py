@@ -39,6 +39,11 @@ class StreamsGroupTargetAssignmentMetadataValue(Struct):
         self.assignment_timestamp = assignment_timestamp
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.assignment_epoch == other.assignment_epoch and self.assignment_timestamp == other.assignment_timestamp and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""

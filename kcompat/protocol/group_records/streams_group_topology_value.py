@@ -44,6 +44,11 @@ class StreamsGroupTopologyValue(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -94,6 +99,11 @@ class StreamsGroupTopologyValue(Struct):
             self.replication_factor = replication_factor
             self.topic_configs = [] if topic_configs is _DEFAULT else topic_configs
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.replication_factor == other.replication_factor and self.topic_configs == other.topic_configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -160,6 +170,11 @@ class StreamsGroupTopologyValue(Struct):
             self.source_topic_regex = [] if source_topic_regex is _DEFAULT else source_topic_regex
             self.repartition_source_topics = [] if repartition_source_topics is _DEFAULT else repartition_source_topics
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.source_topics == other.source_topics and self.source_topic_regex == other.source_topic_regex and self.repartition_source_topics == other.repartition_source_topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -239,6 +254,11 @@ class StreamsGroupTopologyValue(Struct):
             self.repartition_source_topics = [] if repartition_source_topics is _DEFAULT else repartition_source_topics
             self.copartition_groups = [] if copartition_groups is _DEFAULT else copartition_groups
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.source_topics == other.source_topics and self.source_topic_regex == other.source_topic_regex and self.state_changelog_topics == other.state_changelog_topics and self.repartition_sink_topics == other.repartition_sink_topics and self.repartition_source_topics == other.repartition_source_topics and self.copartition_groups == other.copartition_groups and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -367,6 +387,11 @@ class StreamsGroupTopologyValue(Struct):
         self.epoch = epoch
         self.subtopologies = [] if subtopologies is _DEFAULT else subtopologies
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.epoch == other.epoch and self.subtopologies == other.subtopologies and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

@@ -39,6 +39,11 @@ class StreamsGroupDescribeRequest(Struct):
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tagged_fields = unknown_tagged_fields
 
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_ids == other.group_ids and self.include_authorized_operations == other.include_authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
     @classmethod
     def read(cls, buf, off, version):
         """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -111,6 +116,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -161,6 +171,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.replication_factor = replication_factor
             self.topic_configs = [] if topic_configs is _DEFAULT else topic_configs
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.replication_factor == other.replication_factor and self.topic_configs == other.topic_configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -231,6 +246,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.state_changelog_topics = [] if state_changelog_topics is _DEFAULT else state_changelog_topics
             self.repartition_source_topics = [] if repartition_source_topics is _DEFAULT else repartition_source_topics
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.source_topics == other.source_topics and self.repartition_sink_topics == other.repartition_sink_topics and self.state_changelog_topics == other.state_changelog_topics and self.repartition_source_topics == other.repartition_source_topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -335,6 +355,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.subtopologies = subtopologies
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.epoch == other.epoch and self.subtopologies == other.subtopologies and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -392,6 +417,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -439,6 +469,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.partition = partition
             self.offset = offset
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partition == other.partition and self.offset == other.offset and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -488,6 +523,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.subtopology_id = subtopology_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -543,6 +583,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.standby_tasks = [] if standby_tasks is _DEFAULT else standby_tasks
             self.warmup_tasks = [] if warmup_tasks is _DEFAULT else warmup_tasks
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.active_tasks == other.active_tasks and self.standby_tasks == other.standby_tasks and self.warmup_tasks == other.warmup_tasks and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -653,6 +698,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.target_assignment = StreamsGroupDescribeResponse.Assignment() if target_assignment is _DEFAULT else target_assignment
             self.is_classic = is_classic
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.client_id == other.client_id and self.client_host == other.client_host and self.topology_epoch == other.topology_epoch and self.process_id == other.process_id and self.user_endpoint == other.user_endpoint and self.client_tags == other.client_tags and self.task_offsets == other.task_offsets and self.task_end_offsets == other.task_end_offsets and self.assignment == other.assignment and self.target_assignment == other.target_assignment and self.is_classic == other.is_classic and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -796,6 +846,11 @@ class StreamsGroupDescribeResponse(Struct):
             self.authorized_operations = authorized_operations
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.error_code == other.error_code and self.error_message == other.error_message and self.group_id == other.group_id and self.group_state == other.group_state and self.group_epoch == other.group_epoch and self.assignment_epoch == other.assignment_epoch and self.topology == other.topology and self.members == other.members and self.authorized_operations == other.authorized_operations and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -877,6 +932,11 @@ class StreamsGroupDescribeResponse(Struct):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.groups == other.groups and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):

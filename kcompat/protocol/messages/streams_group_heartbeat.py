@@ -44,6 +44,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.value = value
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.key == other.key and self.value == other.value and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -94,6 +99,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.replication_factor = replication_factor
             self.topic_configs = [] if topic_configs is _DEFAULT else topic_configs
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.name == other.name and self.partitions == other.partitions and self.replication_factor == other.replication_factor and self.topic_configs == other.topic_configs and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -160,6 +170,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.source_topic_regex = [] if source_topic_regex is _DEFAULT else source_topic_regex
             self.repartition_source_topics = [] if repartition_source_topics is _DEFAULT else repartition_source_topics
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.source_topics == other.source_topics and self.source_topic_regex == other.source_topic_regex and self.repartition_source_topics == other.repartition_source_topics and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -239,6 +254,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.repartition_source_topics = [] if repartition_source_topics is _DEFAULT else repartition_source_topics
             self.copartition_groups = [] if copartition_groups is _DEFAULT else copartition_groups
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.source_topics == other.source_topics and self.source_topic_regex == other.source_topic_regex and self.state_changelog_topics == other.state_changelog_topics and self.repartition_sink_topics == other.repartition_sink_topics and self.repartition_source_topics == other.repartition_source_topics and self.copartition_groups == other.copartition_groups and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -373,6 +393,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.subtopologies = [] if subtopologies is _DEFAULT else subtopologies
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.epoch == other.epoch and self.subtopologies == other.subtopologies and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -430,6 +455,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -483,6 +513,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -530,6 +565,11 @@ class StreamsGroupHeartbeatRequest(Struct):
             self.partition = partition
             self.offset = offset
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partition == other.partition and self.offset == other.offset and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -604,6 +644,11 @@ class StreamsGroupHeartbeatRequest(Struct):
         self.task_end_offsets = task_end_offsets
         self.shutdown_application = shutdown_application
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.group_id == other.group_id and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.endpoint_information_epoch == other.endpoint_information_epoch and self.instance_id == other.instance_id and self.rack_id == other.rack_id and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.topology == other.topology and self.active_tasks == other.active_tasks and self.standby_tasks == other.standby_tasks and self.warmup_tasks == other.warmup_tasks and self.process_id == other.process_id and self.user_endpoint == other.user_endpoint and self.client_tags == other.client_tags and self.task_offsets == other.task_offsets and self.task_end_offsets == other.task_end_offsets and self.shutdown_application == other.shutdown_application and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
@@ -797,6 +842,11 @@ class StreamsGroupHeartbeatResponse(Struct):
             self.status_detail = status_detail
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.status_code == other.status_code and self.status_detail == other.status_detail and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -842,6 +892,11 @@ class StreamsGroupHeartbeatResponse(Struct):
             self.subtopology_id = subtopology_id
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.subtopology_id == other.subtopology_id and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -896,6 +951,11 @@ class StreamsGroupHeartbeatResponse(Struct):
             self.port = port
             self.unknown_tagged_fields = unknown_tagged_fields
 
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.host == other.host and self.port == other.port and self.unknown_tagged_fields == other.unknown_tagged_fields)
+
         @classmethod
         def read(cls, buf, off, version):
             """Decode from ``buf`` at ``off``; returns ``(obj, new_off)``. Raises DecodeError."""
@@ -941,6 +1001,11 @@ class StreamsGroupHeartbeatResponse(Struct):
             self.topic = topic
             self.partitions = [] if partitions is _DEFAULT else partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.topic == other.topic and self.partitions == other.partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -996,6 +1061,11 @@ class StreamsGroupHeartbeatResponse(Struct):
             self.active_partitions = [] if active_partitions is _DEFAULT else active_partitions
             self.standby_partitions = [] if standby_partitions is _DEFAULT else standby_partitions
             self.unknown_tagged_fields = unknown_tagged_fields
+
+        def __eq__(self, other):
+            if type(other) is not type(self):
+                return NotImplemented
+            return (self.user_endpoint == other.user_endpoint and self.active_partitions == other.active_partitions and self.standby_partitions == other.standby_partitions and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
         @classmethod
         def read(cls, buf, off, version):
@@ -1086,6 +1156,11 @@ class StreamsGroupHeartbeatResponse(Struct):
         self.endpoint_information_epoch = endpoint_information_epoch
         self.partitions_by_user_endpoint = partitions_by_user_endpoint
         self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.throttle_time_ms == other.throttle_time_ms and self.error_code == other.error_code and self.error_message == other.error_message and self.member_id == other.member_id and self.member_epoch == other.member_epoch and self.heartbeat_interval_ms == other.heartbeat_interval_ms and self.acceptable_recovery_lag == other.acceptable_recovery_lag and self.task_offset_interval_ms == other.task_offset_interval_ms and self.status == other.status and self.active_tasks == other.active_tasks and self.standby_tasks == other.standby_tasks and self.warmup_tasks == other.warmup_tasks and self.endpoint_information_epoch == other.endpoint_information_epoch and self.partitions_by_user_endpoint == other.partitions_by_user_endpoint and self.unknown_tagged_fields == other.unknown_tagged_fields)
 
     @classmethod
     def read(cls, buf, off, version):
