@@ -32,8 +32,6 @@ STARTUP_DEPENDENT = {
 KNOWN = {
     # kcompat reads it once when the tiered storage runtime starts, so it refuses a dynamic update
     "remote.fetch.max.wait.ms": "read_only",
-    # Kafka 4.3.1 serves streams groups (KIP-1071); kcompat does not yet
-    "group.coordinator.rebalance.protocols": "value",
 }
 REMOVED_TOPIC_CONFIGS = {"message.format.version": "3.0-IV1", "message.downconversion.enable": "true",
                          "message.timestamp.difference.max.ms": "1000"}
