@@ -15,8 +15,9 @@ creation"), as Kafka 4.3.1's ``InternalTopicManager.configureTopics`` does:
 - internal topics that exist with another partition count are INCORRECTLY_PARTITIONED_TOPICS;
   those that do not exist are returned to be created, with status MISSING_INTERNAL_TOPICS.
 
-Co-partitioning enforcement (``CopartitionedTopicsEnforcer``) is not implemented: a copartition
-group of source topics with different partition counts is not reported.
+- the topics of each copartition group (a join's inputs) must have the same partition count:
+  repartition topics take the external topics' count, and external topics with different counts
+  are INCORRECTLY_PARTITIONED_TOPICS (``CopartitionedTopicsEnforcer``).
 """
 
 from __future__ import annotations
@@ -160,6 +161,8 @@ def configure(topology: Topology, partition_count: Callable[[str], int | None]) 
             n = partition_count(topic)
             return n if n is not None else decided.get(topic)
 
+        _enforce_copartitioning(topology, count, decided)
+
         tasks = {}
         for s in topology.subtopologies:
             counts = [count(t) for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics))]
@@ -193,6 +196,49 @@ def configure(topology: Topology, partition_count: Callable[[str], int | None]) 
         if e.status is None:
             raise
         return ConfiguredTopology(topology.epoch, None, {}, (e.status, e.message))
+
+
+def _enforce_copartitioning(topology: Topology, count: Callable[[str], int | None], decided: dict[str, int]) -> None:
+    """InternalTopicManager.enforceCopartitioning: each copartition group's repartition topics get
+    one partition count (the external topics' one, which must agree; else the fixed repartition
+    topics', which must agree; else the largest), written into ``decided``."""
+    fixed = {t.name for s in topology.subtopologies for t in s.repartition_source_topics if t.partitions}
+    flexible = {t.name for s in topology.subtopologies for t in s.repartition_source_topics if not t.partitions}
+
+    def mismatch(counts: dict[str, int]) -> TopologyError:
+        listed = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        return TopologyError(INCORRECTLY_PARTITIONED_TOPICS,
+                             f"Following topics do not have the same number of partitions: [{{{listed}}}]")
+
+    for s in topology.subtopologies:
+        for sources, repartitions in s.copartition_groups:
+            topics = {s.source_topics[i] for i in sources} | {s.repartition_source_topics[i].name
+                                                               for i in repartitions}
+            if not topics:
+                continue
+            internal = {t: count(t) for t in topics if t in fixed or t in flexible}
+            external = {t: count(t) for t in topics if t not in internal}
+            if not external:
+                if fixed:
+                    wanted = {count(t) for t in fixed}
+                    if len(wanted) > 1:
+                        raise mismatch(internal)
+                    n = wanted.pop()
+                else:
+                    n = max(internal.values())
+                    if not n:
+                        raise TopologyError(None, "All topics in the copartition group had undefined partition "
+                                                  f"number: {sorted(internal)}")
+            else:
+                if len(set(external.values())) > 1:
+                    raise mismatch(external)
+                n = next(iter(external.values()))
+            for topic, current in internal.items():
+                decided[topic] = n
+                if topic in fixed and current != n:
+                    raise TopologyError(INCORRECTLY_PARTITIONED_TOPICS,
+                                        f"Number of partitions [{current}] of repartition topic [{topic}] doesn't "
+                                        f"match number of partitions [{n}] of the source topic.")
 
 
 def _repartition_counts(topology: Topology, partition_count: Callable[[str], int | None]) -> dict[str, int]:

@@ -331,3 +331,22 @@ def test_records_reload_into_the_same_group_and_deleted_groups_stay_gone():
     for p in range(FAST.num_partitions):
         third.coord.load(p, b.records(p) + other.records(p), third.now)
     assert third.group(APP) is None
+
+
+def test_copartitioned_topics_must_agree_and_repartition_topics_follow_them():
+    """CopartitionedTopicsEnforcer: a join's inputs have one partition count."""
+    from kcompat.group.streams_topology import InternalTopic, Subtopology, Topology, configure
+
+    counts = {"left": 2, "right": 3, "other": 2}
+    join = Topology(1, (Subtopology("0", ("left", "right"), copartition_groups=(((0, 1), ()),)),))
+    configured = configure(join, counts.get)
+    assert configured.tasks is None and configured.status == (
+        2, "Following topics do not have the same number of partitions: [{left=2, right=3}]")
+    # a repartitioned side of a join gets the partition count of the other side
+    rekeyed = Topology(1, (
+        Subtopology("0", ("right",), repartition_sink_topics=("wc-rekey-repartition",)),
+        Subtopology("1", ("left",), repartition_source_topics=(InternalTopic("wc-rekey-repartition"),),
+                    copartition_groups=(((0,), (0,)),))))
+    configured = configure(rekeyed, counts.get)
+    assert configured.partitions["wc-rekey-repartition"] == 2 and configured.tasks == {"0": 3, "1": 2}
+    assert configured.to_create == {"wc-rekey-repartition": (2, -1, {})}
