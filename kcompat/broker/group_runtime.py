@@ -21,6 +21,7 @@ import asyncio
 import itertools
 import logging
 
+from kcompat.broker.authz import TOPIC, Op, then
 from kcompat.broker.coordinator_runtime import CoordinatorRuntime, CoordinatorServices
 from kcompat.broker.share_group_admin import ShareGroupAdmin
 from kcompat.group import GroupConfig, GroupCoordinator, TxnMarker
@@ -28,6 +29,7 @@ from kcompat.group.consumer_group import ConsumerProtocolConfig, TopicInfo
 from kcompat.group.coordinator_types import TXN_GENERIC_ERROR_MIN_VERSION, TXN_VERIFY_ERRORS
 from kcompat.group.share_groups import ShareProtocolConfig
 from kcompat.group.streams_groups import StreamsProtocolConfig
+from kcompat.group.streams_topology import MISSING_INTERNAL_TOPICS
 from kcompat.kraft.controller import NewTopic
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError, txn_abortable_error
@@ -84,6 +86,20 @@ def streams_protocol_config(cfg) -> StreamsProtocolConfig:
         assignment_interval_ms=cfg.get("group.streams.assignment.interval.ms"))
 
 
+def _add_to_status(resp, detail: str, separator: str | None):
+    """``detail`` added to the MISSING_INTERNAL_TOPICS status of a StreamsGroupHeartbeat answer
+    (after ``separator`` when that status has a detail already); a new such status with
+    ``detail`` if there is none and ``separator`` is given."""
+    missing = next((s for s in resp.status or () if s.status_code == MISSING_INTERNAL_TOPICS), None)
+    if missing is not None:
+        missing.status_detail = (missing.status_detail + separator + detail if separator and missing.status_detail
+                                 else (missing.status_detail or "") + detail)
+    elif separator is not None and resp.error_code == 0:
+        resp.status = [*(resp.status or ()), type(resp).Status(status_code=MISSING_INTERNAL_TOPICS,
+                                                                status_detail=detail)]
+    return resp
+
+
 class ImageTopics:
     """The broker's metadata image as KIP-848 consumer groups see it (:class:`TopicsView`): the
     racks of a partition are those of the brokers holding its replicas."""
@@ -128,6 +144,7 @@ class GroupRuntime(CoordinatorRuntime):
                                                     group_overrides=self._group_overrides))
         self.share_admin = ShareGroupAdmin(self)   # the share-group admin APIs (KIP-932)
         self._streams_topics_creating: set[str] = set()   # streams internal topics being created (KIP-1071)
+        self._streams_topic_errors: dict[str, tuple[str, int]] = {}   # topic -> (creation error, until ms)
 
     def _group_overrides(self, group_id: str) -> dict[str, str]:
         """A group's dynamic GROUP configs (KIP-848/KIP-932) from the metadata image."""
@@ -315,21 +332,41 @@ class GroupRuntime(CoordinatorRuntime):
         return self.run(lambda reply_to, now: self.coordinator.share_group_describe(
             reply_to, req, ctx.api_version, now), self._partitions(req.group_ids))
 
-    def streams_group_heartbeat(self, ctx, req) -> asyncio.Future:
-        """StreamsGroupHeartbeat (KIP-1071); the internal topics the coordinator found missing
-        are created in the background, as Kafka's AutoTopicCreationManager.createStreamsInternalTopics
-        (the member learns of them at a later heartbeat, MISSING_INTERNAL_TOPICS until then)."""
+    def streams_group_heartbeat(self, ctx, req):
+        """StreamsGroupHeartbeat (KIP-1071), as Kafka's KafkaApis.handleStreamsGroupHeartbeat: the
+        internal topics the coordinator found missing are created in the background (the member
+        learns of them at a later heartbeat, MISSING_INTERNAL_TOPICS until then) when the principal
+        may CREATE them (else "Unauthorized to CREATE on topics ..." and none is created); a failed
+        creation is remembered for two heartbeat intervals, neither retried nor left unsaid
+        ("; Creation failed: <topic> (<error>)"), as its AutoTopicCreationManager does."""
         client_id, host = self._client(ctx)
         fut = self.run(lambda reply_to, now: self.coordinator.streams_group_heartbeat(
             reply_to, req, ctx.api_version, client_id, host, now), self._partitions([req.group_id]))
-        wanted = {n: spec for n, spec in self.coordinator.streams_groups.take_topics_to_create().items()
-                  if n not in self._streams_topics_creating}
-        if wanted:
-            self._streams_topics_creating.update(wanted)
-            asyncio.ensure_future(self._create_internal_topics(wanted))
-        return fut
+        wanted = self.coordinator.streams_groups.take_topics_to_create()
+        if not wanted:
+            return fut
+        unauthorized = [] if ctx.authorize_cluster(Op.CREATE) else [
+            n for n in wanted if not ctx.authorize(Op.CREATE, TOPIC, n)]
+        if unauthorized:
+            return then(fut, lambda resp: _add_to_status(
+                resp, f"Unauthorized to CREATE on topics {', '.join(unauthorized)}.", "; "))
+        now = self.services.now_ms()
+        errors = self._streams_topic_errors
+        for name in [n for n, (_, expiry) in errors.items() if expiry <= now]:
+            del errors[name]
+        create = {n: spec for n, spec in wanted.items() if n not in errors and n not in self._streams_topics_creating}
+        if create:
+            self._streams_topics_creating.update(create)
+            ttl = 2 * self.coordinator.streams_groups.heartbeat_interval_ms(req.group_id)
+            asyncio.ensure_future(self._create_internal_topics(create, ttl))
+        failed = [(n, errors[n][0]) for n in wanted if n in errors]
+        if not failed:
+            return fut
+        listed = ", ".join(f"{n} ({e})" for n, e in failed[:3]) + (
+            f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+        return then(fut, lambda resp: _add_to_status(resp, f"; Creation failed: {listed}.", None))
 
-    async def _create_internal_topics(self, wanted: dict) -> None:
+    async def _create_internal_topics(self, wanted: dict, ttl_ms: int) -> None:
         try:
             results = await self.services.create_topics([
                 NewTopic(name, partitions, replication, configs=dict(configs))
@@ -337,10 +374,14 @@ class GroupRuntime(CoordinatorRuntime):
             for r in results:
                 if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                     log.warning("creating streams internal topic %s failed: %s %s", r.name, r.error.name, r.message)
+                    self._streams_topic_errors[r.name] = (r.message or r.error.name,
+                                                          self.services.now_ms() + ttl_ms)
                 else:
                     log.info("created streams internal topic %s", r.name)
-        except Exception:
+        except Exception as e:
             log.exception("creating streams internal topics %s failed", sorted(wanted))
+            for name in wanted:
+                self._streams_topic_errors[name] = (str(e) or type(e).__name__, self.services.now_ms() + ttl_ms)
         finally:
             self._streams_topics_creating.difference_update(wanted)
 
