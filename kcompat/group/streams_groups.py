@@ -19,10 +19,12 @@ transactional offsets work as for any group. One heartbeat:
    (``streams.assignment.interval.ms``) holds it back (status ASSIGNMENT_DELAYED);
 5. reconciles the member towards its target (:func:`kcompat.group.streams_group.reconcile`).
 
+The group is written to ``__consumer_offsets`` as Kafka 4.3.1's ``StreamsGroup*`` records
+(:mod:`.streams_records`) and rebuilt when a coordinator loads the partition, so a restarted
+broker keeps its members and epochs.
+
 Not implemented: static membership (Kafka 4.3.1 refuses it too), warm-up tasks, task offsets,
-the records of streams groups in ``__consumer_offsets`` (a restarted coordinator keeps their
-committed offsets, not their membership: members rejoin), IQ endpoint-to-partition maps beyond
-the active and standby source partitions of each endpoint.
+IQ endpoint-to-partition maps beyond the active and standby source partitions of each endpoint.
 """
 
 from __future__ import annotations
