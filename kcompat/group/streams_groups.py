@@ -74,7 +74,7 @@ class StreamsProtocolConfig:
 
 
 class HeartbeatError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -88,6 +88,27 @@ def _tasks(task_ids) -> Tasks | None:
     for t in task_ids:
         out[t.subtopology_id] = out.get(t.subtopology_id, frozenset()) | frozenset(t.partitions)
     return out
+
+
+def _malformed_topology(topology) -> str | None:
+    """What no Kafka Streams client sends and Kafka 4.3.1 answers UNKNOWN_SERVER_ERROR for, or
+    None: two subtopologies with one id, a copartition group indexing past (or before) its
+    subtopology's topic lists, a repartition source topic with a negative partition count."""
+    seen: set[str] = set()
+    for s in topology.subtopologies or ():
+        if s.subtopology_id in seen:
+            return f"subtopology {s.subtopology_id!r} is given twice"
+        seen.add(s.subtopology_id)
+        sources, repartitions = s.source_topics or (), s.repartition_source_topics or ()
+        for g in s.copartition_groups or ():
+            for indexes, listed in ((g.source_topics, sources), (g.repartition_source_topics, repartitions),
+                                    (g.source_topic_regex, s.source_topic_regex or ())):
+                if any(not 0 <= i < len(listed) for i in indexes or ()):
+                    return f"a copartition group of subtopology {s.subtopology_id!r} indexes past its topics"
+        for t in repartitions:
+            if t.partitions < 0:
+                return f"repartition topic {t.name!r} has {t.partitions} partitions"
+    return None
 
 
 def _error_response(e: HeartbeatError) -> HeartbeatResponse:
@@ -187,6 +208,13 @@ class StreamsGroupManager:
                     raise HeartbeatError(bad, f"{name} must be empty when (re-)joining.")
             if req.topology is None:
                 raise HeartbeatError(bad, "Topology must be non-null when (re-)joining.")
+            malformed = _malformed_topology(req.topology)
+            if malformed:
+                # Kafka 4.3.1 fails these inside its topology code (an index or argument exception)
+                # and answers UNKNOWN_SERVER_ERROR with no message; kcompat answers the same, on purpose
+                log.warning("group %s: StreamsGroupHeartbeat from member %s refused: %s", req.group_id,
+                            req.member_id, malformed)
+                raise HeartbeatError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
             for s in req.topology.subtopologies or ():
                 for t in s.state_changelog_topics or ():
                     if t.partitions != 0:

@@ -114,6 +114,35 @@ def test_heartbeat_validation_texts(broker):
         assert (resp.error_code, resp.error_message, resp.member_epoch, resp.status) == (code, message, 0, []), kw
 
 
+def test_malformed_topologies_are_unknown_server_error_as_on_kafka(broker):
+    """Topologies no Kafka Streams client sends: Kafka 4.3.1 fails them inside its topology code and
+    answers UNKNOWN_SERVER_ERROR (-1) with no message; so does kcompat (and logs why)."""
+    def sub(sid="0", **kw):
+        base = dict(subtopology_id=sid, source_topics=["wire-in"], source_topic_regex=[], state_changelog_topics=[],
+                    repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])
+        base.update(kw)
+        return HB.Subtopology(**base)
+
+    def copartition(*indexes):
+        return [HB.CopartitionGroup(source_topics=list(indexes), source_topic_regex=[], repartition_source_topics=[])]
+
+    cases = {
+        "index past the sources": [sub(copartition_groups=copartition(5))],
+        "negative index": [sub(copartition_groups=copartition(-1))],
+        "negative partitions": [sub(repartition_source_topics=[HB.TopicInfo(name="wire-rep", partitions=-5,
+                                                                             replication_factor=1, topic_configs=[])])],
+        "subtopology id twice": [sub(), sub()],
+    }
+    for i, (name, subtopologies) in enumerate(cases.items()):
+        resp = hb(broker.bootstrap, group=f"wire-bad{i}", top=HB.Topology(epoch=0, subtopologies=subtopologies))
+        assert (resp.error_code, resp.error_message, resp.status) == (-1, None, []), name
+    resp = hb(broker.bootstrap, group="wire-bad-ok", top=HB.Topology(epoch=0, subtopologies=[sub(
+        copartition_groups=copartition(0))]))
+    assert resp.error_code == 0   # the same shape with a valid index is fine
+    assert hb(broker.bootstrap, resp.member_id, -1, group="wire-bad-ok").error_code == 0
+    assert wire.call(broker.bootstrap, DeleteGroupsRequest(groups_names=["wire-bad-ok"]), 2).results[0].error_code == 0
+
+
 def test_join_internal_topics_assignment_describe_commit_leave_delete(broker):
     b = broker.bootstrap
     wire.call(b, CT(topics=[CT.CreatableTopic(name="wire-in", num_partitions=2, replication_factor=1, assignments=[],
