@@ -118,3 +118,35 @@ def test_listener_configuration():
     assert config.get("http.listeners") == ["HTTP://0.0.0.0:8090"]                         # the image
     with pytest.raises(ConfigError, match="http.listeners"):
         BrokerConfig({"http.listeners": "HTTPS://127.0.0.1:8443"})
+
+
+def test_groups_are_counted_under_their_own_protocol_and_state(broker):
+    """GroupCoordinatorMetrics' group-count{protocol} and <protocol>-group-count{state} for one group
+    of each kind (joined over the wire): a share group or a streams group is not a classic one."""
+    from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest as CGH
+    from kcompat.protocol.messages.offset_commit import OffsetCommitRequest as OC
+    from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SGH
+    from kcompat.testing import wire
+    from tests.broker.test_streams_group_wire import hb as streams_heartbeat
+
+    b, url = broker
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("wire-in", 1, 1)])["wire-in"].result(15)
+    assert streams_heartbeat(b.bootstrap, group="counted-streams").error_code == 0   # waits for the coordinator
+    member = "m-" + "a" * 20
+    assert wire.call(b.bootstrap, CGH(group_id="counted-consumer", member_id=member, member_epoch=0,
+                                      rebalance_timeout_ms=30000, subscribed_topic_names=["wire-in"],
+                                      topic_partitions=[]), 0).error_code == 0
+    assert wire.call(b.bootstrap, SGH(group_id="counted-share", member_id=member, member_epoch=0,
+                                      subscribed_topic_names=["wire-in"]), 1).error_code == 0
+    commit = OC(group_id="counted-classic", generation_id_or_member_epoch=-1, member_id="", topics=[   # offsets only
+        OC.OffsetCommitRequestTopic(name="wire-in", partitions=[OC.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])])
+    assert wire.call(b.bootstrap, commit, 8).topics[0].partitions[0].error_code == 0
+    m = scrape(url)
+    g = "kafka_server_group_coordinator_metrics_"
+    assert [value(m, g + "group_count", protocol=p) for p in ("classic", "consumer", "share", "streams")] == [1, 1, 1, 1]
+    assert value(m, g + "classic_group_count", state="Empty") == 1
+    assert value(m, g + "consumer_group_count", state="Stable") == 1
+    assert value(m, g + "share_group_count", state="Stable") == 1
+    assert value(m, g + "streams_group_count", state="NotReady") == 1   # its internal topics are being made

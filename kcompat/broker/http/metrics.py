@@ -24,8 +24,9 @@ so a scrape costs the hot path nothing. Families:
 - ``kafka_controller_kafkacontroller_{activecontrollercount,offlinepartitionscount,globaltopiccount,
   globalpartitioncount,fencedbrokercount,activebrokercount}``, ``kafka_server_raft_metrics_{current_leader,
   current_epoch,high_watermark,log_end_offset}``, ``kafka_server_broker_metadata_metrics_last_applied_record_offset``;
-- ``kafka_server_group_coordinator_metrics_group_count{protocol}``, ``..._classic_group_count{state}``,
-  ``..._consumer_group_count{state}``, ``kafka_server_transaction_coordinator_metrics_transaction_count{state}``;
+- ``kafka_server_group_coordinator_metrics_group_count{protocol}`` (classic, consumer, share, streams)
+  and the groups of each protocol by state, ``..._{classic,consumer,share,streams}_group_count{state}``
+  (GroupCoordinatorMetrics), ``kafka_server_transaction_coordinator_metrics_transaction_count{state}``;
 - ``kafka_server_fetchsessioncache_{numincrementalfetchsessions,numincrementalfetchpartitionscached}``
   and ``kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total`` (FetchSessionCache, KIP-227);
 - ``kafka_server_socket_server_metrics_{connection_count,connection_creation_total,connection_close_total}``;
@@ -56,6 +57,8 @@ if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
 log = logging.getLogger("kcompat.http")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# GroupCoordinatorMetrics' group types (the protocol tag of group-count; KIP-848, KIP-932, KIP-1071)
+GROUP_PROTOCOLS = ("classic", "consumer", "share", "streams")
 
 _TOPIC_COUNTERS = (("bytesin", "bytes_in", "Bytes of records appended by produce requests"),
                    ("bytesout", "bytes_out", "Bytes of records returned to consumers"),
@@ -269,17 +272,15 @@ class BrokerCollector:
         groups = self.services.groups
         if groups is not None:
             by_protocol: Counter[str] = Counter()
-            classic: Counter[str] = Counter()
-            consumer: Counter[str] = Counter()
-            for g in list(groups.coordinator.ctx.groups.values()):
-                by_protocol[g.type_name] += 1
-                if g.consumer is None:
-                    classic[str(g.state)] += 1
-                else:
-                    consumer[g.consumer.state.value] += 1
+            by_state: dict[str, Counter[str]] = {p: Counter() for p in GROUP_PROTOCOLS}
+            for group in list(groups.coordinator.ctx.groups.values()):
+                protocol = group.type_name
+                by_protocol[protocol] += 1
+                typed = group.consumer or group.share or group.streams
+                by_state[protocol][str(group.state) if typed is None else typed.state.value] += 1
             g = "kafka_server_group_coordinator_metrics_"
             f = GaugeMetricFamily(g + "group_count", "Groups by protocol", labels=["protocol"])
-            for protocol in ("classic", "consumer"):
+            for protocol in GROUP_PROTOCOLS:
                 f.add_metric([protocol], by_protocol.get(protocol, 0))
             yield f
             rebalances = groups.coordinator.ctx.rebalances
@@ -287,9 +288,10 @@ class BrokerCollector:
                                       "Completed classic group rebalances", value=rebalances["classic"])
             yield CounterMetricFamily(g + "consumer_group_rebalance_count",
                                       "Consumer group epoch bumps (KIP-848 rebalances)", value=rebalances["consumer"])
-            for name, counts in (("classic_group_count", classic), ("consumer_group_count", consumer)):
-                f = GaugeMetricFamily(g + name, "Groups by state", labels=["state"])
-                for state, n in sorted(counts.items()):
+            for protocol in GROUP_PROTOCOLS:
+                f = GaugeMetricFamily(f"{g}{protocol}_group_count", f"{protocol.capitalize()} groups by state",
+                                      labels=["state"])
+                for state, n in sorted(by_state[protocol].items()):
                     f.add_metric([state], n)
                 yield f
         txn = self.services.txn
