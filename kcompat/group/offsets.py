@@ -477,7 +477,9 @@ class OffsetManager:
                 codes[tp] = ErrorCode.NONE
             if removed:
                 log.info("group %s: offsets deleted for %s", group.group_id, sorted(removed))
-            self.store.cleanup_group(group, removed)
+            # the group stays, even empty and without offsets, until the periodic cleanup: Kafka
+            # 4.3's OffsetMetadataManager.deleteOffsets writes only the offsets' tombstones
+            self.store.delete_offsets(group, removed)
             topics = []
             for topic in req.topics:
                 parts = list(dict.fromkeys(p.partition_index for p in topic.partitions))

@@ -51,14 +51,15 @@ class GroupStore:
     # ------------------------------------------------------------------------------------------
 
     def on_partitions_deleted(self, partitions: list[tuple[str, int]], now_ms: int) -> Result:
-        """Delete the committed offsets of deleted topic partitions in every group (Kafka's
-        handleDeletedPartitions)."""
+        """Delete the committed offsets of deleted topic partitions in every group (Kafka 4.3's
+        OffsetMetadataManager.onPartitionsDeleted). A group left empty without offsets stays until
+        the periodic cleanup (:meth:`expire_offsets`), as on Kafka 4.3.1."""
         self.ctx.begin(now_ms)
         deleted = set(partitions)
         for group in list(self.ctx.groups.values()):
             removed = group.offset_partitions() & deleted
             if removed:
-                self.cleanup_group(group, removed)
+                self.delete_offsets(group, removed)
         return self.ctx.end(now_ms)
 
     def expire_offsets(self, now_ms: int) -> None:
@@ -113,12 +114,16 @@ class GroupStore:
                 expired.append(tp)
         return expired
 
-    def cleanup_group(self, group: Group, removed: set[tuple[str, int]], *, force_dead: bool = False) -> None:
-        """Write tombstones for ``removed`` offsets (memory follows on replay); an Empty group left
-        without offsets becomes Dead, with a group tombstone if it ever had a generation
-        (GroupMetadataManager.cleanupGroupMetadata)."""
+    def delete_offsets(self, group: Group, removed: set[tuple[str, int]]) -> None:
+        """Write tombstones for ``removed`` offsets (memory follows on replay); the group stays."""
         for topic, partition in sorted(removed):
             self.ctx.emit(group.partition, rec.offset_commit_key(group.group_id, topic, partition), None, applied=False)
+
+    def cleanup_group(self, group: Group, removed: set[tuple[str, int]], *, force_dead: bool = False) -> None:
+        """Write tombstones for ``removed`` offsets; an Empty group left without offsets becomes
+        Dead, with a group tombstone if it ever had a generation (the periodic
+        GroupMetadataManager.cleanupGroupMetadata, and DeleteGroups with ``force_dead``)."""
+        self.delete_offsets(group, removed)
         remaining = group.offset_partitions() - removed
         if group.share is not None and not force_dead:
             return   # a share group stays until DeleteGroups (it never had offsets to expire)
@@ -137,8 +142,10 @@ class GroupStore:
             self.share_groups.delete_records(group)
         elif group.streams is not None:
             self.streams_groups.delete_records(group)
-        elif group.generation_id > 0:
-            # generation 0: the group only stored offsets and never had a metadata record
+        else:
+            # also for a group that only stored offsets (generation 0, no metadata record), as
+            # ClassicGroup.createGroupTombstoneRecords: its commit records would otherwise bring
+            # it back, empty, when the partition is loaded again
             self.ctx.emit(group.partition, rec.group_metadata_key(group.group_id), None, applied=True)
 
     def unload_group(self, group: Group) -> None:
@@ -187,9 +194,8 @@ class GroupStore:
         group = self.ctx.groups.get(key.group)
         tp = (key.topic, key.partition)
         if value is None:
-            if group is not None:
+            if group is not None:   # the group stays, as on Kafka 4.3.1, until the periodic cleanup
                 group.remove_offset(tp)  # with the partition's pending transactional offsets
-                self.maybe_drop_offsets_only_group(group)
             return
         om = rec.parse_offset_value(value)
         if group is None:

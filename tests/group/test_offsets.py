@@ -201,8 +201,10 @@ def test_offsets_of_a_standalone_group_expire_from_each_commit():
     assert tombstones(b, n) == [OffsetKey(G, "t", 0)]
     assert set(b.group(G).offsets) == {("t", 1)}
     b.advance(DAY // 2)
-    assert tombstones(b, n) == [OffsetKey(G, "t", 0), OffsetKey(G, "t", 1)]
-    assert b.group(G) is None  # generation 0: no group tombstone
+    # then the group itself, though it never had a metadata record (Kafka 4.3.1's
+    # ClassicGroup.createGroupTombstoneRecords): its commit records would bring it back on a reload
+    assert tombstones(b, n) == [OffsetKey(G, "t", 0), OffsetKey(G, "t", 1), GroupKey(G)]
+    assert b.group(G) is None
 
 
 def test_offsets_of_an_empty_consumer_group_expire_from_when_it_became_empty():
@@ -277,8 +279,8 @@ def test_delete_groups():
     res = b.delete_groups("live", "offsets-only", "was-live", "nobody", "offsets-only")
     assert res == {"live": ErrorCode.NON_EMPTY_GROUP, "offsets-only": 0, "was-live": 0,
                    "nobody": ErrorCode.GROUP_ID_NOT_FOUND}
-    assert sorted(map(repr, tombstones(b, n))) == sorted(map(repr, [
-        OffsetKey("offsets-only", "t", 0), OffsetKey("offsets-only", "t", 1),
+    assert sorted(map(repr, tombstones(b, n))) == sorted(map(repr, [   # a group tombstone each, as Kafka 4.3.1
+        OffsetKey("offsets-only", "t", 0), OffsetKey("offsets-only", "t", 1), GroupKey("offsets-only"),
         OffsetKey("was-live", "u", 0), GroupKey("was-live")]))
     assert b.group("offsets-only") is None and b.group("was-live") is None
     assert b.fetch("offsets-only", [("t", 0)])[0][("t", 0)][0] == -1
@@ -298,10 +300,14 @@ def test_offset_delete():
     assert set(b.group(G).offsets) == {("t", 0), ("u", 1)}
     assert b.offset_delete("nobody", [("t", 0)]) == (ErrorCode.GROUP_ID_NOT_FOUND, {})
     assert b.offset_delete("", [("t", 0)]) == (ErrorCode.INVALID_GROUP_ID, {})
-    # an Empty group: every offset may go, and without offsets the group is gone too
+    # an Empty group: every offset may go; the group stays, Empty and without offsets, until the
+    # periodic cleanup (Kafka 4.3.1's deleteOffsets writes only the offsets' tombstones)
     b.leave(G, leader)
     err, parts = b.offset_delete(G, [("t", 0), ("u", 1)])
     assert err == 0 and parts == {("t", 0): 0, ("u", 1): 0}
+    assert b.group(G).is_(GroupState.EMPTY) and not b.group(G).offsets
+    assert tombstones(b)[-2:] == [OffsetKey(G, "t", 0), OffsetKey(G, "u", 1)]
+    b.advance(600_000)   # offsets.retention.check.interval.ms
     assert b.group(G) is None and tombstones(b)[-1] == GroupKey(G)
 
 
@@ -320,7 +326,9 @@ def test_deleted_topic_partitions_lose_their_offsets():
     b.commit("b", {("t", 0): 1})
     b.apply(b.coord.on_partitions_deleted([("t", 0)], b.now))
     assert set(b.group("a").offsets) == {("t", 1)}
-    assert b.group("b") is None
+    assert not b.group("b").offsets   # stays until the periodic cleanup, as on Kafka 4.3.1
+    b.advance(600_000)
+    assert b.group("b") is None and b.group("a") is not None
 
 
 # -- DescribeGroups / ListGroups --------------------------------------------------------------------

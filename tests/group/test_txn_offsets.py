@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcompat.group import GroupConfig, GroupState, Record, TxnMarker
-from kcompat.group.records import OffsetKey, parse_key, parse_offset_value
+from kcompat.group.records import GroupKey, OffsetKey, parse_key, parse_offset_value
 from kcompat.protocol.errors import ErrorCode
 from tests.group.harness import FAST, Broker
 from tests.group.test_load import reload
@@ -436,7 +436,7 @@ def test_delete_groups_drops_pending_transactional_offsets_for_good():
     before = len(b.appended)
     assert b.delete_groups(G) == {G: 0}
     tombstones = {parse_key(r.key) for r in b.appended[before:] if r.value is None}
-    assert tombstones == {OffsetKey(G, "t", 0), OffsetKey(G, "t", 1)}
+    assert tombstones == {OffsetKey(G, "t", 0), OffsetKey(G, "t", 1), GroupKey(G)}
     assert b.group(G) is None
     b.marker(p, P1, commit=True)  # the transaction commits after the deletion
     assert b.group(G) is None
