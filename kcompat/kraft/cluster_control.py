@@ -182,8 +182,12 @@ class ClusterControl:
             if offline & set(b.log_dirs):   # the registration keeps only the online dirs (Kafka)
                 records.append(BrokerRegistrationChangeRecord(
                     broker_id=broker_id, broker_epoch=b.epoch, log_dirs=[d for d in b.log_dirs if d not in offline]))
-        if cordoned_dirs is not None and (b.cordoned_log_dirs is None or set(cordoned_dirs) != set(b.cordoned_log_dirs)):
-            # Kafka ReplicationControlManager.handleDirectoriesCordoned: the registration follows
+        if cordoned_dirs is not None and set(cordoned_dirs) != set(b.cordoned_log_dirs or ()):
+            # Kafka ReplicationControlManager.handleDirectoriesCordoned: the registration follows.
+            # None (not known yet) and [] mean the same here, so nothing is written until a dir is
+            # cordoned: below metadata.version 4.3-IV0 Kafka cannot represent a non-null cordoned
+            # list (BrokerRegistration.toRecord), and its tools (kafka-metadata-shell) refuse an
+            # image holding one
             records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=b.epoch,
                                                           cordoned_log_dirs=list(cordoned_dirs)))
         if want_shut_down:
