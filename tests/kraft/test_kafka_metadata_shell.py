@@ -7,7 +7,7 @@ broker caught up, which Kafka cannot represent below metadata.version 4.3-IV0: t
 nothing ("Metadata has been lost because the following could not be represented in
 metadata.version 3.8-IV0: the cordoned log directories of one or more brokers"). Now the image
 loads and shows what kcompat wrote: the topic and its partitions, its config, the features and
-the broker."""
+the broker. A metadata snapshot kcompat writes (``<offset>-<epoch>.checkpoint``) loads the same way."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from conformance import maven
 from conformance.reference import java_command
-from tests.support.broker_process import BrokerProcess
+from kcompat.protocol.messages.describe_quorum import DescribeQuorumRequest as DQ
+from kcompat.testing import wire
+from tests.support.broker_process import BrokerProcess, wait_for
 
 
 def _shell(lib, log, *command: str) -> str:
@@ -44,3 +46,24 @@ def test_kafka_metadata_shell_loads_kcompats_metadata_log(tmp_path):
     assert _shell(lib, log, "cat", "/image/configs/TOPIC:shelltopic/retention.ms").strip() == "12345"
     assert _shell(lib, log, "cat", "/image/features/metadataVersion").strip() == "Optional[3.8-IV0]"
     assert "BrokerRegistration(id=1" in _shell(lib, log, "tree", "/image/cluster/brokers")
+
+
+@pytest.mark.timeout(1200)
+def test_kafka_metadata_shell_loads_a_kcompat_metadata_snapshot(tmp_path):
+    lib = maven.resolve_shell("4.3.1")
+    data = tmp_path / "data"
+    with BrokerProcess(data, {"metadata.log.max.record.bytes.between.snapshots": "1"}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("snaptopic", 2, 1, config={"retention.ms": "777"})])["snaptopic"].result(30)
+        request = DQ(topics=[DQ.TopicData(topic_name="__cluster_metadata", partitions=[DQ.PartitionData(partition_index=0)])])
+        committed = wire.call(b.bootstrap, request, 1).topics[0].partitions[0].high_watermark
+
+        def snapshot():   # one taken after the topic's records: its end offset is past them
+            taken = sorted(data.glob("__cluster_metadata-0/*.checkpoint"))
+            return taken[-1] if taken and int(taken[-1].name.split("-")[0]) >= committed else None
+        latest = wait_for(snapshot, 60, what="a metadata snapshot holding the topic")
+
+    assert _shell(lib, latest, "ls", "/image/topics/byName").split() == ["snaptopic"]
+    assert _shell(lib, latest, "cat", "/image/configs/TOPIC:snaptopic/retention.ms").strip() == "777"
+    assert _shell(lib, latest, "cat", "/image/features/metadataVersion").strip() == "Optional[3.8-IV0]"
+    assert _shell(lib, latest, "ls", "/image/cluster/brokers").split() == ["1"]
