@@ -89,18 +89,6 @@ def resolve_apps(version: str, timeout: float = 900.0, log=print) -> Path:
                     f"connect-mirror-{version}", f"Apache Kafka {version} application jars", timeout, log)
 
 
-def shell_dir(version: str) -> Path:
-    return cache_root() / f"shell-{version}"
-
-
-def resolve_shell(version: str, timeout: float = 900.0, log=print) -> Path:
-    """The directory holding Kafka ``version``'s ``kafka-metadata-shell`` (``kafka-shell`` and its
-    dependencies, the broker's jars among them), resolving them with Maven if needed; raises
-    :class:`ResolveError`."""
-    return _resolve(shell_dir(version), pom("kafka-shell", "metadata shell", version, ("kafka-shell",)),
-                    f"kafka-shell-{version}", f"Apache Kafka {version} metadata shell", timeout, log)
-
-
 def _resolve(d: Path, pom: str, marker: str, what: str, timeout: float, log) -> Path:
     """``mvn dependency:copy-dependencies`` of ``pom`` into ``d/lib`` once (``d/.complete`` marks
     it done; a jar named ``marker*`` must be there)."""

@@ -97,7 +97,7 @@ def test_heartbeats_write_a_registration_change_only_when_the_cordoned_set_chang
 
     assert beat(None) == []   # not caught up yet: nothing known
     # nothing cordoned: no record, the registration's list stays null (below metadata.version
-    # 4.3-IV0 Kafka cannot represent a non-null one; tests/kraft/test_kafka_metadata_shell.py)
+    # 4.3-IV0 Kafka cannot represent a non-null one; tests/kraft/test_kafka_metadata_image.py)
     assert beat([]) == [] and h.image.brokers[1].cordoned_log_dirs is None
     (change,) = beat([U2, U1])
     assert change.cordoned_log_dirs == [U2, U1]
