@@ -57,10 +57,8 @@ def _produce_and_consume(bootstrap: str, topic: str, n: int) -> None:
     consumer.subscribe([topic])
     read: list[bytes] = []
     try:
-        def drained():
-            m = consumer.poll(0.5)
-            if m is not None and m.error() is None:
-                read.append(m.value())
+        def drained():   # every record ready, not one per wait_until interval (50 ms each)
+            read.extend(m.value() for m in consumer.consume(1000, 0.5) if m.error() is None)
             return set(values) <= set(read)
         wait_until(drained, 90, f"all {n} records read back from {topic}")
     finally:
