@@ -63,7 +63,10 @@ def _listed(bootstrap: str, topics=None) -> dict:
 
 def test_list_cancel_and_errors(tmp_path, kafka_lib):
     tools = JavaTools(str(kafka_lib), tmp_path)
-    cluster = Cluster(tmp_path, n=4, overrides={"replica.fetch.max.bytes": "65536"})
+    # three voters and a broker-only fourth: with four voters the last two to stop have no quorum
+    # and each waits out its controlled shutdown (10 s) and its in-flight requests (10 s)
+    cluster = Cluster(tmp_path, n=4, overrides={"replica.fetch.max.bytes": "65536"},
+                      roles=["broker,controller"] * 3 + ["broker"])
     cluster.start()
     load = None
     try:
