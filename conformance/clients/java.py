@@ -25,6 +25,7 @@ import zipfile
 from pathlib import Path
 
 from conformance import procs
+from conformance.clients import tool_server
 from conformance.clients.base import Consumed, Driver, GroupRun, Rec, Unsupported
 from conformance.clients.members import Member
 from conformance.model import CaseFailure, Prerequisite
@@ -82,7 +83,10 @@ class JavaTools:
 
     def run(self, main: str, args: list[str], *, timeout: float = 60.0, input: str | None = None,
             check: bool = True, heap: str = "512m", quick: bool = True) -> procs.Completed:
-        res = procs.run(self.command(main, args, heap=heap, quick=quick), timeout=timeout, input=input)
+        cmd = self.command(main, args, heap=heap, quick=quick)
+        res = tool_server.run(cmd, timeout) if input is None else None
+        if res is None:   # input to give, or no ToolServer free: a JVM of its own
+            res = procs.run(cmd, timeout=timeout, input=input)
         if check and not res.ok:
             raise CaseFailure(f"{main.rsplit('.', 1)[-1]} failed: {res.summary()}")
         return res

@@ -19,6 +19,8 @@ import subprocess
 import pytest
 
 from conformance import maven
+from conformance.clients import tool_server
+from conformance.procs import Completed
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.alter_configs import AlterConfigsRequest as AQ
@@ -44,12 +46,12 @@ def lib():
     return maven.resolve_kafka("4.3.1")
 
 
-def run(lib, main: str, *args: str) -> subprocess.CompletedProcess:
+def run(lib, main: str, *args: str) -> Completed:
     cmd = java_command(lib, main, list(args), heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return tool_server.run_command(cmd, timeout=120)
 
 
-def client_metrics(lib, broker, *args: str) -> subprocess.CompletedProcess:
+def client_metrics(lib, broker, *args: str) -> Completed:
     """``kafka-client-metrics.sh --bootstrap-server <broker> <args>`` of Kafka 4.3.1."""
     return run(lib, "org.apache.kafka.tools.ClientMetricsCommand", "--bootstrap-server", broker.bootstrap, *args)
 

@@ -7,11 +7,11 @@ cannot send (APPEND on a group config, the empty group name) are checked on the 
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from conformance import maven
+from conformance.clients import tool_server
+from conformance.procs import Completed
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.describe_configs import DescribeConfigsRequest as DQ
@@ -37,11 +37,11 @@ def lib():
     return maven.resolve_kafka("4.3.1")
 
 
-def kafka_configs(lib, broker, *args: str) -> subprocess.CompletedProcess:
+def kafka_configs(lib, broker, *args: str) -> Completed:
     """``kafka-configs.sh --bootstrap-server <broker> --entity-type groups <args>`` of Kafka 4.3.1."""
     cmd = java_command(lib, "kafka.admin.ConfigCommand",
                        ["--bootstrap-server", broker.bootstrap, "--entity-type", "groups", *args], heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return tool_server.run_command(cmd, timeout=120)
 
 
 def described(lib, broker, group: str, *extra: str) -> list[str]:

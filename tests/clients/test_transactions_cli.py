@@ -6,12 +6,11 @@ refuses is INVALID_REGULAR_EXPRESSION - the answers Apache Kafka 4.3.1 gave to t
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from confluent_kafka import Producer
 
 from conformance import maven
+from conformance.clients import tool_server
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.list_transactions import ListTransactionsRequest as LTQ
@@ -60,7 +59,7 @@ def test_kafka_transactions_list_with_a_transactional_id_pattern(broker):
     def rows(*args: str) -> list[list[str]]:
         cmd = java_command(lib, "org.apache.kafka.tools.TransactionsCommand",
                            ["--bootstrap-server", broker.bootstrap, "list", *args], heap="256m")
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        out = tool_server.run_command(cmd, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
         header, *lines = out.stdout.splitlines()
         assert header.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]

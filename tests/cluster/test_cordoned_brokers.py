@@ -16,12 +16,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 
 import pytest
 
 from conformance import maven
+from conformance.clients import tool_server
+from conformance.procs import Completed
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode as E
 from kcompat.protocol.messages.broker_heartbeat import BrokerHeartbeatRequest as HQ
@@ -61,11 +62,11 @@ def replicas(bootstrap: str, topic: str) -> dict[int, tuple[list[int], list[int]
     return {p.partition_index: (sorted(p.replica_nodes), sorted(p.isr_nodes)) for p in t.partitions}
 
 
-def configs(lib, bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+def configs(lib, bootstrap: str, *args: str) -> Completed:
     cmd = java_command(lib, "kafka.admin.ConfigCommand", ["--bootstrap-server", bootstrap, "--alter",
                                                           "--entity-type", "brokers", "--entity-name", "3", *args],
                        heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return tool_server.run_command(cmd, timeout=120)
 
 
 @pytest.mark.timeout(1200)  # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central

@@ -7,11 +7,11 @@ prints what ``--bootstrap-server`` prints."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from conformance import maven
+from conformance.clients import tool_server
+from conformance.procs import Completed
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
@@ -25,9 +25,9 @@ def kafka_lib():
     return maven.resolve_kafka("4.3.1")
 
 
-def kafka_features(lib, *args: str) -> subprocess.CompletedProcess:
+def kafka_features(lib, *args: str) -> Completed:
     cmd = java_command(lib, "org.apache.kafka.tools.FeatureCommand", list(args), heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return tool_server.run_command(cmd, timeout=120)
 
 
 def finalized(port: int) -> dict[str, int]:

@@ -19,12 +19,13 @@ own ``kafka-configs.sh`` (``kafka.admin.ConfigCommand``) and ``kafka-log-dirs.sh
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
 
 from conformance import maven
+from conformance.clients import tool_server
+from conformance.procs import Completed
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode as E
 from kcompat.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest as AQ
@@ -45,12 +46,12 @@ def lib():
     return maven.resolve_kafka("4.3.1")
 
 
-def tool(lib, broker, main: str, *args: str) -> subprocess.CompletedProcess:
+def tool(lib, broker, main: str, *args: str) -> Completed:
     cmd = java_command(lib, main, ["--bootstrap-server", broker.bootstrap, *args], heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return tool_server.run_command(cmd, timeout=120)
 
 
-def set_cordoned(lib, broker, value: str | None) -> subprocess.CompletedProcess:
+def set_cordoned(lib, broker, value: str | None) -> Completed:
     """``kafka-configs.sh --alter --entity-type brokers --entity-name 1`` adding or deleting it."""
     op = ["--add-config", f"cordoned.log.dirs={value}"] if value is not None else \
         ["--delete-config", "cordoned.log.dirs"]

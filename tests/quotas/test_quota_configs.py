@@ -11,6 +11,8 @@ import subprocess
 import pytest
 
 from conformance import maven
+from conformance.clients import tool_server
+from conformance.procs import Completed
 from conformance.reference import java_command
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as AQ
@@ -30,9 +32,9 @@ def lib():
     return maven.resolve_kafka("4.3.1")
 
 
-def kafka_configs(lib, broker, *args: str) -> subprocess.CompletedProcess:
+def kafka_configs(lib, broker, *args: str) -> Completed:
     cmd = java_command(lib, "kafka.admin.ConfigCommand", ["--bootstrap-server", broker.bootstrap, *args], heap="256m")
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return tool_server.run_command(cmd, timeout=120)
 
 
 def ok(lib, broker, *args: str) -> list[str]:
