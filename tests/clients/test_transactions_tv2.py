@@ -1,7 +1,7 @@
 """Transaction version 2 (KIP-890 part 2) with real clients against a real kcompat process whose
 cluster finalized ``transaction.version=2`` with Kafka 4.3.1's ``kafka-features.sh upgrade`` (as a
 Kafka 4.3.1 node formatted at 3.8-IV0 allows): Kafka 4.3.1's Java transactional producer
-(``tests/clients/java/TxnDriver.java`` in Java's source-file mode) commits and aborts with EndTxn
+(``tests/clients/java/TxnDriver.java``, compiled once) commits and aborts with EndTxn
 v5 and Produce v12+ and never sends AddPartitionsToTxn or AddOffsetsToTxn (the broker's
 ``kafka_network_requestmetrics_requests_total{request,version}`` counts what arrived), its epoch
 is bumped by every transaction (DescribeTransactions, DescribeProducers), read_committed sees
@@ -26,7 +26,7 @@ from kafka import KafkaProducer
 
 from conformance import maven
 from conformance.clients.java import JavaTools
-from conformance.reference import java_command
+from conformance.clients.tool_server import source_command
 from kcompat.protocol.messages.api_versions import ApiVersionsRequest
 from kcompat.protocol.messages.describe_producers import DescribeProducersRequest as DPQ
 from kcompat.protocol.messages.describe_transactions import DescribeTransactionsRequest as DTQ
@@ -75,8 +75,7 @@ class Driver:
 
     def __init__(self, lib, bootstrap: str, transactional_id: str) -> None:
         self.transactional_id = transactional_id
-        cmd = java_command(lib, "TxnDriver", [], heap="256m")
-        cmd[cmd.index("TxnDriver")] = str(DRIVER)   # source-file mode: the file instead of a class name
+        cmd = source_command(lib, DRIVER, [], heap="256m")
         self.proc = subprocess.Popen(cmd + [bootstrap, transactional_id], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         self.lines: queue.Queue[str] = queue.Queue()

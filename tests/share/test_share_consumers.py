@@ -3,7 +3,7 @@ records split between consumers with none processed twice, redelivery after a co
 killed (lock expiry), RELEASE, REJECT, the delivery count limit, and a broker restart or kill -9
 in the middle, after which no acknowledged record comes back and none is lost.
 
-The consumer is ``tests/share/java/ShareClient.java`` run in Java's source-file mode with the
+The consumer is ``tests/share/java/ShareClient.java``, compiled once against and run with the
 Kafka 4.3.1 jars the conformance suite resolves from Maven Central."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import confluent_kafka as ck
 import pytest
 
 from conformance import maven, procs
-from conformance.reference import java_command
+from conformance.clients.tool_server import source_command
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as IAC
 from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from kcompat.testing import Broker
@@ -90,9 +90,8 @@ class ShareConsumer:
         self.done = threading.Event()
         self.holding = threading.Event()
         self._lock = threading.Lock()
-        cmd = java_command(lib, str(CLIENT), [bootstrap, group, topic, mode, str(max_records), str(idle_ms),
-                                                str(first_idle_ms or idle_ms)],
-                           heap="256m")
+        cmd = source_command(lib, CLIENT, [bootstrap, group, topic, mode, str(max_records), str(idle_ms),
+                                           str(first_idle_ms or idle_ms)], heap="256m")
         self.proc = procs.Background(cmd, on_line=self._line, stderr_path=workdir / f"{name}.stderr")
 
     def _line(self, line: str) -> None:

@@ -1,6 +1,7 @@
 // A transactional producer (and consume-transform-produce loop) of Kafka's Java clients, driven
-// line by line on stdin by tests/clients/test_transactions_tv2.py; run in Java's source-file mode
-// with the Kafka jars on the class path:  java -cp '<lib>/*' TxnDriver.java <bootstrap> <transactional id>
+// line by line on stdin by tests/clients/test_transactions_tv2.py; compiled once by
+// conformance.clients.tool_server.source_command and run with the Kafka jars on the class path
+// (or in Java's source-file mode: java -cp '<lib>/*' TxnDriver.java <bootstrap> <transactional id>)
 //
 // Commands (one per line), each answered by one line: "ok ..." or
 // "error <exception class> <class of its cause, or -> <message>":

@@ -1,5 +1,6 @@
-// A share consumer for kcompat's tests (KIP-932), run with Kafka 4.3.1's kafka-clients in
-// Java's source-file mode: java -cp '<kafka lib>/*' ShareClient.java BOOTSTRAP GROUP TOPIC MODE MAX IDLE_MS
+// A share consumer for kcompat's tests (KIP-932), run with Kafka 4.3.1's kafka-clients, compiled
+// once by conformance.clients.tool_server.source_command (or in Java's source-file mode):
+// java -cp '<kafka lib>/*' ShareClient.java BOOTSTRAP GROUP TOPIC MODE MAX IDLE_MS
 //
 // MODE: implicit (share.acknowledgement.mode=implicit), accept, release (every delivery released),
 // release-once (released on its first delivery, accepted later), reject, hold (acknowledges
