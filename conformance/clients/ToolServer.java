@@ -10,6 +10,9 @@
 // org.apache.kafka.common.utils.Exit, which every Kafka tool exits through) or System.exit, 0 when
 // main returns, 1 (with the JVM's "Exception in thread "main"" report) when it throws. As with a
 // real exit, the thread that exits never runs on: it is parked for good, its finally blocks not run.
+// Before the answer, as the JVM does before it exits: when main returned, the non-daemon threads the
+// run started are waited for; unless it halted, the shutdown hooks it added run (VerifiableProducer
+// closes its producer and prints its last acknowledgements in one).
 // Each run has a thread named "main" of a hidden class (JEP 371), and main is called through a
 // method handle: hidden frames are left out of stack traces, so a trace the tool prints ends at
 // its main method as in a JVM of its own.
@@ -40,11 +43,17 @@ public class ToolServer {
 
     static volatile CompletableFuture<Integer> exited;
     static volatile Thread running;
+    static volatile boolean halted;
+    static volatile boolean exitCalled;
 
     /** What Exit.exit, Exit.halt and System.exit do here: report the status, never return. */
-    static void exit(int status) {
+    static void exit(int status, boolean halt) {
         CompletableFuture<Integer> f = exited;
         if (f != null) {
+            exitCalled = true;
+            if (halt) {
+                halted = true;
+            }
             f.complete(status);
         }
         while (true) {
@@ -62,22 +71,36 @@ public class ToolServer {
         System.setIn(InputStream.nullInputStream());
         Class<?> exitClass = Class.forName("org.apache.kafka.common.utils.Exit");
         Class<?> procedure = Class.forName("org.apache.kafka.common.utils.Exit$Procedure");
-        Object toServer = java.lang.reflect.Proxy.newProxyInstance(ToolServer.class.getClassLoader(),
-            new Class<?>[]{procedure}, (proxy, m, a) -> {
-                if (m.getDeclaringClass() == Object.class) {
-                    return m.getName().equals("hashCode") ? 0 : m.getName().equals("equals") ? proxy == a[0] : "exit";
-                }
-                exit((Integer) a[0]);
-                return null;
-            });
-        exitClass.getMethod("setExitProcedure", procedure).invoke(null, toServer);
-        exitClass.getMethod("setHaltProcedure", procedure).invoke(null, toServer);
+        for (boolean halt : new boolean[]{false, true}) {
+            Object toServer = java.lang.reflect.Proxy.newProxyInstance(ToolServer.class.getClassLoader(),
+                new Class<?>[]{procedure}, (proxy, m, a) -> {
+                    if (m.getDeclaringClass() == Object.class) {
+                        return m.getName().equals("hashCode") ? 0 : m.getName().equals("equals") ? proxy == a[0] : "exit";
+                    }
+                    exit((Integer) a[0], halt);
+                    return null;
+                });
+            exitClass.getMethod(halt ? "setHaltProcedure" : "setExitProcedure", procedure).invoke(null, toServer);
+        }
+        // the shutdown hooks a run adds (Exit.addShutdownHook's or Runtime's own, as the Verifiable*
+        // tools do) are told from those of the JVM by a look at Runtime's list before and after it;
+        // logging starts first, so that log4j's hook is the JVM's, not the first run's
+        try {
+            Class.forName("org.slf4j.LoggerFactory").getMethod("getLogger", String.class).invoke(null, "ToolServer");
+        } catch (ReflectiveOperationException e) {
+            // no SLF4J on the class path
+        }
+        Class<?> hooksClass = Class.forName("java.lang.ApplicationShutdownHooks");
+        java.lang.reflect.Field hooksField = hooksClass.getDeclaredField("hooks");
+        hooksField.setAccessible(true);
+        @SuppressWarnings("unchecked")
+        java.util.Map<Thread, Thread> hooks = (java.util.Map<Thread, Thread>) hooksField.get(null);
         System.setSecurityManager(new SecurityManager() {
             @Override public void checkPermission(java.security.Permission p) { }
             @Override public void checkPermission(java.security.Permission p, Object context) { }
             @Override public void checkExit(int status) {
                 if (Thread.currentThread() == running) {
-                    exit(status);
+                    exit(status, false);
                 }
             }
         });
@@ -103,13 +126,48 @@ public class ToolServer {
             out.target = stdout;
             err.target = stderr;
             CompletableFuture<Integer> done = new CompletableFuture<>();
+            java.util.Set<Thread> before = new java.util.HashSet<>(Thread.getAllStackTraces().keySet());
+            java.util.Set<Thread> hooksBefore;
+            synchronized (hooksClass) {   // as ApplicationShutdownHooks' own static synchronized methods
+                hooksBefore = new java.util.HashSet<>(hooks.keySet());
+            }
             exited = done;
+            halted = false;
+            exitCalled = false;
             Thread tool = (Thread) newThread.invoke(mainClass, toolArgs, done);
             running = tool;
             tool.start();
             int status = done.get();
             exited = null;
             running = null;
+            if (!exitCalled) {   // (an exit does not wait for other threads)
+                // main returned: the JVM exits once the non-daemon threads the run started are done
+                for (Thread t : Thread.getAllStackTraces().keySet()) {
+                    if (!before.contains(t) && !t.isDaemon() && t != tool) {
+                        t.join();
+                    }
+                }
+            }
+            if (!halted) {
+                // then runs the shutdown hooks the run added, concurrently
+                java.util.List<Thread> added = new java.util.ArrayList<>();
+                java.util.List<Thread> now;
+                synchronized (hooksClass) {
+                    now = new java.util.ArrayList<>(hooks.keySet());
+                }
+                for (Thread h : now) {
+                    if (!hooksBefore.contains(h)) {
+                        Runtime.getRuntime().removeShutdownHook(h);
+                        added.add(h);
+                    }
+                }
+                for (Thread h : added) {
+                    h.start();
+                }
+                for (Thread h : added) {
+                    h.join();
+                }
+            }
             System.out.flush();
             System.err.flush();
             out.target = OutputStream.nullOutputStream();

@@ -78,7 +78,8 @@ class ToolServer:
     """One ToolServer JVM: ``java <jvm_flags> -cp <classes>:<lib>/* ToolServer``."""
 
     def __init__(self, jvm_flags: list[str], lib: Path, classes: Path) -> None:
-        self.cmd = ["java", *jvm_flags, "-Djava.security.manager=allow", "-cp", f"{classes}{os.pathsep}{lib}/*",
+        self.cmd = ["java", *jvm_flags, "-Djava.security.manager=allow",
+                    "--add-opens=java.base/java.lang=ALL-UNNAMED", "-cp", f"{classes}{os.pathsep}{lib}/*",
                     "ToolServer"]
         self.cwd = os.getcwd()
         self.lock = threading.Lock()
