@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from conformance import maven, procs
+from conformance.clients.tool_server import source_command
 from conformance.model import CaseFailure, Prerequisite
 from conformance.reference import ReferenceKafka, java_command
 from conformance.targets import CommandTarget
@@ -66,8 +67,8 @@ def apps_lib(version: str) -> Path:
 
 
 class App:
-    """One Java application process: ``main`` (a class name, or a ``.java`` file of :data:`JAVA_DIR`
-    run in source-file mode) with ``args`` on the jars of ``lib``. stdout lines are kept (``lines``),
+    """One Java application process: ``main`` (a class name, or a ``.java`` file of :data:`JAVA_DIR`,
+    compiled once as source-file mode would run it) with ``args`` on the jars of ``lib``. stdout lines are kept (``lines``),
     log4j writes INFO and above to ``<workdir>/<name>.log``; ``stdin`` is written to its standard input."""
 
     def __init__(self, lib: Path, workdir: Path, name: str, main: str, args: list[str], *,
@@ -77,9 +78,10 @@ class App:
         self.log_path.unlink(missing_ok=True)  # log4j appends; this process's lines only
         log4j = Path(workdir) / f"{name}-log4j.properties"
         log4j.write_text(APP_LOG4J.format(log=self.log_path))
-        if main.endswith(".java"):
-            main = str(JAVA_DIR / main)
-        self.cmd = java_command(lib, main, [str(a) for a in args], heap=heap, log4j=log4j, quick=True)
+        if main.endswith(".java"):   # compiled once, not at every start as in source-file mode
+            self.cmd = source_command(lib, JAVA_DIR / main, [str(a) for a in args], heap=heap, log4j=log4j)
+        else:
+            self.cmd = java_command(lib, main, [str(a) for a in args], heap=heap, log4j=log4j, quick=True)
         self._stdin, self._on_line, self._stderr = stdin, on_line, Path(workdir) / f"{name}.stderr"
         self.proc: procs.Background | None = None
         self.started_at = 0.0

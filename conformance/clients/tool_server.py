@@ -63,13 +63,13 @@ def compiled(source: Path, cache: Path, classpath: str = "") -> Path:
     return d
 
 
-def source_command(lib: Path, source: Path, args: list[str], heap: str = "512m") -> list[str]:
+def source_command(lib: Path, source: Path, args: list[str], heap: str = "512m", **java_options) -> list[str]:
     """:func:`conformance.reference.java_command` of the program ``source`` (one ``.java`` file
     whose first class has the main method, as Java's source-file mode runs it), compiled once by
     javac with ``lib``'s jars instead of at every start as source-file mode does (about a second
-    of each start on this machine)."""
+    of each start on this machine); ``java_options`` are java_command's other keywords."""
     classes = compiled(source, maven.cache_root(), f"{lib}/*")
-    cmd = java_command(lib, source.stem, args, heap=heap)
+    cmd = java_command(lib, source.stem, args, heap=heap, **java_options)
     cmd[cmd.index("-cp") + 1] = f"{classes}{os.pathsep}{lib}/*"
     return cmd
 

@@ -1,5 +1,6 @@
-// Kafka Streams word count for kcompat's conformance suite (ecosystem group), run in Java's
-// source-file mode against the kafka-streams jar of the release under test:
+// Kafka Streams word count for kcompat's conformance suite (ecosystem group), compiled once
+// (conformance.clients.tool_server.source_command) against the kafka-streams jar of the release
+// under test, or run in Java's source-file mode:
 //   java -cp '<apps lib>/*' WordCount.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR
 // The classic topology: lines from INPUT split into lower-case words, re-keyed by word (a repartition
 // topic), counted in a state store, the counts written to OUTPUT (String key, Long value), with
