@@ -6,9 +6,10 @@ returned as :func:`conformance.procs.run` returns them (the status of ``Exit.exi
 ``org.apache.kafka.common.utils.Exit``, or ``System.exit``; 0 when ``main`` returns; 1 with the
 JVM's ``Exception in thread "main"`` report when it throws).
 
-One server per (jar directory, JVM flags, working directory) and Python process; a run that passes its timeout kills
-the server (the next run starts another) and is reported timed out, as ``procs.run`` does. Runs
-with stdin input, or while the server is busy with another thread's run, start a JVM of their own.
+One server per (jar directory, JVM flags, working directory) and Python process; a run that
+passes its timeout kills the server (the next run starts another) and is reported timed out, as
+``procs.run`` does. Runs with stdin input, or while the server is busy with another thread's run,
+start a JVM of their own, as do all runs when the server cannot start (no javac, say).
 ``KCOMPAT_TOOLS_FORK=1`` in the environment turns the server off.
 """
 
@@ -111,7 +112,10 @@ class ToolServer:
         start = time.monotonic()
         try:
             if self.proc is None or self.proc.poll() is not None:
-                self._start()
+                try:
+                    self._start()
+                except (OSError, RuntimeError):
+                    return None
             proc = self.proc
             line = " ".join(base64.b64encode(s.encode()).decode() for s in [main, *args])
             proc.stdin.write(line + "\n")
@@ -121,11 +125,14 @@ class ToolServer:
             reader.start()
             reader.join(max(0.0, timeout - (time.monotonic() - start)))
             if not answer or not answer[0].startswith("DONE "):
+                # timed out (killed, as procs.run kills), or the JVM exited: a thread other than
+                # the tool's called System.exit; its status is the run's, what it printed is lost
                 timed_out = not answer
-                self._kill()
-                return procs.Completed(list(cmd), -9 if timed_out else None, "", "" if timed_out else
-                                       "the ToolServer JVM exited during the run", timed_out,
-                                       time.monotonic() - start)
+                if timed_out:
+                    proc.kill()
+                status = proc.wait()
+                self.proc = None
+                return procs.Completed(list(cmd), status, "", "", timed_out, time.monotonic() - start)
             _done, status, out, err = (answer[0].rstrip("\n").split(" ") + ["", ""])[:4]
             return procs.Completed(list(cmd), int(status), base64.b64decode(out).decode("utf-8", "replace"),
                                    base64.b64decode(err).decode("utf-8", "replace"), False, time.monotonic() - start)
@@ -150,7 +157,10 @@ def run(cmd: list[str], timeout: float) -> procs.Completed | None:
     with _servers_lock:
         server = _servers.pop(key, None)
         if server is None:
-            server = ToolServer(flags, lib, compiled(SOURCE, cache))
+            try:
+                server = ToolServer(flags, lib, compiled(SOURCE, cache))
+            except (OSError, subprocess.SubprocessError):
+                return None
         _servers[key] = server            # the most recently used last
         while len(_servers) > MAX_SERVERS:
             _servers.pop(next(iter(_servers))).stop()

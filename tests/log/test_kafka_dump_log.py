@@ -14,7 +14,6 @@ the tool expects files no one writes to."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conformance import maven
+from conformance.clients import tool_server
 from conformance.reference import java_command
 from tests.support.broker_process import BrokerProcess
 
@@ -69,9 +69,8 @@ def _write(bootstrap: str) -> None:
 def _dump(lib: Path, files: list[Path], *options: str) -> str:
     """The tool's stdout for ``files``; it must exit 0 and print no exception."""
     assert files
-    r = subprocess.run(java_command(lib, "org.apache.kafka.tools.DumpLogSegments",
-                                    ["--files", ",".join(map(str, sorted(files))), *options]),
-                       capture_output=True, text=True, timeout=180)
+    r = tool_server.run_command(java_command(lib, "org.apache.kafka.tools.DumpLogSegments",
+                                             ["--files", ",".join(map(str, sorted(files))), *options]), timeout=180)
     problems = [line for line in (r.stdout + r.stderr).splitlines()
                 if "Exception" in line or "Error" in line or "Mismatch" in line]
     assert r.returncode == 0 and not problems, (r.returncode, problems[:5], r.stderr[-2000:])
