@@ -84,8 +84,8 @@ class JavaTools:
     def run(self, main: str, args: list[str], *, timeout: float = 60.0, input: str | None = None,
             check: bool = True, heap: str = "512m", quick: bool = True) -> procs.Completed:
         cmd = self.command(main, args, heap=heap, quick=quick)
-        res = tool_server.run(cmd, timeout) if input is None else None
-        if res is None:   # input to give, or no ToolServer free: a JVM of its own
+        res = tool_server.run(cmd, timeout) if input is None and quick else None
+        if res is None:   # input to give, a measured run, or no ToolServer free: a JVM of its own
             res = procs.run(cmd, timeout=timeout, input=input)
         if check and not res.ok:
             raise CaseFailure(f"{main.rsplit('.', 1)[-1]} failed: {res.summary()}")

@@ -10,7 +10,9 @@ One server per (jar directory, JVM flags, working directory) and Python process;
 passes its timeout kills the server (the next run starts another) and is reported timed out, as
 ``procs.run`` does. Runs with stdin input, or while the server is busy with another thread's run,
 start a JVM of their own, as do all runs when the server cannot start (no javac, say).
-``KCOMPAT_TOOLS_FORK=1`` in the environment turns the server off.
+Only short-lived tools' commands (``java_command(quick=True)``) are taken: the perf group's
+measured runs (``quick=False``) keep a JVM of their own. ``KCOMPAT_TOOLS_FORK=1`` in the
+environment turns the server off.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SOURCE = Path(__file__).with_name("ToolServer.java")
 SERVER_HEAP = "512m"
 MAX_SERVERS = 2   # per Python process (an xdist worker): JVMs of distinct jar directories or flags
 LOG4J_FLAG = "-Dlog4j.configuration=file:"
+QUICK_FLAG = "-XX:TieredStopAtLevel=1"   # java_command(quick=True): a short-lived tool
 _servers: dict[tuple, "ToolServer"] = {}
 _servers_lock = threading.Lock()
 
@@ -148,8 +151,8 @@ def run(cmd: list[str], timeout: float) -> procs.Completed | None:
         return None
     i = cmd.index("-cp")
     flags, lib_glob, main, args = cmd[1:i], cmd[i + 1], cmd[i + 2], cmd[i + 3:]
-    if not lib_glob.endswith("/*") or main.endswith(".java"):
-        return None
+    if not lib_glob.endswith("/*") or main.endswith(".java") or QUICK_FLAG not in flags:
+        return None   # not a short-lived tool's command (a measured one, e.g. perf's, has a JVM of its own)
     lib = Path(lib_glob[:-2])
     cache = maven.cache_root()
     flags = _server_flags(flags, cache)
