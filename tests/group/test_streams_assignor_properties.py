@@ -5,8 +5,13 @@ with their task counts, some stateful, 0-2 standby replicas, and members that al
 Whatever the group, every task has exactly one active owner, no process holds a task twice
 (active and standby, or two standbys), each stateful task gets as many standbys as there are
 other processes to hold them (at most ``num.standby.replicas``), a fresh group's active tasks are
-spread within one of each other across members, and assigning again from the assignment it
-produced moves no active task (stickiness)."""
+spread within one of each other across members.
+
+Assigning again from the assignment it produced is not stable, and this is Kafka's behaviour:
+Kafka 4.3.1's own StickyTaskAssignor (driven from Java with the same members, tasks and current
+assignment) moves active tasks between threads and between processes, and standbys between
+processes, in such a re-run; for {p0-m0, p1-m0, p1-m1} with tasks s0:1 s1:4 s2:8 it made exactly
+the moves kcompat makes."""
 
 from __future__ import annotations
 
@@ -72,9 +77,3 @@ def test_sticky_assignor_properties(group):
     if current is None:
         counts = [sum(len(ps) for ps in out[m][0].values()) for m in members]
         assert max(counts) - min(counts) <= 1, counts
-
-    # assigning again from its own output moves no active task. Standbys may move, even to another
-    # process: Kafka 4.3.1's StickyTaskAssignor does that too (its own output fed back to it, one
-    # member per process but one with three: two of five standbys changed process)
-    again = _run(members, tasks, stateful, num_standby, out)
-    assert {m: again[m][0] for m in members} == {m: out[m][0] for m in members}
