@@ -140,6 +140,13 @@ class Group:
         self.streams = None
 
     @property
+    def epoch_membership(self):
+        """The membership whose members commit with member epochs and subscribe to topics: the
+        consumer group's (KIP-848) or the streams group's (KIP-1071); None for classic and share
+        groups."""
+        return self.consumer if self.consumer is not None else self.streams
+
+    @property
     def type_name(self) -> str:
         """ListGroups' group type: "consumer" for a KIP-848 group, "share" for a KIP-932 group,
         "streams" for a KIP-1071 group, "classic" otherwise."""

@@ -225,8 +225,8 @@ class OffsetManager:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if group.share is not None:   # ShareGroup.validateOffsetCommit
             return ErrorCode.GROUP_ID_NOT_FOUND, None
-        if group.consumer is not None or group.streams is not None:
-            error = (group.consumer or group.streams).validate_offset_commit(member_id, generation, 9,
+        if group.epoch_membership is not None:
+            error = group.epoch_membership.validate_offset_commit(member_id, generation, 9,
                                                                              transactional=True)
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
@@ -330,8 +330,8 @@ class OffsetManager:
         live = group is not None and not group.is_(DEAD)
         if live and group.share is not None:   # ShareGroup.validateOffsetFetch
             return ErrorCode.GROUP_ID_NOT_FOUND, []
-        if live and (group.consumer is not None or group.streams is not None):
-            error = (group.consumer or group.streams).validate_offset_fetch(*member)
+        if live and group.epoch_membership is not None:
+            error = group.epoch_membership.validate_offset_fetch(*member)
             if error is not None:
                 return error, []
         offsets = group.offsets if live else {}
@@ -451,8 +451,8 @@ class OffsetManager:
                 error = ErrorCode.GROUP_ID_NOT_FOUND   # ShareGroup.validateOffsetDelete
             elif group.is_(EMPTY) and not group.has_live_members():
                 eligible = candidates
-            elif group.consumer is not None or group.streams is not None:
-                subscribed = (group.consumer or group.streams).subscribed_names()
+            elif group.epoch_membership is not None:
+                subscribed = group.epoch_membership.subscribed_names()
                 eligible = []
                 for tp in candidates:
                     if tp[0] in subscribed:

@@ -76,10 +76,10 @@ class GroupStore:
         """GroupMetadata.removeExpiredOffsets (KIP-211)."""
         retention = self.ctx.config.offsets_retention_ms
         exclude: set[str] = set()
-        if group.consumer is not None or group.streams is not None:
+        if group.epoch_membership is not None:
             # ConsumerGroup's (and StreamsGroup's) expiration: from each commit, for topics the
             # group does not subscribe to (all of them once it is empty)
-            exclude = (group.consumer or group.streams).subscribed_names()
+            exclude = group.epoch_membership.subscribed_names()
 
             def base(om: OffsetAndMetadata) -> int:
                 return om.commit_timestamp
