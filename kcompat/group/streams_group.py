@@ -23,8 +23,6 @@ from kcompat.protocol.errors import ErrorCode
 Tasks = dict[str, frozenset[int]]
 EpochTasks = dict[str, dict[int, int]]
 
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 STREAMS_PROTOCOL_TYPE = "streams"
 
 

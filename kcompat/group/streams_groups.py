@@ -34,14 +34,15 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from kcompat.group import streams_records as strec
-from kcompat.group.consumer_group import TopicsView, subscribed_topic_infos
+from kcompat.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, TopicsView, subscribed_topic_infos,
+)
 from kcompat.group.consumer_group import metadata_hash as topics_metadata_hash
 from kcompat.group.coordinator_types import EMPTY as EMPTY_CLASSIC
 from kcompat.group.model import Group, existing_or_new, group_int_config
 from kcompat.group.streams_assignor import AssignmentMember, StickyTaskAssignor
 from kcompat.group.streams_group import (
-    LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, STREAMS_PROTOCOL_TYPE, MemberState, StreamsGroup,
-    StreamsMember, Tasks, epoch_valid, reconcile,
+    STREAMS_PROTOCOL_TYPE, MemberState, StreamsGroup, StreamsMember, Tasks, epoch_valid, reconcile,
 )
 from kcompat.group.streams_topology import (
     ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, TopologyError, configure, from_request,
