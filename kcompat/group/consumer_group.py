@@ -13,6 +13,12 @@ Epochs, as KIP-848 defines them:
   members ever own one partition at the same member-facing moment.
 
 Assignments are ``{topic id (uuid.UUID): frozenset of partitions}``.
+
+A member also keeps the epoch each of its partitions was assigned at (KIP-1251, Kafka 4.3): a
+partition kept through reconciliations keeps its epoch, a new one gets the target assignment's.
+An offset commit with a member epoch older than the member's current one is accepted for the
+partitions assigned at or before that epoch, which still belong to the member; the member cannot
+have lost them in between, so the commit cannot come from a zombie.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Protocol
 
 from kcompat.group import consumer_records as crec
-from kcompat.group.consumer_records import Assignment
+from kcompat.group.consumer_records import Assignment, AssignmentEpochs
 from kcompat.protocol.errors import ErrorCode
 
 # the assignor class names Kafka's group.consumer.assignors accepts besides the short names
@@ -200,6 +206,8 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # the epoch each partition of assigned and pending_revocation was assigned at (KIP-1251)
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
     classic: ClassicMetadata | None = None
 
     @property
@@ -213,7 +221,16 @@ class ConsumerMember:
 
     def assignment_fields(self) -> tuple:
         """What ConsumerGroupCurrentMemberAssignmentValue stores."""
-        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation)
+        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation,
+                self.assignment_epochs)
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch the partition was assigned to this member at, whether still assigned or
+        pending revocation; None if the member has not got it (ConsumerGroupMember.assignmentEpoch
+        and pendingRevocationEpoch)."""
+        if partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ()):
+            return self.assignment_epochs.get((topic_id, partition), max(self.member_epoch, 0))
+        return None
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
@@ -292,24 +309,35 @@ class ConsumerGroup:
                 names.update(self.resolved_regexes.get(m.subscribed_topic_regex, ()))
         return names
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int, version: int, *,
-                               transactional: bool) -> ErrorCode | None:
-        """ConsumerGroup.validateOffsetCommit: a commit without a member epoch only while the
-        group has no members; a member must commit with OffsetCommit v9+ (unless transactional)
-        and its current epoch: UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, STALE_MEMBER_EPOCH."""
-        cg = self
-        if member_epoch < 0 and not cg.members:
+    def validate_offset_commit(self, member_id: str, member_epoch: int, version: int, *, transactional: bool,
+                               partitions: Iterable[tuple[uuid.UUID | None, int]] = ()) -> ErrorCode | None:
+        """Kafka 4.3's ConsumerGroup.validateOffsetCommit with its per-partition validator
+        (KIP-1251), for the committed ``partitions`` ``[(topic id, or None for a topic unknown
+        here, partition)]``. A commit without a member epoch is taken only while the group has
+        no members; a member commits with OffsetCommit v9+ (unless transactional, or a classic
+        member) and with its current epoch, or an older one that is not older than the epoch
+        each committed partition was assigned to it at (a partition it no longer has fails).
+        Errors: UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, and for an epoch that fails
+        STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a classic member (it commits with its
+        generation). The whole commit fails if one partition does, as in Kafka."""
+        if member_epoch < 0 and not self.members:
             return None
         if transactional and member_epoch < 0 and not member_id:
             return None
-        member = cg.members.get(member_id)
+        member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and member.classic is None and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            # a classic member commits with its generation (ConsumerGroup.validateMemberEpoch)
-            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return None
+        stale = ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch > member.member_epoch:
+            return stale
+        for topic_id, partition in partitions:
+            assigned_at = None if topic_id is None else member.assignment_epoch(topic_id, partition)
+            if assigned_at is None or member_epoch < assigned_at:
+                return stale
         return None
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
@@ -354,6 +382,8 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment, own
 
 def _next(member: ConsumerMember, member_epoch: int, target_epoch: int, target: Assignment,
           owned: Assignment | None, partition_epoch: Callable[[uuid.UUID, int], int]) -> ConsumerMember:
+    """CurrentAssignmentBuilder.computeNextAssignment: kept and revoked partitions keep their
+    assignment epochs, new ones get ``target_epoch``."""
     unreleased = False
     assigned: dict[uuid.UUID, frozenset[int]] = {}
     revoking: dict[uuid.UUID, frozenset[int]] = {}
@@ -374,12 +404,21 @@ def _next(member: ConsumerMember, member_epoch: int, target_epoch: int, target: 
     if revoking and _owns_any(owned, revoking):
         return replace(member, state=MemberState.UNREVOKED_PARTITIONS, member_epoch=member_epoch,
                        previous_member_epoch=_previous(member, member_epoch),
-                       assigned=assigned, pending_revocation=revoking)
+                       assigned=assigned, pending_revocation=revoking,
+                       assignment_epochs=_kept_epochs(member, assigned, revoking))
+    epochs = _kept_epochs(member, assigned)
     for tid, ps in adding.items():
         assigned[tid] = assigned.get(tid, frozenset()) | ps
+        epochs.update(((tid, p), target_epoch) for p in ps)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     return replace(member, state=state, member_epoch=target_epoch,
-                   previous_member_epoch=_previous(member, target_epoch), assigned=assigned, pending_revocation={})
+                   previous_member_epoch=_previous(member, target_epoch), assigned=assigned, pending_revocation={},
+                   assignment_epochs=epochs)
+
+
+def _kept_epochs(member: ConsumerMember, *assignments: Assignment) -> AssignmentEpochs:
+    """The member's assignment epochs of the partitions in ``assignments`` (all of them its own)."""
+    return {(tid, p): member.assignment_epoch(tid, p) for a in assignments for tid, ps in a.items() for p in ps}
 
 
 def _previous(member: ConsumerMember, new_epoch: int) -> int:
@@ -421,9 +460,12 @@ def restore(group_id: str, records: dict[tuple[int, str | None], bytes]) -> Cons
             if current is not None:
                 c = crec.parse_value(crec.CURRENT_ASSIGNMENT, current)
                 state = MemberState(c.state) if c.state in MemberState._value2member_map_ else MemberState.UNKNOWN
+                epochs = crec.to_assignment_epochs(c.assigned_partitions, c.member_epoch)
+                epochs.update(crec.to_assignment_epochs(c.partitions_pending_revocation, c.member_epoch))
                 member = replace(member, member_epoch=c.member_epoch, previous_member_epoch=c.previous_member_epoch,
                                  state=state, assigned=crec.to_assignment(c.assigned_partitions),
-                                 pending_revocation=crec.to_assignment(c.partitions_pending_revocation))
+                                 pending_revocation=crec.to_assignment(c.partitions_pending_revocation),
+                                 assignment_epochs=epochs)
             cg.put(member)
     for member_id in [m for m in cg.target if m not in cg.members]:
         del cg.target[member_id]

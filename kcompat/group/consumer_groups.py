@@ -310,7 +310,7 @@ class ConsumerGroupManager:
         """A known member joins again with epoch 0 (after being fenced, or a restart keeping its
         id): it has given up its partitions, so it starts from nothing."""
         fresh = replace(member, member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE, assigned={},
-                        pending_revocation={})
+                        pending_revocation={}, assignment_epochs={})
         cg.put(fresh)
         self.emit_current_assignment(group, fresh)
         return fresh
@@ -526,7 +526,7 @@ class ConsumerGroupManager:
     def emit_current_assignment(self, group: Group, m: ConsumerMember) -> None:
         self._emit(group.partition, crec.key(crec.CURRENT_ASSIGNMENT, group.group_id, m.member_id),
                    crec.current_assignment_value(m.member_epoch, m.previous_member_epoch, int(m.state), m.assigned,
-                                                 m.pending_revocation))
+                                                 m.pending_revocation, m.assignment_epochs))
 
     def delete_records(self, group: Group) -> None:
         """Tombstones for everything a consumer group wrote (DeleteGroups, or the group expiring

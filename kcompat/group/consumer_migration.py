@@ -87,6 +87,7 @@ class Migration:
                 client_host=cm.client_host, subscribed_topic_names=sub.topics,
                 rebalance_timeout_ms=cm.rebalance_timeout_ms, member_epoch=generation,
                 previous_member_epoch=generation, state=MemberState.STABLE, assigned=assigned,
+                assignment_epochs={(tid, p): generation for tid, ps in assigned.items() for p in ps},
                 classic=ClassicMetadata(cm.session_timeout_ms, tuple(cm.protocols))))
         log.info("group %s: the classic group (generation %d, %d members) becomes a consumer group",
                  group.group_id, generation, len(members))

@@ -19,7 +19,8 @@ type key (group id, ...)                            value
 
 Type 4 (ConsumerGroupPartitionMetadata) is read and skipped: Kafka 4.1+ keeps the metadata hash
 in the group metadata value instead (KIP-1101) and so does kcompat. Assignments are
-``{topic id (uuid.UUID): frozenset of partitions}``.
+``{topic id (uuid.UUID): frozenset of partitions}``; a member's current assignment also carries
+the epoch each partition was assigned at (KIP-1251, Kafka 4.3: AssignmentEpochs).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ _VALUES = {GROUP_METADATA: MetadataValue, MEMBER_METADATA: MemberValue, TARGET_M
            TARGET_MEMBER: TargetMemberValue, CURRENT_ASSIGNMENT: CurrentValue, REGULAR_EXPRESSION: RegexValue}
 
 Assignment = dict[uuid.UUID, frozenset[int]]
+# {(topic id, partition): the epoch it was assigned to the member at} (KIP-1251)
+AssignmentEpochs = dict[tuple[uuid.UUID, int], int]
 
 
 class ConsumerRecordError(ValueError):
@@ -157,6 +160,32 @@ def topic_partitions(cls, assignment: Assignment) -> list:
             if ps]
 
 
+def topic_partitions_with_epochs(cls, assignment: Assignment, epochs: AssignmentEpochs) -> list:
+    """``[cls(topic_id, partitions, assignment_epochs)]`` of ``assignment`` with the epoch each
+    partition was assigned at (``epochs``; KIP-1251's AssignmentEpochs, one per partition, in
+    the same order), sorted, without empty topics."""
+    out = topic_partitions(cls, assignment)
+    for tp in out:
+        tp.assignment_epochs = [epochs[(tp.topic_id, p)] for p in tp.partitions]
+    return out
+
+
+def to_assignment_epochs(topic_partitions, default_epoch: int) -> AssignmentEpochs:
+    """The ``{(topic id, partition): assignment epoch}`` of ConsumerGroupCurrentMemberAssignmentValue
+    topic partitions (Kafka's ``Utils.assignmentFromTopicPartitions``): a topic whose
+    AssignmentEpochs is missing (written before KIP-1251) or not one per partition gets
+    ``default_epoch`` (the record's member epoch, at least 0) for each partition."""
+    default_epoch = max(default_epoch, 0)
+    out: dict[tuple[uuid.UUID, int], int] = {}
+    for tp in topic_partitions or ():
+        epochs = tp.assignment_epochs
+        if epochs is None or len(epochs) != len(tp.partitions):
+            epochs = [default_epoch] * len(tp.partitions)
+        for p, epoch in zip(tp.partitions, epochs):
+            out[(tp.topic_id, p)] = epoch
+    return out
+
+
 def to_assignment(topic_partitions) -> Assignment:
     """``[TopicPartitions(topic_id, partitions)]`` of any of the records or requests -> Assignment."""
     out: dict[uuid.UUID, frozenset[int]] = {}
@@ -195,11 +224,14 @@ def target_member_value(assignment: Assignment) -> bytes:
 
 
 def current_assignment_value(member_epoch: int, previous_member_epoch: int, state: int, assigned: Assignment,
-                             pending_revocation: Assignment) -> bytes:
+                             pending_revocation: Assignment, epochs: AssignmentEpochs) -> bytes:
+    """``epochs``: the assignment epoch of every partition of ``assigned`` and
+    ``pending_revocation`` (KIP-1251; Kafka 4.3 writes them as AssignmentEpochs)."""
     tp = CurrentValue.TopicPartitions
-    return _prefixed(0, CurrentValue(member_epoch=member_epoch, previous_member_epoch=previous_member_epoch,
-                                     state=state, assigned_partitions=topic_partitions(tp, assigned),
-                                     partitions_pending_revocation=topic_partitions(tp, pending_revocation)))
+    return _prefixed(0, CurrentValue(
+        member_epoch=member_epoch, previous_member_epoch=previous_member_epoch, state=state,
+        assigned_partitions=topic_partitions_with_epochs(tp, assigned, epochs),
+        partitions_pending_revocation=topic_partitions_with_epochs(tp, pending_revocation, epochs)))
 
 
 def regular_expression_value(topics: list[str], version: int, timestamp_ms: int) -> bytes:

@@ -114,12 +114,9 @@ class OffsetManager:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if group.share is not None:   # ShareGroup.validateOffsetCommit
             return ErrorCode.GROUP_ID_NOT_FOUND, None
-        if group.consumer is not None:
-            error = group.consumer.validate_offset_commit(member_id, generation, version, transactional=False)
-            return error, (None if error is not None else group)
-        if group.streams is not None:
-            error = group.streams.validate_offset_commit(member_id, generation, version, transactional=False,
-                                                         topics=partitions)
+        if group.epoch_membership is not None:
+            error = self._validate_member_epoch(group, member_id, generation, version, partitions,
+                                                transactional=False)
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group
@@ -185,7 +182,8 @@ class OffsetManager:
                 error = self._verify_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                          self.ctx.partition_for(req.group_id), version)
             if error is None:
-                error, group = self._validate_txn_commit(req.group_id, generation, member_id, instance_id)
+                error, group = self._validate_txn_commit(req.group_id, generation, member_id, instance_id,
+                                                         [(name, p.partition_index) for _, _, name, p in valid])
             if error is not None:
                 for ti, pi, _, _ in valid:
                     codes[ti][pi] = error
@@ -212,12 +210,32 @@ class OffsetManager:
         return ErrorCode(txn_abortable_error(TXN_VERIFY_ERRORS.get(error, error),
                                              version >= TXN_GENERIC_ERROR_MIN_VERSION))
 
-    def _validate_txn_commit(self, group_id: str, generation: int, member_id: str,
-                             instance_id: str | None) -> tuple[ErrorCode | None, Group | None]:
+    def _validate_member_epoch(self, group: Group, member_id: str, epoch: int, version: int, partitions,
+                               *, transactional: bool) -> ErrorCode | None:
+        """The commit of ``partitions`` ``[(topic, partition)]`` by a member of a consumer or
+        streams group with ``epoch`` (their ``validate_offset_commit``, per partition or task
+        as KIP-1251 and KIP-1071 check it), or None."""
+        if group.consumer is not None:
+            topics = self.consumer_groups.topics
+            ids = {}
+            for name, _ in partitions:
+                if name not in ids:
+                    info = topics.topic(name)
+                    ids[name] = None if info is None else info.topic_id
+            return group.consumer.validate_offset_commit(member_id, epoch, version, transactional=transactional,
+                                                         partitions=[(ids[n], p) for n, p in partitions])
+        return group.streams.validate_offset_commit(member_id, epoch, version, transactional=transactional,
+                                                    topics=partitions)
+
+    def _validate_txn_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                             partitions=()) -> tuple[ErrorCode | None, Group | None]:
         """ClassicGroup.validateOffsetCommit for a transactional commit (Kafka's
         OffsetMetadataManager.validateTransactionalOffsetCommit): the generation, member id and
         instance id are checked only when one of them is given (KIP-447, v3+); no member
-        requirement otherwise, and no REBALANCE_IN_PROGRESS. (None, None) creates the group."""
+        requirement otherwise, and no REBALANCE_IN_PROGRESS. (None, None) creates the group.
+        A consumer or streams group member's epoch is checked for the committed ``partitions``
+        ``[(topic, partition)]``, and a stale one is ILLEGAL_GENERATION, the error a transactional
+        producer expects (Kafka maps StaleMemberEpochException so)."""
         group = self.ctx.groups.get(group_id)
         if group is None:
             return (None, None) if generation < 0 else (ErrorCode.ILLEGAL_GENERATION, None)
@@ -226,8 +244,9 @@ class OffsetManager:
         if group.share is not None:   # ShareGroup.validateOffsetCommit
             return ErrorCode.GROUP_ID_NOT_FOUND, None
         if group.epoch_membership is not None:
-            error = group.epoch_membership.validate_offset_commit(member_id, generation, 9,
-                                                                             transactional=True)
+            error = self._validate_member_epoch(group, member_id, generation, 9, partitions, transactional=True)
+            if error == ErrorCode.STALE_MEMBER_EPOCH:
+                error = ErrorCode.ILLEGAL_GENERATION
             return error, (None if error is not None else group)
         if generation < 0 and group.is_(EMPTY):
             return None, group

@@ -207,6 +207,70 @@ def test_offsets_need_the_member_epoch_and_v9():
     assert b.fetch("g", [("t", 0)])[0][("t", 0)][0] == 7
 
 
+def _rebalanced_pair(b: CG) -> tuple[set[int], set[int]]:
+    """m1 joins (epoch 1, all of t), m2 joins (epoch 2), m1 revokes half and moves to epoch 2,
+    m2 takes the rest at epoch 2: (m1's partitions, m2's)."""
+    b.cjoin("m1")
+    b.cjoin("m2")
+    kept = b.hb("m1", 1, owned={T: set(range(6))})[2][T]
+    assert b.hb("m1", 1, owned={T: kept})[1] == 2
+    given = b.hb("m2", 2, owned={})[2][T]
+    assert given == set(range(6)) - kept
+    return kept, given
+
+
+def test_an_older_epoch_commits_the_partitions_the_member_had_by_then():
+    """KIP-1251 (Kafka 4.3): a member's commit with an epoch older than its current one is taken
+    for partitions assigned to it at or before that epoch, and still its own; any other
+    partition in the request fails the whole request with STALE_MEMBER_EPOCH."""
+    b = CG()
+    kept, given = _rebalanced_pair(b)
+    m1, m2 = b.cg().members["m1"], b.cg().members["m2"]
+    assert m1.member_epoch == m2.member_epoch == 2
+    assert {m1.assignment_epoch(T, p) for p in kept} == {1} and {m2.assignment_epoch(T, p) for p in given} == {2}
+    k, g = min(kept), min(given)
+    assert b.commit("g", {("t", k): 5}, generation=1, member_id="m1", version=9) == {("t", k): 0}
+    assert b.commit("g", {("t", g): 5}, generation=1, member_id="m1", version=9) == {("t", g): E.STALE_MEMBER_EPOCH}
+    assert b.commit("g", {("t", k): 6, ("t", g): 6}, generation=1, member_id="m1", version=9) == {
+        ("t", k): E.STALE_MEMBER_EPOCH, ("t", g): E.STALE_MEMBER_EPOCH}
+    assert b.commit("g", {("t", k): 6}, generation=0, member_id="m1", version=9) == {("t", k): E.STALE_MEMBER_EPOCH}
+    assert b.commit("g", {("t", k): 6}, generation=3, member_id="m1", version=9) == {("t", k): E.STALE_MEMBER_EPOCH}
+    assert b.commit("g", {("t", g): 6}, generation=1, member_id="m2", version=9) == {("t", g): E.STALE_MEMBER_EPOCH}
+    assert b.commit("g", {("t", g): 7}, generation=2, member_id="m2", version=9) == {("t", g): 0}
+    assert b.fetch("g", [("t", k), ("t", g)])[0] == {("t", k): (5, -1, "", 0), ("t", g): (7, -1, "", 0)}
+
+
+def test_a_transactional_commit_with_a_stale_epoch_is_illegal_generation():
+    """TxnOffsetCommit checks the member epoch as OffsetCommit does (KIP-1251), but a stale epoch
+    is ILLEGAL_GENERATION there, the error a transactional producer knows (Kafka's
+    validateTransactionalOffsetCommit maps STALE_MEMBER_EPOCH so; the Java producer treats an
+    unexpected code as fatal)."""
+    b = CG()
+    kept, given = _rebalanced_pair(b)
+    k, g = min(kept), min(given)
+    assert b.txn_commit("g", {("t", k): 5}, generation=1, member_id="m1") == {("t", k): 0}
+    assert b.txn_commit("g", {("t", g): 5}, generation=1, member_id="m1") == {("t", g): E.ILLEGAL_GENERATION}
+    assert b.txn_commit("g", {("t", k): 5}, generation=3, member_id="m1") == {("t", k): E.ILLEGAL_GENERATION}
+    assert b.txn_commit("g", {("t", k): 5}, generation=2, member_id="zz") == {("t", k): E.UNKNOWN_MEMBER_ID}
+
+
+def test_assignment_epochs_are_stored_and_default_to_the_member_epoch():
+    """The current-assignment record carries AssignmentEpochs (Kafka 4.3's tagged field); a record
+    without them (Kafka before 4.3, kcompat before this) gives every partition the member epoch."""
+    b = CG()
+    kept, _ = _rebalanced_pair(b)
+    m1 = b.cg().members["m1"]
+    value = crec.current_assignment_value(m1.member_epoch, m1.previous_member_epoch, int(m1.state), m1.assigned,
+                                          m1.pending_revocation, m1.assignment_epochs)
+    stored = crec.parse_value(crec.CURRENT_ASSIGNMENT, value)
+    [tp] = stored.assigned_partitions
+    assert tp.partitions == sorted(kept) and tp.assignment_epochs == [1] * len(kept)
+    tp.assignment_epochs = None
+    assert crec.to_assignment_epochs(stored.assigned_partitions, stored.member_epoch) == {(T, p): 2 for p in kept}
+    tp.assignment_epochs = [1]     # not one per partition: the default, as Kafka reads it
+    assert crec.to_assignment_epochs(stored.assigned_partitions, -2) == {(T, p): 0 for p in kept}
+
+
 def test_records_reload_into_the_same_group():
     b = CG()
     b.cjoin("m1")
@@ -276,11 +340,18 @@ def test_online_upgrade_then_downgrade_through_a_mixed_group():
         reloaded.coord.load(p, b.records(p), reloaded.now)
     assert reloaded.cg().members == cg.members and reloaded.cg().target == cg.target
     assert reloaded.group("g").members == {}                 # no classic group left behind
-    # a classic member commits with its member epoch as generation
+    # a classic member commits with its member epoch as generation, or an older one for the
+    # partitions it had by then (KIP-1251: not older than their assignment epochs)
     gen_now = cg.members[leader].member_epoch
     assert b.commit("g", {("t", 0): 12}, generation=gen_now, member_id=leader, version=8) == {("t", 0): 0}
-    assert b.commit("g", {("t", 0): 13}, generation=gen_now - 1, member_id=leader, version=8) == \
+    assert b.commit("g", {("t", 0): 13}, generation=gen_now + 1, member_id=leader, version=8) == \
         {("t", 0): E.ILLEGAL_GENERATION}
+    mine = min(cg.members[leader].assigned[T])
+    assigned_at = cg.members[leader].assignment_epoch(T, mine)
+    assert assigned_at < gen_now       # the partition came with the migration, before the rejoin
+    assert b.commit("g", {("t", mine): 12}, generation=assigned_at, member_id=leader, version=8) == {("t", mine): 0}
+    assert b.commit("g", {("t", mine): 13}, generation=assigned_at - 1, member_id=leader, version=8) == \
+        {("t", mine): E.ILLEGAL_GENERATION}
     # the consumer-protocol member leaves: only classic members remain, the group is classic again
     assert b.hb("c1", cg.members["c1"].member_epoch, )[0] == 0
     b.hb("c1", -1)

@@ -237,6 +237,12 @@ def test_offset_commits_follow_member_and_task_epochs():
     assert b.commit(APP, {("in", p): 6}, generation=e, member_id="m1", version=9) == {("in", p): 0}
     assert b.commit(APP, {("in", p): 6}, generation=e - 1, member_id="m1", version=9) == {
         ("in", p): E.STALE_MEMBER_EPOCH}
+    # TxnOffsetCommit checks the task epochs too, and answers a stale epoch with ILLEGAL_GENERATION
+    # (OffsetMetadataManager.validateTransactionalOffsetCommit)
+    assert b.txn_commit(APP, {("in", p): 7}, generation=e, member_id="m1") == {("in", p): 0}
+    assert b.txn_commit(APP, {("in", p): 7}, generation=e - 1, member_id="m1") == {("in", p): E.ILLEGAL_GENERATION}
+    gone = next(q for q in range(4) if q not in kept)
+    assert b.txn_commit(APP, {("in", gone): 7}, generation=e, member_id="m1") == {("in", gone): E.ILLEGAL_GENERATION}
 
 
 def test_describe_list_describe_groups_and_delete():
