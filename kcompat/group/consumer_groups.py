@@ -43,10 +43,10 @@ from kcompat.group.timers import Timers
 from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.messages.consumer_group_describe import ConsumerGroupDescribeResponse as DescribeResponse
 from kcompat.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse as HeartbeatResponse
+from kcompat.protocol.topic_names import INTERNAL_TOPICS
 
 log = logging.getLogger("kcompat.group")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 class HeartbeatError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:

@@ -21,7 +21,6 @@ not enough unfenced ones (as in Kafka).
 from __future__ import annotations
 
 import random
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
@@ -31,12 +30,11 @@ from kcompat.kraft.feature_control import METADATA_VERSION
 from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC, MetadataImage
 from kcompat.kraft.replica_placer import UsableBroker, place_replicas
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol.metadata_records import (
     ConfigRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord, TopicRecord,
 )
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK_SIZE = 1000
 # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: CreateTopics adding more partitions
 # in one request fails with POLICY_VIOLATION (a huge count must not stall the broker placing them).
@@ -45,22 +43,6 @@ MAX_PARTITIONS_PER_BATCH = 10_000
 
 def _unfenced(usable: list[UsableBroker]) -> list[int]:
     return sorted(b.broker_id for b in usable if not b.fenced)
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka 4.3.1's ``Topic.validate`` (``Topic name is invalid: <reason>``, the reasons of its
-    ``detectInvalidTopic``); raises KafkaError(INVALID_TOPIC_EXCEPTION) with that message."""
-    if not name:
-        reason = "the empty string is not allowed"
-    elif name in (".", ".."):
-        reason = f"'{name}' is not allowed"
-    elif len(name) > MAX_TOPIC_NAME_LENGTH:
-        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
-    elif not _LEGAL_TOPIC.match(name):
-        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-    else:
-        return
-    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
 
 
 def validate_replica_list(replicas: list[int], registered: set[int]) -> None:

@@ -27,6 +27,7 @@ STARTUP_DEPENDENT = {
     "group.initial.rebalance.delay.ms", "inter.broker.listener.name", "listener.security.protocol.map",
     "listeners", "log.dir", "log.dirs", "node.id", "num.partitions", "offsets.topic.replication.factor",
     "process.roles", "transaction.state.log.min.isr", "transaction.state.log.replication.factor",
+    "share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor",
 }
 # Known differences: name -> (field, reason).
 KNOWN = {

@@ -21,7 +21,7 @@ from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.broker.config_changes import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.config.client_metrics import describe_client_metrics
-from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_configs import DescribeConfigsResponse as R
 

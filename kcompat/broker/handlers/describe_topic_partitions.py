@@ -23,8 +23,7 @@ As Kafka's ``DescribeTopicPartitionsRequestHandler`` and ``KRaftMetadataCache``:
 from __future__ import annotations
 
 from kcompat.broker.authz import TOPIC, Op
-from kcompat.broker.handlers.metadata import INTERNAL_TOPICS
-from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.topic_names import INTERNAL_TOPICS, validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsResponse as R
 from kcompat.protocol.primitives import ZERO_UUID

@@ -23,7 +23,7 @@ from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.broker.config_changes import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, alter_each,
                                            current_configs, refused_before_forwarding, replace_configs)
-from kcompat.config import ConfigError, apply_incremental
+from kcompat.config import apply_incremental
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse as R
 

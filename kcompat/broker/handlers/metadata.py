@@ -17,7 +17,7 @@ TOPIC_AUTHORIZATION_FAILED); ``topic_authorized_operations`` / ``cluster_authori
 from __future__ import annotations
 
 from kcompat.broker.authz import TOPIC, Op, may_create_topic
-from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.topic_names import INTERNAL_TOPICS, validate_topic_name
 from kcompat.security.acl import ResourceType
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.metadata import MetadataResponse as R
@@ -31,7 +31,6 @@ AUTHORIZED_OPS_NOT_REQUESTED = -2147483648
 # Without an authorizer every operation is allowed (AclOperation codes).
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def handle(ctx, req):

@@ -47,7 +47,7 @@ from kcompat.broker.quota.throttle import produce_quota
 from kcompat.broker.leader_hints import PRODUCE_HINT_ERRORS, add_leader_hints
 from kcompat.broker.handlers._topic_ids import resolve_names
 from kcompat.isr.append_records import ProducePartitionResult
-from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError, txn_abortable_error
 from kcompat.protocol.messages.produce import ProduceResponse as R

@@ -11,15 +11,13 @@ topology is required (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from kcompat.broker.authz import GROUP, Op, TOPIC
-from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.topic_names import INTERNAL_TOPICS, validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.streams_group_heartbeat import StreamsGroupHeartbeatResponse as R
 
 API_KEY = 88
 MIN_VERSION = 0
 MAX_VERSION = 0
-
-KAFKA_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 
 
 def streams_enabled(services) -> bool:
@@ -39,7 +37,7 @@ def handle(ctx, req):
             for t in (*(s.source_topics or ()), *(s.repartition_sink_topics or ()),
                       *(x.name for x in s.repartition_source_topics or ()),
                       *(x.name for x in s.state_changelog_topics or ()))))
-        prohibited = [t for t in required if t in KAFKA_INTERNAL_TOPICS]
+        prohibited = [t for t in required if t in INTERNAL_TOPICS]
         if prohibited:
             return R(error_code=ErrorCode.STREAMS_INVALID_TOPOLOGY, status=[], error_message=(
                 f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams topology is prohibited."))

@@ -62,13 +62,13 @@ from aiohttp import web
 from kcompat.broker.http.history import RATE_NAMES, History
 from kcompat.broker.http.lag import consumer_lag
 from kcompat.group.consumer_protocol import EmbeddedProtocolError, parse_assignment
+from kcompat.protocol.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
     from kcompat.broker.http.services import HttpServices
 
 log = logging.getLogger("kcompat.http")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 LAG_TREND_SAMPLES = 90   # 3 minutes at the default interval
 MAX_PROBLEMS = 100       # partitions listed in /cluster's health.problems
 

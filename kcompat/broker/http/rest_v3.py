@@ -48,7 +48,8 @@ from kcompat.broker.http.lag import consumer_lag
 from kcompat.broker.http.rest_common import (
     V3_CONTENT_TYPE, add_fallback, add_route, json_response, not_found, partition_not_found, rest_handler, topic_not_found,
 )
-from kcompat.broker.http.rest_v3_produce import INTERNAL_TOPICS, RestProducer, add_routes as add_produce_routes
+from kcompat.broker.http.rest_v3_produce import RestProducer, add_routes as add_produce_routes
+from kcompat.protocol.topic_names import INTERNAL_TOPICS
 from kcompat.group.consumer_protocol import parse_assignment
 
 if TYPE_CHECKING:   # types only: built by kcompat.broker.broker

@@ -65,7 +65,7 @@ from kcompat.broker.http.rest_common import (
     add_route, media_type, parse_json, parse_timestamp, partition_not_found, read_body, rest_handler, too_large,
     topic_not_found, unprocessable,
 )
-from kcompat.kraft.controller import validate_topic_name
+from kcompat.protocol.topic_names import INTERNAL_TOPICS, validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.murmur2 import murmur2
 from kcompat.protocol.records import HEADER_SIZE, build_batch
@@ -74,7 +74,6 @@ if TYPE_CHECKING:   # types only: built by kcompat.broker.broker
     from kcompat.broker.http.services import HttpServices
 
 SEPARATOR = "\r\n"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _RECORD_OVERHEAD = 40      # bytes: at least a record's varints, attributes and deltas beyond its payload
 
 
