@@ -19,7 +19,6 @@ from kcompat.group.consumer_group import TopicInfo
 from kcompat.group.consumer_records import Assignment, to_assignment
 
 SHARE_PROTOCOL_TYPE = "share"
-LEAVE_GROUP_MEMBER_EPOCH = -1
 
 
 class ShareGroupState(str, enum.Enum):

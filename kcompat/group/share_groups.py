@@ -18,12 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from kcompat.group import share_group_records as srec
-from kcompat.group.consumer_group import TopicInfo, TopicsView, described_assignment, subscribed_topic_infos
+from kcompat.group.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH, TopicInfo, TopicsView, described_assignment, subscribed_topic_infos,
+)
 from kcompat.group.consumer_group import metadata_hash as group_metadata_hash
 from kcompat.group.consumer_records import Assignment
 from kcompat.group.model import Group, existing_or_new, group_int_config
 from kcompat.group.share_group import (
-    LEAVE_GROUP_MEMBER_EPOCH, SHARE_PROTOCOL_TYPE, ShareGroup, ShareGroupState, ShareMember, restore, simple_assign,
+    SHARE_PROTOCOL_TYPE, ShareGroup, ShareGroupState, ShareMember, restore, simple_assign,
 )
 from kcompat.group.timers import Timers
 from kcompat.protocol.errors import ErrorCode
