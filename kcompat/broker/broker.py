@@ -449,11 +449,20 @@ class Broker:
 
     async def auto_create_topics(self, names: list[str]) -> list[TopicResult]:
         """Create topics with the broker defaults (auto.create.topics.enable), through the active
-        controller; returns once this node's image has them (or with the errors)."""
-        results = await self.controller_service.create_topics([NewTopic(n) for n in names])
+        controller; returns once this node's image has them (or with the errors). An internal
+        topic is created as its coordinator creates it, with its own partitions, replication factor
+        and configs (Kafka's AutoTopicCreationManager.creatableTopic); UNKNOWN_TOPIC_OR_PARTITION
+        while that cannot be done yet (too few brokers)."""
+        runtimes = {r.TOPIC: r for r in (self.groups, self.txn, self.share_state)}
+        plain = [n for n in names if n not in runtimes]
+        results = await self.controller_service.create_topics([NewTopic(n) for n in plain]) if plain else []
         for r in results:
             if r.error == ErrorCode.NONE:
                 log.info("auto-created topic %s with %d partition(s)", r.name, r.num_partitions)
+        for name in names:
+            if name in runtimes:
+                created = await runtimes[name].ensure_topic()
+                results.append(TopicResult(name, ErrorCode.NONE if created else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         return results
 
     async def wait_for_topics(self, names: list[str], timeout_s: float = 10.0) -> None:

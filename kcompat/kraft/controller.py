@@ -338,8 +338,8 @@ class Controller:
                           validate_only: bool, now_ms: int) -> None:
         """CreatePartitions for one topic; raises KafkaError with Kafka's error and message."""
         t = self.image.topics.get(name)
-        if t is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        if t is None:   # no message (Kafka 4.3.1's ReplicationControlManager.createPartitions)
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
         current = len(t.partitions)
         # ReplicationControlManager.createPartitions' messages (KRaft mode; not AdminZkClient's)
         if count < current:

@@ -41,7 +41,7 @@ def handle(ctx, req):
     if req.topics and (req.allow_auto_topic_creation if version >= 4 else True) \
             and services.config.get("auto.create.topics.enable"):
         missing = [t.name for t in req.topics if t.name is not None and t.name not in services.image.topics
-                   and t.name not in INTERNAL_TOPICS and _valid_name(t.name)
+                   and _valid_name(t.name)
                    and ctx.authorize(Op.DESCRIBE, TOPIC, t.name) and may_create_topic(ctx, t.name)]
         if missing and not (version < 12 and any(t.topic_id != ZERO_UUID for t in req.topics)):
             return _create_then_answer(ctx, req, list(dict.fromkeys(missing)))
@@ -118,14 +118,14 @@ def cluster_operations(ctx) -> int:
 def _lookup(ctx, name: str, allow_create: bool, include_ops: bool, create_errors: dict):
     services = ctx.services
     if not ctx.authorize(Op.DESCRIBE, TOPIC, name):
-        return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, internal=False)
     if name in services.image.topics:
         return _topic(ctx, name, include_ops)
     if not _valid_name(name):
         return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     if name in create_errors:
         return _error_topic(name, create_errors[name])
-    if allow_create and services.config.get("auto.create.topics.enable") and name not in INTERNAL_TOPICS:
+    if allow_create and services.config.get("auto.create.topics.enable"):
         if not may_create_topic(ctx, name):
             return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         # created but not in this node's image yet: Kafka's answer for a topic being created
@@ -133,8 +133,11 @@ def _lookup(ctx, name: str, allow_create: bool, include_ops: bool, create_errors
     return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _error_topic(name: str, code: ErrorCode, topic_id=ZERO_UUID):
-    return R.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
+def _error_topic(name: str, code: ErrorCode, topic_id=ZERO_UUID, *, internal: bool | None = None):
+    """A topic answered with an error; ``is_internal`` is Kafka's Topic.isInternal of the name
+    unless ``internal`` says otherwise (false for a topic the client may not describe)."""
+    return R.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id,
+                                   is_internal=name in INTERNAL_TOPICS if internal is None else internal,
                                    partitions=[], topic_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED)
 
 
@@ -162,7 +165,7 @@ def error_response(req, version, code):
     # the response name is not nullable before v12: Kafka answers a null name as ""
     """Kafka's ``MetadataRequest.getErrorResponse``: every requested topic (with its id) and, from
     v13 (KIP-1102), the top-level error code carry ``code``."""
-    topics = [] if req.topics is None else [_error_topic(t.name if t.name is not None else "", code, t.topic_id)
-                                            for t in req.topics]
+    topics = [] if req.topics is None else [_error_topic(t.name if t.name is not None else "", code, t.topic_id,
+                                                         internal=False) for t in req.topics]
     return R(brokers=[], cluster_id=None, controller_id=-1, topics=topics,
              cluster_authorized_operations=AUTHORIZED_OPS_NOT_REQUESTED, error_code=code)
