@@ -2,11 +2,15 @@
 producer id, epoch, last sequence and timestamp, coordinator epoch, and the start offset of an open
 transaction (KIP-664, ``kafka-transactions describe-producers``).
 
-With an authorizer READ on the topic is required (TOPIC_AUTHORIZATION_FAILED).
+Per topic, as Kafka 4.3.1 checks it: an invalid name is INVALID_TOPIC_EXCEPTION, and with an
+authorizer READ is required (TOPIC_AUTHORIZATION_FAILED), each with Kafka's text; a topic that does
+not exist is UNKNOWN_TOPIC_OR_PARTITION with "This server does not host this topic-partition.", a
+partition of an existing topic not hosted here the same code without text.
 """
 
-from kcompat.broker.authz import Op, TOPIC
-from kcompat.protocol.errors import ErrorCode
+from kcompat.broker.authz import DENIED_MESSAGES, Op, TOPIC
+from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol.messages.describe_producers import DescribeProducersResponse as R
 
 API_KEY = 61
@@ -14,19 +18,35 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+
+
+def _topic_error(ctx, name: str) -> tuple[ErrorCode, str] | None:
+    """KafkaApis.handleDescribeProducersRequest's checks of a topic, in its order, with the text
+    its ApiError carries: an invalid name, no READ, a topic not in the metadata."""
+    try:
+        validate_topic_name(name)
+    except KafkaError as e:
+        return e.code, e.message
+    if not ctx.authorize(Op.READ, TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+    if name not in ctx.services.image.topics:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE
+    return None
+
+
 def handle(ctx, req):
     topics = []
     for t in req.topics:
         parts = []
-        readable = ctx.authorize(Op.READ, TOPIC, t.name)
+        error = _topic_error(ctx, t.name)
         for index in t.partition_indexes:
-            p = ctx.services.replica_manager.get(t.name, index) if readable else None
-            if not readable:
-                parts.append(R.PartitionResponse(partition_index=index,
-                                                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                                 error_message=None, active_producers=[]))
+            if error is not None:
+                parts.append(R.PartitionResponse(partition_index=index, error_code=error[0], error_message=error[1],
+                                                 active_producers=[]))
                 continue
-            if p is None:
+            p = ctx.services.replica_manager.get(t.name, index)
+            if p is None:   # not hosted here: no text (ReplicaManager.activeProducerState)
                 parts.append(R.PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                  error_message=None, active_producers=[]))
                 continue
