@@ -15,6 +15,7 @@ authorizer DESCRIBE_CONFIGS on the topic, group or cluster (TOPIC_/GROUP_/CLUSTE
 from __future__ import annotations
 
 import logging
+import re
 
 from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
@@ -30,6 +31,7 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 STRING_TYPE = 2
 
 
@@ -72,18 +74,24 @@ def _describe(services: ApiServices, res, synonyms: bool, documentation: bool):
     if res.resource_type == TOPIC:
         name = res.resource_name
         validate_topic_name(name)
-        if name not in services.image.topics:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        if name not in services.image.topics:   # Kafka's result has the default, empty, message
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
         return services.describe_topic_configs(services.image.topic_configs(name), keys=keys,
                                              include_synonyms=synonyms, include_documentation=documentation)
     if res.resource_type == BROKER:
         name = res.resource_name
-        if name not in ("", str(services.node_id)):
+        if name and _broker_id(name) != services.node_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {services.node_id} or empty string, but received {name}")
-        return describe_broker(services.config, name, include_synonyms=synonyms, keys=keys,
-                               include_documentation=documentation)
+        return describe_broker(services.config, "" if not name else str(services.node_id), include_synonyms=synonyms,
+                               keys=keys, include_documentation=documentation)
     if res.resource_type == BROKER_LOGGER:
+        name = res.resource_name
+        if not name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        if _broker_id(name) != services.node_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {services.node_id} but received {name}")
         return _loggers(keys)
     if res.resource_type == GROUP:
         if not res.resource_name:
@@ -96,6 +104,14 @@ def _describe(services: ApiServices, res, synonyms: bool, documentation: bool):
         return describe_client_metrics(services.image.resource_configs(CLIENT_METRICS, res.resource_name),
                                        include_synonyms=synonyms, keys=keys, include_documentation=documentation)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
+
+
+def _broker_id(name: str) -> int:
+    """A BROKER or BROKER_LOGGER resource name as the broker id it names (ConfigHelper's
+    resourceNameToBrokerId: "01" is broker 1); INVALID_REQUEST if it is not an integer."""
+    if not _JAVA_INT.fullmatch(name) or not -2**31 <= int(name) < 2**31:   # Integer.parseInt
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
+    return int(name)
 
 
 class _LoggerEntry:

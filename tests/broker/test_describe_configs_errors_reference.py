@@ -1,0 +1,35 @@
+"""DescribeConfigs' per-resource errors side by side with Apache Kafka 4.3.1 (ConfigHelper):
+BROKER and BROKER_LOGGER names that are not this broker's id or not an integer ("01" is broker 1,
+as Integer.parseInt reads it), an empty BROKER_LOGGER name, a missing topic and an invalid topic
+name, with each error code and text."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcompat.protocol.messages.describe_configs import DescribeConfigsRequest as DC
+from kcompat.testing import wire
+from tests.support.side_by_side import against_both
+
+BROKER, BROKER_LOGGER, TOPIC = 4, 8, 2
+RESOURCES = [(BROKER, "7"), (BROKER, "x"), (BROKER, ""), (BROKER, "01"), (BROKER, " 1"), (BROKER_LOGGER, "1"),
+             (BROKER_LOGGER, "7"), (BROKER_LOGGER, ""), (BROKER_LOGGER, "x"), (TOPIC, "missing"), (TOPIC, "")]
+
+
+def scenario(bootstrap: str) -> list[tuple]:
+    out = []
+    for rtype, name in RESOURCES:
+        req = DC(resources=[DC.DescribeConfigsResource(resource_type=rtype, resource_name=name,
+                                                       configuration_keys=["no.such.key"])],
+                 include_synonyms=False, include_documentation=False)
+        r = wire.call(bootstrap, req, 4).results[0]
+        out.append((rtype, name, r.error_code, r.error_message))
+    return out
+
+
+@pytest.mark.timeout(1200)   # the first run on a machine resolves Kafka 4.3.1's jars from Maven Central
+def test_describe_configs_resource_errors_as_kafka_4_3_1(tmp_path):
+    ours, theirs = against_both(tmp_path, scenario)
+    assert theirs[1] == (BROKER, "x", 42, "Broker id must be an integer, but it is: x")
+    assert theirs[3][2] == 0 and theirs[9] == (TOPIC, "missing", 3, "")
+    assert ours == theirs
