@@ -103,7 +103,9 @@ def alter_client_quotas(quotas: dict, req) -> tuple[list, AR]:
     records: list = []
     results: dict[EntityKey, tuple[ErrorCode, str | None, list]] = {}
     for entry in req.entries:
-        pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
+        # an entity type named twice: the last name counts (Kafka reads the entity into a map,
+        # AlterClientQuotasRequest.entries)
+        pairs = list({e.entity_type: e.entity_name for e in entry.entity}.items())
         key = entity_key(pairs)
         alterations: dict[str, float | None] = {}
         error = None
@@ -163,11 +165,7 @@ def _record(key: EntityKey, name: str, value: float, *, remove: bool):
 def _validate_entity(pairs):
     if not pairs:
         return ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"
-    seen = set()
     for etype, name in pairs:
-        if etype in seen:
-            return ErrorCode.INVALID_REQUEST, f"Invalid client quota entity, duplicate entity entry {etype}"
-        seen.add(etype)
         if etype not in (USER, CLIENT_ID, IP):
             return ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {etype}"
         if name is not None and name == "":
@@ -225,7 +223,7 @@ def describe_client_quotas(quotas: dict, req) -> DR:
             continue
         entries.append(DR.EntryData(entity=[DR.EntityData(entity_type=t, entity_name=n) for t, n in key],
                                     values=[DR.ValueData(key=k, value=v) for k, v in sorted(quotas[key].items())]))
-    return DR(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=entries)
+    return DR(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="", entries=entries)
 
 
 def _filter(components):
