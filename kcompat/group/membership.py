@@ -61,7 +61,10 @@ class ClassicGroupManager:
         reason = req.reason if version >= 8 else None
         error = self.ctx.check_group(req.group_id, _Api.JOIN)
         if error is not None:
-            reply_join_error(self.ctx, waiter, error, member_id)
+            # a partition not loaded here fails Kafka's write operation: an answer without the
+            # member id (GroupCoordinatorService.joinGroup's handleOperationException)
+            not_loaded = error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            reply_join_error(self.ctx, waiter, error, UNKNOWN_MEMBER_ID if not_loaded else member_id)
         elif not (self.ctx.config.min_session_timeout_ms <= req.session_timeout_ms <= self.ctx.config.max_session_timeout_ms):
             reply_join_error(self.ctx, waiter, ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         else:

@@ -135,6 +135,9 @@ def test_begin_loading_then_replay_during_load():
 def test_not_coordinator_for_partitions_not_owned():
     b = Broker(own=False)
     assert b.reply(b.join("g", version=3)).error_code == ErrorCode.NOT_COORDINATOR
+    # without the member id, as Kafka 4.3.1 answers (its write operation fails)
+    joined = b.reply(b.join("g", "m1", version=3))
+    assert (joined.error_code, joined.member_id) == (ErrorCode.NOT_COORDINATOR, "")
     assert b.commit("g", {("t", 0): 1}) == {("t", 0): ErrorCode.NOT_COORDINATOR}
     assert b.describe("g")[0].error_code == ErrorCode.NOT_COORDINATOR
     assert b.delete_groups("g") == {"g": ErrorCode.NOT_COORDINATOR}
