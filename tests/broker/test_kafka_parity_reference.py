@@ -5,13 +5,14 @@ each test checks one scenario's answers: Kafka's are the expected ones, and kcom
 
 The scenarios, in the order they run (the first needs a broker where no internal topic exists):
 
-- ``metadata_internal_topics``: Metadata of missing internal topics, their auto-creation;
-  CreatePartitions of a missing topic;
+- ``metadata_internal_topics``: a JoinGroup before ``__consumer_offsets`` exists, Metadata of
+  missing internal topics, their auto-creation; CreatePartitions of a missing topic;
 - ``internal_topics``: the three internal topics flagged internal once their coordinators made them;
 - ``describe_producers``: DescribeProducers' per-topic errors and texts;
 - ``describe_configs_errors``: DescribeConfigs' BROKER / BROKER_LOGGER / TOPIC name checks;
 - ``client_quotas``: AlterClientQuotas and DescribeClientQuotas details;
-- ``assignment_epochs``: KIP-1251 per-partition epochs of OffsetCommit and TxnOffsetCommit.
+- ``assignment_epochs``: KIP-1251 per-partition epochs of OffsetCommit and TxnOffsetCommit;
+- ``api_versions``: ApiVersions v3 with client software names Kafka refuses.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from __future__ import annotations
 import pytest
 
 from tests.broker.parity import (
-    assignment_epochs, client_quotas, describe_configs_errors, describe_producers, internal_topics,
+    api_versions, assignment_epochs, client_quotas, describe_configs_errors, describe_producers, internal_topics,
     metadata_internal_topics,
 )
 from tests.support.side_by_side import against_both
 
 SCENARIOS = (metadata_internal_topics, internal_topics, describe_producers, describe_configs_errors,
-             client_quotas, assignment_epochs)
+             client_quotas, assignment_epochs, api_versions)
 
 
 def _all(bootstrap: str) -> dict:

@@ -51,6 +51,7 @@ def handle(ctx, req):
 
 
 def error_response(req, version, code):
-    lo, hi = MIN_VERSION, MAX_VERSION
-    return ApiVersionsResponse(error_code=code, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=API_KEY, min_version=lo, max_version=hi)])
+    """Kafka's ApiVersionsRequest.getErrorResponse: no API keys, except ApiVersions' own range
+    with UNSUPPORTED_VERSION (KIP-511)."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=API_KEY, min_version=MIN_VERSION, max_version=MAX_VERSION)]
+    return ApiVersionsResponse(error_code=code, api_keys=keys if code == ErrorCode.UNSUPPORTED_VERSION else [])
