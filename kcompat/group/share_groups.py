@@ -25,7 +25,7 @@ from kcompat.group.consumer_group import metadata_hash as group_metadata_hash
 from kcompat.group.consumer_records import Assignment
 from kcompat.group.model import Group, existing_or_new, group_int_config
 from kcompat.group.share_group import (
-    SHARE_PROTOCOL_TYPE, ShareGroup, ShareGroupState, ShareMember, restore, simple_assign,
+    SHARE_PROTOCOL_TYPE, ShareGroup, ShareMember, restore, simple_assign,
 )
 from kcompat.group.timers import Timers
 from kcompat.protocol.errors import ErrorCode
@@ -50,7 +50,7 @@ class ShareProtocolConfig:
 
 
 class _Error(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -93,8 +93,8 @@ class ShareGroupManager:
     # ------------------------------------------------------------------------------------------
 
     def heartbeat(self, req, version: int, client_id: str, client_host: str) -> HeartbeatResponse:
-        """One ShareGroupHeartbeat v1 (KIP-932). Errors are in the response: INVALID_GROUP_ID,
-        INVALID_REQUEST, GROUP_ID_NOT_FOUND (unknown group on a rejoin, or a group of another
+        """One ShareGroupHeartbeat v1 (KIP-932). Errors are in the response: INVALID_REQUEST,
+        GROUP_ID_NOT_FOUND (unknown group on a rejoin, or a group of another
         type), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED."""
         try:
             self._validate(req)
@@ -107,20 +107,22 @@ class ShareGroupManager:
 
     @staticmethod
     def _validate(req) -> None:
-        """GroupMetadataManager.throwIfShareGroupHeartbeatRequestIsInvalid."""
+        """Kafka 4.3.1's checks, all INVALID_REQUEST: KafkaApis.isMemberIdValid (a member id of
+        1-36 characters; the answer has no message) and then
+        GroupCoordinatorService.throwIfShareGroupHeartbeatRequestIsInvalid, with its texts."""
         bad = ErrorCode.INVALID_REQUEST
+        if not req.member_id or len(req.member_id) > 36:
+            raise _Error(bad, None)
         if not req.group_id:
-            raise _Error(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
-        if not req.member_id:
-            raise _Error(bad, "MemberId can't be empty.")
+            raise _Error(bad, "GroupId can't be empty.")
         if req.rack_id == "":
             raise _Error(bad, "RackId can't be empty.")
         epoch = req.member_epoch
         if epoch == 0:
             if not req.subscribed_topic_names:
-                raise _Error(bad, "SubscribedTopicNames cannot be null or empty when MemberEpoch is 0.")
+                raise _Error(bad, "SubscribedTopicNames must be set in first request.")
         elif epoch < LEAVE_GROUP_MEMBER_EPOCH:
-            raise _Error(bad, f"MemberEpoch is {epoch}, but must be greater than or equal to -1.")
+            raise _Error(bad, "MemberEpoch is invalid.")
 
     def _group_for(self, group_id: str, create: bool) -> tuple[Group, ShareGroup]:
         """GroupMetadataManager.getOrMaybeCreateShareGroup."""
@@ -294,7 +296,7 @@ class ShareGroupManager:
         if group is None or group.share is None:
             what = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a share group."
             return D(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), error_message=what, group_id=group_id,
-                     group_state=ShareGroupState.DEAD.value, members=[], authorized_operations=-(2**31))
+                     group_state="", members=[], authorized_operations=-(2**31))   # no state, as Kafka 4.3.1
         sg = group.share
         members = [DescribeResponse.Member(
             member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch, client_id=m.client_id,

@@ -84,7 +84,8 @@ def test_errors_as_kafka_answers_them():
     assert b.hb("", 0, topics=["t"])[0] == E.INVALID_REQUEST
     assert b.hb("m1", 0, topics=["t"], rack="")[0] == E.INVALID_REQUEST
     assert b.hb("m1", -2, topics=["t"])[0] == E.INVALID_REQUEST
-    assert b.hb("m1", 0, group="", topics=["t"])[0] == E.INVALID_GROUP_ID
+    assert b.hb("m1", 0, group="", topics=["t"])[0] == E.INVALID_REQUEST     # Kafka 4.3.1 (not INVALID_GROUP_ID)
+    assert b.hb("m" * 37, 0, topics=["t"])[0] == E.INVALID_REQUEST            # KafkaApis.isMemberIdValid
     assert b.hb("m1", 3, group="nope")[0] == E.GROUP_ID_NOT_FOUND
     b.sjoin("m1")
     assert b.hb("m9", 4)[0] == E.UNKNOWN_MEMBER_ID

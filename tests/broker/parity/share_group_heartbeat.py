@@ -1,0 +1,51 @@
+"""ShareGroupHeartbeat's request checks side by side with Apache Kafka 4.3.1 (KIP-932): a member id
+that is empty or longer than 36 characters (KafkaApis.isMemberIdValid: INVALID_REQUEST without a
+message), then GroupCoordinatorService's checks with their texts (an empty group id is
+INVALID_REQUEST, not INVALID_GROUP_ID), a rejoin to a group that does not exist, and
+ShareGroupDescribe of a missing group (no state). The members' epochs are left out: Kafka 4.3's
+asynchronous assignment gives a first join epoch 2 where kcompat gives 1."""
+
+from __future__ import annotations
+
+import time
+
+from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeRequest
+from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SH
+from kcompat.testing import wire
+
+GROUP = "share-checks"
+REQUESTS = [
+    dict(group_id="", member_id="m", member_epoch=0, subscribed_topic_names=["t"]),
+    dict(group_id=GROUP, member_id="", member_epoch=0, subscribed_topic_names=["t"]),
+    dict(group_id=GROUP, member_id="m" * 37, member_epoch=0, subscribed_topic_names=["t"]),
+    dict(group_id=GROUP, member_id="m", member_epoch=0, subscribed_topic_names=None),
+    dict(group_id=GROUP, member_id="m", member_epoch=0, subscribed_topic_names=[]),
+    dict(group_id=GROUP, member_id="m", member_epoch=-3, subscribed_topic_names=["t"]),
+    dict(group_id=GROUP, member_id="m", member_epoch=0, subscribed_topic_names=["t"], rack_id=""),
+    dict(group_id=GROUP, member_id="m", member_epoch=5, subscribed_topic_names=["t"]),
+]
+
+
+def scenario(bootstrap: str) -> dict:
+    deadline = time.monotonic() + 60
+    while wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]), 4) \
+            .coordinators[0].error_code != 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError("no group coordinator")
+        time.sleep(0.2)
+    heartbeats = []
+    for kw in REQUESTS:
+        r = wire.call(bootstrap, SH(**{"rack_id": None, **kw}), 1)
+        heartbeats.append((r.error_code, r.error_message))
+    d = wire.call(bootstrap, ShareGroupDescribeRequest(group_ids=["missing-share"], include_authorized_operations=False), 1)
+    return {"heartbeats": heartbeats,
+            "describe missing": [(g.group_id, g.error_code, g.error_message, g.group_state) for g in d.groups]}
+
+
+def check(ours, theirs) -> None:
+    """Kafka 4.3.1's answers are the expected ones and kcompat's the same."""
+    assert theirs["heartbeats"][0] == (42, "GroupId can't be empty.")
+    assert theirs["heartbeats"][1:3] == [(42, None), (42, None)]
+    assert theirs["describe missing"] == [("missing-share", 69, "Group missing-share not found.", "")]
+    assert ours == theirs
