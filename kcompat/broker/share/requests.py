@@ -23,6 +23,11 @@ RECORD_LIMIT_MODE = 1   # ShareFetch v2 ShareAcquireMode: 0 batch-optimized, 1 r
 HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
+def valid_member_id(member_id: str | None) -> bool:
+    """KafkaApis.isMemberIdValid for ShareFetch / ShareAcknowledge: 1-36 characters."""
+    return bool(member_id) and len(member_id) <= 36
+
+
 def _acks(topics, image) -> tuple[dict, dict]:
     """({(topic id, partition): [(first, last, types)]}, {(topic id, partition): error}) of a
     request's acknowledgement batches; unknown topic ids get UNKNOWN_TOPIC_ID."""
@@ -56,14 +61,14 @@ async def share_fetch(ctx, req) -> FR:
     manager, sessions = services.share.partitions, services.share.sessions
     now = services.now_ms()
     group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
-    lock_ms = manager.record_lock_duration_ms(group_id) if group_id else 0
+    lock_ms = manager.record_lock_duration_ms(group_id)
 
-    def top(code: ErrorCode, message: str | None = None) -> FR:
-        return FR(throttle_time_ms=0, error_code=int(code), error_message=message,
-                  acquisition_lock_timeout_ms=lock_ms, responses=[], node_endpoints=[])
+    def top(code: ErrorCode, _why: str | None = None) -> FR:
+        # a refused request: no message and no lock timeout, whatever the reason (Kafka's
+        # ShareFetchRequest.getErrorResponse)
+        return FR(throttle_time_ms=0, error_code=int(code), error_message=None, acquisition_lock_timeout_ms=0,
+                  responses=[], node_endpoints=[])
 
-    if not group_id or not member_id:
-        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
     image = services.image
     requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     acks, ack_errors = _acks(req.topics, image)
@@ -143,14 +148,13 @@ async def share_acknowledge(ctx, req) -> AR:
     services = ctx.services
     manager, sessions = services.share.partitions, services.share.sessions
     group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
-    lock_ms = manager.record_lock_duration_ms(group_id) if group_id else 0
+    lock_ms = manager.record_lock_duration_ms(group_id)
 
-    def top(code: ErrorCode, message: str | None = None) -> AR:
-        return AR(throttle_time_ms=0, error_code=int(code), error_message=message,
-                  acquisition_lock_timeout_ms=lock_ms, responses=[], node_endpoints=[])
+    def top(code: ErrorCode, _why: str | None = None) -> AR:
+        # as ShareFetch's: no message, no lock timeout (ShareAcknowledgeRequest.getErrorResponse)
+        return AR(throttle_time_ms=0, error_code=int(code), error_message=None, acquisition_lock_timeout_ms=0,
+                  responses=[], node_endpoints=[])
 
-    if not group_id or not member_id:
-        return top(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set.")
     if epoch == INITIAL_EPOCH:
         return top(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session.")
     if epoch == FINAL_EPOCH:

@@ -1,8 +1,9 @@
 """ShareGroupHeartbeat's request checks side by side with Apache Kafka 4.3.1 (KIP-932): a member id
 that is empty or longer than 36 characters (KafkaApis.isMemberIdValid: INVALID_REQUEST without a
 message), then GroupCoordinatorService's checks with their texts (an empty group id is
-INVALID_REQUEST, not INVALID_GROUP_ID), a rejoin to a group that does not exist, and
-ShareGroupDescribe of a missing group (no state). The members' epochs are left out: Kafka 4.3's
+INVALID_REQUEST, not INVALID_GROUP_ID), a rejoin to a group that does not exist,
+ShareGroupDescribe of a missing group (no state), and ShareFetch / ShareAcknowledge refusals (no
+message, no lock timeout). The members' epochs are left out: Kafka 4.3's
 asynchronous assignment gives a first join epoch 2 where kcompat gives 1."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import time
 
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
+from kcompat.protocol.messages.share_fetch import ShareFetchRequest
 from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SH
 from kcompat.testing import wire
@@ -40,7 +43,25 @@ def scenario(bootstrap: str) -> dict:
         heartbeats.append((r.error_code, r.error_message))
     d = wire.call(bootstrap, ShareGroupDescribeRequest(group_ids=["missing-share"], include_authorized_operations=False), 1)
     return {"heartbeats": heartbeats,
-            "describe missing": [(g.group_id, g.error_code, g.error_message, g.group_state) for g in d.groups]}
+            "describe missing": [(g.group_id, g.error_code, g.error_message, g.group_state) for g in d.groups],
+            "fetch and acknowledge": _sessions(bootstrap)}
+
+
+def _sessions(bootstrap: str) -> list[tuple]:
+    """ShareFetch and ShareAcknowledge without a session, and with group and member ids Kafka
+    refuses (a null group id, an empty or 37-character member id; an empty group id is taken):
+    (group, member id length, epoch, then error code, message and lock timeout of each)."""
+    out = []
+    for group, member, epoch in ((None, "m", 0), ("", "m", 0), ("g", "", 0), ("g", "m" * 37, 0), ("g", "m", 1),
+                                 ("g", "m", -1), ("g2", "m", 0)):
+        f = wire.call(bootstrap, ShareFetchRequest(
+            group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0,
+            min_bytes=1, max_bytes=1000, max_records=10, batch_size=10, topics=[], forgotten_topics_data=[]), 1)
+        a = wire.call(bootstrap, ShareAcknowledgeRequest(group_id=group, member_id=member,
+                                                         share_session_epoch=epoch, topics=[]), 1)
+        out.append((group, len(member), epoch, f.error_code, f.error_message, f.acquisition_lock_timeout_ms,
+                    a.error_code, a.error_message, a.acquisition_lock_timeout_ms))
+    return out
 
 
 def check(ours, theirs) -> None:
@@ -48,4 +69,6 @@ def check(ours, theirs) -> None:
     assert theirs["heartbeats"][0] == (42, "GroupId can't be empty.")
     assert theirs["heartbeats"][1:3] == [(42, None), (42, None)]
     assert theirs["describe missing"] == [("missing-share", 69, "Group missing-share not found.", "")]
+    assert theirs["fetch and acknowledge"][0][3:] == (42, None, 0, 42, None, 0)      # null group id
+    assert theirs["fetch and acknowledge"][1][3:6] == (0, None, 30000)              # "" is a group id
     assert ours == theirs
