@@ -15,13 +15,13 @@ authorizer DESCRIBE_CONFIGS on the topic, group or cluster (TOPIC_/GROUP_/CLUSTE
 from __future__ import annotations
 
 import logging
-import re
 
 from kcompat.broker.api_services import ApiServices
 from kcompat.broker.authz import Op, answer_denied, config_resource_check
 from kcompat.broker.config_changes import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.config.client_metrics import describe_client_metrics
+from kcompat.log.checkpoint import java_int
 from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.describe_configs import DescribeConfigsResponse as R
@@ -31,7 +31,6 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 STRING_TYPE = 2
 
 
@@ -109,9 +108,10 @@ def _describe(services: ApiServices, res, synonyms: bool, documentation: bool):
 def _broker_id(name: str) -> int:
     """A BROKER or BROKER_LOGGER resource name as the broker id it names (ConfigHelper's
     resourceNameToBrokerId: "01" is broker 1); INVALID_REQUEST if it is not an integer."""
-    if not _JAVA_INT.fullmatch(name) or not -2**31 <= int(name) < 2**31:   # Integer.parseInt
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
-    return int(name)
+    try:
+        return java_int(name, 32)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
 
 
 class _LoggerEntry:
