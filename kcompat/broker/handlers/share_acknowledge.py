@@ -7,9 +7,9 @@ READ on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka's
 handleShareAcknowledgeRequest.
 """
 
-from kcompat.broker.authz import GROUP, TOPIC, Op, answer_denied
+from kcompat.broker.authz import TOPIC, Op, answer_denied
 from kcompat.protocol.errors import ErrorCode
-from kcompat.broker.share.requests import share_acknowledge, valid_member_id
+from kcompat.broker.share.requests import acknowledge_refused, refusal, share_acknowledge
 from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeResponse as R
 
 API_KEY = 79
@@ -18,14 +18,9 @@ MAX_VERSION = 2
 
 
 def handle(ctx, req):
-    # Kafka's order: a null group id, READ on the group, a member id of 1-36 characters
-    # (KafkaApis.isMemberIdValid); each refusal without a message
-    if req.group_id is None:
-        return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST)
-    if not ctx.authorize(Op.READ, GROUP, req.group_id):
-        return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not valid_member_id(req.member_id):
-        return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST)
+    code = refusal(ctx, req)
+    if code is not None:
+        return error_response(req, ctx.api_version, code)
     by_id = ctx.services.image.topics_by_id
     denied = [(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics
               if t.topic_id in by_id and not ctx.authorize(Op.READ, TOPIC, by_id[t.topic_id].name)]
@@ -43,4 +38,4 @@ def _topic_errors(req, version, code):
 
 
 def error_response(req, version, code):
-    return R(throttle_time_ms=0, error_code=code, responses=[], node_endpoints=[])
+    return acknowledge_refused(code)

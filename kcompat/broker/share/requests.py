@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from kcompat.broker.api_services import ApiServices
+from kcompat.broker.authz import GROUP, Op
 from kcompat.broker.leader_hints import current_leader, leader_endpoints
 from kcompat.broker.share.partitions import FetchedPartition
 from kcompat.broker.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
@@ -23,9 +24,30 @@ RECORD_LIMIT_MODE = 1   # ShareFetch v2 ShareAcquireMode: 0 batch-optimized, 1 r
 HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
-def valid_member_id(member_id: str | None) -> bool:
-    """KafkaApis.isMemberIdValid for ShareFetch / ShareAcknowledge: 1-36 characters."""
-    return bool(member_id) and len(member_id) <= 36
+def refusal(ctx, req) -> ErrorCode | None:
+    """What KafkaApis checks of a ShareFetch / ShareAcknowledge first, in its order: a null group
+    id (INVALID_REQUEST), READ on the group (GROUP_AUTHORIZATION_FAILED), a member id of 1-36
+    characters (``isMemberIdValid``: INVALID_REQUEST); None if the request passes."""
+    if req.group_id is None:
+        return ErrorCode.INVALID_REQUEST
+    if not ctx.authorize(Op.READ, GROUP, req.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if not req.member_id or len(req.member_id) > 36:
+        return ErrorCode.INVALID_REQUEST
+    return None
+
+
+def fetch_refused(code: ErrorCode) -> FR:
+    """A ShareFetch refused as a whole: no message and no lock timeout, whatever the reason
+    (Kafka's ShareFetchRequest.getErrorResponse)."""
+    return FR(throttle_time_ms=0, error_code=int(code), error_message=None, acquisition_lock_timeout_ms=0,
+              responses=[], node_endpoints=[])
+
+
+def acknowledge_refused(code: ErrorCode) -> AR:
+    """A ShareAcknowledge refused as a whole, as :func:`fetch_refused`."""
+    return AR(throttle_time_ms=0, error_code=int(code), error_message=None, acquisition_lock_timeout_ms=0,
+              responses=[], node_endpoints=[])
 
 
 def _acks(topics, image) -> tuple[dict, dict]:
@@ -52,8 +74,8 @@ def _leader(services: ApiServices, topic_id: uuid.UUID, partition: int) -> tuple
 
 
 async def share_fetch(ctx, req) -> FR:
-    """One ShareFetch v1-v2. Top-level errors: INVALID_REQUEST (no group or member id,
-    acknowledgements in a session-opening request, partitions to fetch in a closing one),
+    """One ShareFetch v1-v2. Top-level errors (after :func:`refusal`): INVALID_REQUEST
+    (acknowledgements in a session-opening request, partitions to fetch in a closing one),
     SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED. Per
     partition: UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER (with the current leader), and the
     acknowledgement's error in ``acknowledge_error_code``."""
@@ -62,36 +84,29 @@ async def share_fetch(ctx, req) -> FR:
     now = services.now_ms()
     group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
     lock_ms = manager.record_lock_duration_ms(group_id)
-
-    def top(code: ErrorCode, _why: str | None = None) -> FR:
-        # a refused request: no message and no lock timeout, whatever the reason (Kafka's
-        # ShareFetchRequest.getErrorResponse)
-        return FR(throttle_time_ms=0, error_code=int(code), error_message=None, acquisition_lock_timeout_ms=0,
-                  responses=[], node_endpoints=[])
-
     image = services.image
     requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     acks, ack_errors = _acks(req.topics, image)
     forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
     if epoch == INITIAL_EPOCH:
         if acks or ack_errors:
-            return top(ErrorCode.INVALID_REQUEST, "Acknowledge data present in Initial Fetch Request.")
+            return fetch_refused(ErrorCode.INVALID_REQUEST)   # acknowledgements in a session-opening request
         code, session, replaced = sessions.open(group_id, member_id, requested, now, ctx.connection)
         if code != ErrorCode.NONE:
-            return top(code)
+            return fetch_refused(code)
         if replaced is not None:
             manager.release_member(group_id, member_id, list(replaced.partitions))
     elif epoch == FINAL_EPOCH:
         code = sessions.check_final(group_id, member_id)
         if code != ErrorCode.NONE:
-            return top(code)
+            return fetch_refused(code)
         if requested and not acks:
-            return top(ErrorCode.INVALID_REQUEST, "Final ShareFetch may only acknowledge, not fetch.")
+            return fetch_refused(ErrorCode.INVALID_REQUEST)   # a closing request may only acknowledge
         session = None
     else:
         code, session = sessions.advance(group_id, member_id, epoch, now, ctx.connection)
         if code != ErrorCode.NONE:
-            return top(code)
+            return fetch_refused(code)
         for tp in requested:
             session.partitions.setdefault(tp, None)
         for tp in forgotten:
@@ -149,20 +164,14 @@ async def share_acknowledge(ctx, req) -> AR:
     manager, sessions = services.share.partitions, services.share.sessions
     group_id, member_id, epoch = req.group_id, req.member_id, req.share_session_epoch
     lock_ms = manager.record_lock_duration_ms(group_id)
-
-    def top(code: ErrorCode, _why: str | None = None) -> AR:
-        # as ShareFetch's: no message, no lock timeout (ShareAcknowledgeRequest.getErrorResponse)
-        return AR(throttle_time_ms=0, error_code=int(code), error_message=None, acquisition_lock_timeout_ms=0,
-                  responses=[], node_endpoints=[])
-
-    if epoch == INITIAL_EPOCH:
-        return top(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session.")
+    if epoch == INITIAL_EPOCH:   # only ShareFetch opens a share session
+        return acknowledge_refused(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
     if epoch == FINAL_EPOCH:
         code = sessions.check_final(group_id, member_id)
     else:
         code, _session = sessions.advance(group_id, member_id, epoch, services.now_ms(), ctx.connection)
     if code != ErrorCode.NONE:
-        return top(code)
+        return acknowledge_refused(code)
     acks, results = _acks(req.topics, services.image)
     if acks:
         results.update(await manager.acknowledge(group_id, member_id, acks))
