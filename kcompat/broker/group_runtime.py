@@ -34,10 +34,10 @@ from kcompat.kraft.controller import NewTopic
 from kcompat.protocol import records as rb
 from kcompat.protocol.errors import ErrorCode, KafkaError, txn_abortable_error
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
+from kcompat.protocol.topic_names import GROUP_METADATA_TOPIC_NAME as OFFSETS_TOPIC
 
 log = logging.getLogger("kcompat.group")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 TXN_OFFSET_COMMIT_ADD_VERSION = 5   # TxnOffsetCommit adds the offsets partition itself (KIP-890 part 2)
 
 

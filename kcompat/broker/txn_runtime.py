@@ -30,12 +30,12 @@ from kcompat.broker.node_client import NodeClients
 from kcompat.protocol.errors import ErrorCode, KafkaError
 from kcompat.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from kcompat.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+from kcompat.protocol.topic_names import TRANSACTION_STATE_TOPIC_NAME as TRANSACTION_STATE_TOPIC
 from kcompat.txn.coordinator import TransactionCoordinator, TxnConfig
 from kcompat.txn.coordinator_types import produce_verify_error
 
 log = logging.getLogger("kcompat.txn")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS_VERSION = 1
 WRITE_TXN_MARKERS_TV2_VERSION = 2  # with each marker's TransactionVersion (KIP-1228)
 ADD_PARTITIONS_TO_TXN_VERSION = 5  # the broker-to-coordinator form with verify_only (KIP-890)

@@ -56,8 +56,9 @@ from kcompat.protocol.messages.read_share_group_state_summary import ReadShareGr
 from kcompat.protocol.messages.write_share_group_state import WriteShareGroupStateResponse
 from kcompat.protocol.share_records import ShareUpdateValue
 from kcompat.share.state_batches import combine_state_batches
-from kcompat.share.state_records import (  # noqa: F401 - SHARE_GROUP_STATE_TOPIC and ShareKey re-exported
-    SHARE_GROUP_STATE_TOPIC, UNINITIALIZED_START_OFFSET, UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+from kcompat.protocol.topic_names import SHARE_GROUP_STATE_TOPIC_NAME as SHARE_GROUP_STATE_TOPIC
+from kcompat.share.state_records import (  # noqa: F401 - ShareKey re-exported
+    UNINITIALIZED_START_OFFSET, UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     DEFAULT_STATE_EPOCH, DEFAULT_LEADER_EPOCH, UNINITIALIZED_EPOCH, NEGATIVE_PARTITION_ID,
     WRITE_UNINITIALIZED, READ_UNINITIALIZED, MESSAGES, OPERATION_FAILED, ShareKey, partition_for,
     RecordFormatError, ShareRecord, encode_key, encode_value, decode_record, ShareState, apply_record,

@@ -27,8 +27,6 @@ from kcompat.protocol.primitives import DecodeError
 from kcompat.protocol.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue
 from kcompat.share.state_batches import PersistedStateBatch, combine_state_batches
 
-SHARE_GROUP_STATE_TOPIC = "__share_group_state"
-
 SNAPSHOT_KEY_TYPE = 0  # ShareSnapshotKey's record type (the key's int16 prefix)
 UPDATE_KEY_TYPE = 1
 VALUE_VERSION = 0

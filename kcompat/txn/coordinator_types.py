@@ -12,13 +12,14 @@ from typing import Callable, Iterable
 from kcompat.coordinator.result import CoordinatorResult
 from kcompat.coordinator.java_strings import java_string_hash
 from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.topic_names import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from kcompat.txn.state import PREPARE_STATES, TxnEvent, TxnState
 from kcompat.txn.txn_records import TxnLogValue
 
 log = logging.getLogger("kcompat.txn")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = TRANSACTION_STATE_TOPIC_NAME
+OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
