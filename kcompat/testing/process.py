@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -50,8 +49,6 @@ class BrokerProcess:
             self._log_start = self.log_path.stat().st_size
         except FileNotFoundError:
             self._log_start = 0
-        self._tail: list[str] = []     # this start's last lines, for the error of a failed start
-        self._reader: threading.Thread | None = None
 
     def args(self) -> list[str]:
         """The ``python -m kcompat serve --override ...`` command line."""
@@ -74,40 +71,39 @@ class BrokerProcess:
         self.bootstrap = None   # set again from this start's listener line, never left from the last
         env = dict(os.environ)
         env["PYTHONPATH"] = str(PACKAGE_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        logf = open(self.log_path, "a")
-        # a session of its own: kill9 takes the broker's worker processes (log cleaner) down with
-        # it, as a crash of the machine would, instead of leaving them holding its stderr open
-        self.proc = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env=env, cwd=self.cwd, start_new_session=True)
-        found = threading.Event()
-
-        def read():
-            for line in self.proc.stderr:
-                logf.write(line)
-                logf.flush()
-                if not found.is_set():
-                    self._tail = self._tail[-49:] + [line]
-                m = self.LISTENER_RE.search(line)
-                if m and not found.is_set():
-                    self.bootstrap = f"{m.group(1)}:{m.group(2)}"
-                    # keep the same port across restarts so clients can reconnect
-                    self.port = int(m.group(2))
-                    found.set()
-            logf.close()
-            found.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        if not found.wait(timeout) or self.bootstrap is None or self.proc.poll() is not None:
-            self.kill9()
-            raise RuntimeError(f"broker did not start; log:\n{''.join(self._tail)}")
-        return self
+        # the child writes its log file itself (O_APPEND), so log_text() holds every line the broker
+        # has logged so far: a test that asserts a line right after the request that logs it reads it
+        # (a pipe copied by a thread of this process could be behind: the GIL, a loaded machine)
+        with open(self.log_path, "ab") as logf:
+            this_start = logf.tell()
+            # a session of its own: kill9 takes the broker's worker processes (log cleaner) down
+            # with it, as a crash of the machine would
+            self.proc = subprocess.Popen(self.args(), stdout=subprocess.DEVNULL, stderr=logf, env=env,
+                                         cwd=self.cwd, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self._text_from(this_start)
+            m = self.LISTENER_RE.search(text[:text.rfind("\n") + 1])   # whole lines: never half a port
+            if m:
+                self.bootstrap = f"{m.group(1)}:{m.group(2)}"
+                self.port = int(m.group(2))   # kept across restarts so clients can reconnect
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        tail = "".join(self._text_from(this_start).splitlines(keepends=True)[-50:])
+        self.kill9()
+        raise RuntimeError(f"broker did not start; log:\n{tail}")
 
     def log_text(self) -> str:
-        """Everything the process logged, over all its starts (the log file's text)."""
+        """Everything the process logged, over all its starts (the log file's text): every line it
+        has written so far, since it writes the file itself."""
+        return self._text_from(self._log_start)
+
+    def _text_from(self, offset: int) -> str:
         try:
             with open(self.log_path, "rb") as f:
-                f.seek(self._log_start)
+                f.seek(offset)
                 return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
@@ -123,9 +119,6 @@ class BrokerProcess:
             self.proc.kill()
             rc = self.proc.wait()
             raise RuntimeError("broker did not stop within the timeout after SIGTERM")
-        finally:
-            if self._reader is not None:
-                self._reader.join(5)
         self.proc = None
         return rc
 
@@ -139,8 +132,6 @@ class BrokerProcess:
         except ProcessLookupError:
             pass
         self.proc.wait()
-        if self._reader is not None:
-            self._reader.join(5)
         self.proc = None
 
     def signal(self, sig: int) -> None:

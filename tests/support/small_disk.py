@@ -168,7 +168,5 @@ class SmallDiskBroker(BrokerProcess):
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        if self._reader is not None:
-            self._reader.join(5)
         self.proc = None
         return rc
