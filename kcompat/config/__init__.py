@@ -1,5 +1,5 @@
-"""kcompat's configuration: Kafka 3.9 broker and topic configs (message timestamp bounds as in Kafka 4.x,
-KIP-937), Kafka 4.3 group configs (DESIGN.md section 9).
+"""kcompat's configuration: Kafka 4.3.1's broker, topic and group configs (names, defaults, types;
+the 3.9 keys Kafka 4.0 removed load with no effect and a warning; DESIGN.md section 9).
 
 Entry points for the broker::
 

@@ -79,7 +79,7 @@ class BrokerConfig:
         self._warned = False
         for key in props:
             if not is_accepted_key(key):
-                raise ConfigError(key, f"Unknown broker config '{key}': not a Kafka 3.9 broker config known to kcompat")
+                raise ConfigError(key, f"Unknown broker config '{key}': not a Kafka 4.3 broker config known to kcompat")
         for key, raw in props.items():
             if key in BROKER_CONFIGS:
                 self._parse(key, raw)
