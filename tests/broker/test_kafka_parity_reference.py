@@ -14,7 +14,8 @@ The scenarios, in the order they run (the first needs a broker where no internal
 - ``assignment_epochs``: KIP-1251 per-partition epochs of OffsetCommit and TxnOffsetCommit;
 - ``api_versions``: ApiVersions v3 with client software names Kafka refuses;
 - ``share_group_heartbeat``: ShareGroupHeartbeat's request checks, ShareGroupDescribe of a missing
-  group.
+  group;
+- ``list_groups``: ListGroups' type and state filters over groups of every type (KIP-1043).
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import pytest
 
 from tests.broker.parity import (
     api_versions, assignment_epochs, client_quotas, describe_configs_errors, describe_producers, internal_topics,
-    metadata_internal_topics, share_group_heartbeat,
+    list_groups, metadata_internal_topics, share_group_heartbeat,
 )
 from tests.support.side_by_side import against_both
 
 SCENARIOS = (metadata_internal_topics, internal_topics, describe_producers, describe_configs_errors,
-             client_quotas, assignment_epochs, api_versions, share_group_heartbeat)
+             client_quotas, assignment_epochs, api_versions, share_group_heartbeat, list_groups)
 
 
 def _all(bootstrap: str) -> dict:
