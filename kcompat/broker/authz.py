@@ -9,6 +9,7 @@ handler may return an awaitable).
 from __future__ import annotations
 
 from kcompat.isr.completion import Completion
+from kcompat.protocol.errors import default_message
 from kcompat.security.acl import AclOperation as Op
 from kcompat.security.acl import ResourceType
 
@@ -39,9 +40,6 @@ def then(result, fn):
     return fn(result)
 
 
-# Kafka's Errors messages, which its ApiError puts in responses that carry an error message
-DENIED_MESSAGES = {29: "Topic authorization failed.", 30: "Group authorization failed.",
-                   31: "Cluster authorization failed.", 53: "Transactional Id authorization failed."}
 
 
 DEFAULT_MESSAGE = object()
@@ -69,7 +67,7 @@ def answer_denied(ctx, req, attr: str, denied: list, error_response, resp_attr: 
         entries = getattr(error_response(req, version, code), resp_attr)
         for e, (_, _, msg) in zip(entries, group):
             if "error_message" in getattr(type(e), "__slots__", ()):
-                e.error_message = DENIED_MESSAGES.get(code) if msg is DEFAULT_MESSAGE else msg
+                e.error_message = default_message(code) if msg is DEFAULT_MESSAGE else msg
         errors += entries
     denied_ids = {id(d[0]) for d in denied}
     setattr(req, attr, [item for item in items if id(item) not in denied_ids])

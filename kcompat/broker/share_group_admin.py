@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING
 
 from kcompat.broker.inter_broker import inter_broker_clients
 from kcompat.broker.node_client import NodeClients, NodeConnectionError
-from kcompat.group.share_admin import message
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, default_message
 from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AR
 from kcompat.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsResponse as DR
@@ -95,7 +94,7 @@ class ShareGroupAdmin:
                 reply_to, g.group_id, now))
             if plan.error_code:
                 return G(group_id=g.group_id, topics=[], error_code=plan.error_code,
-                         error_message=message(plan.error_code))
+                         error_message=default_message(plan.error_code))
             for tid, parts in plan.topics.items():
                 t = image.topics_by_id.get(tid)
                 if t is not None:
@@ -126,7 +125,7 @@ class ShareGroupAdmin:
             else:
                 code, end = latest[(name, p)]
                 if code != ErrorCode.NONE:
-                    part = P(partition_index=p, error_code=int(code), error_message=message(code))
+                    part = P(partition_index=p, error_code=int(code), error_message=default_message(code))
                 else:
                     part = P(partition_index=p, start_offset=s.start_offset, leader_epoch=s.leader_epoch,
                              lag=end - s.start_offset - s.delivery_complete_count)
@@ -201,7 +200,7 @@ class ShareGroupAdmin:
             reply_to, req, now))
         if plan.error_code:
             return AR(throttle_time_ms=0, error_code=plan.error_code,
-                      error_message=plan.error_message or message(plan.error_code), responses=[])
+                      error_message=plan.error_message or default_message(plan.error_code), responses=[])
         persister = self.persister
         keys = [(tid, p, offset) for tid, (_name, offsets) in plan.offsets.items() for p, offset in offsets.items()]
         codes = await asyncio.gather(*(persister.initialize_state(group_id, tid, p, plan.state_epoch, offset)
@@ -225,7 +224,7 @@ class ShareGroupAdmin:
                 for part in t.partitions:
                     code = failed.get((t.topic_id, part.partition_index))
                     if code is not None and part.error_code == 0:
-                        part.error_code, part.error_message = int(code), message(code)
+                        part.error_code, part.error_message = int(code), default_message(code)
         return response
 
     # ------------------------------------------------------------------ DeleteShareGroupOffsets
@@ -240,7 +239,7 @@ class ShareGroupAdmin:
             reply_to, req, now))
         if plan.error_code:
             return DR(throttle_time_ms=0, error_code=plan.error_code,
-                      error_message=plan.error_message or message(plan.error_code), responses=[])
+                      error_message=plan.error_message or default_message(plan.error_code), responses=[])
         errors = list(plan.error_topics)
         if not plan.delete:
             return DR(throttle_time_ms=0, error_code=0, error_message=None, responses=errors)
@@ -253,7 +252,7 @@ class ShareGroupAdmin:
             if bad:
                 errors.append(DR.DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid,
                                                                       error_code=int(bad[0]),
-                                                                      error_message=message(bad[0])))
+                                                                      error_message=default_message(bad[0])))
             else:
                 deleted[tid] = name
         if not deleted:
@@ -261,7 +260,7 @@ class ShareGroupAdmin:
         ack = await self._step([group_id], lambda reply_to, now: coordinator.complete_delete_share_group_offsets(
             reply_to, group_id, deleted, now))
         if ack.error_code:
-            return DR(throttle_time_ms=0, error_code=ack.error_code, error_message=message(ack.error_code),
+            return DR(throttle_time_ms=0, error_code=ack.error_code, error_message=default_message(ack.error_code),
                       responses=[])
         return DR(throttle_time_ms=0, error_code=0, error_message=None, responses=list(ack.response) + errors)
 

@@ -46,39 +46,15 @@ from kcompat.group.model import Group
 from kcompat.group.shard import GroupShardContext
 from kcompat.group.share_groups import ShareGroupManager
 from kcompat.protocol._gen_support import Struct
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, default_message
 from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsResponse as AR
 from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsResponse as DR
 
 log = logging.getLogger("kcompat.group")
 
 ZERO_UUID = uuid.UUID(int=0)
-# Kafka's Errors.*.message() of the errors these APIs put in responses
-MESSAGES = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
-                               "or the message was sent to an incompatible broker. See the broker logs for more "
-                               "details.",
-    ErrorCode.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state epoch "
-                                  "did not match.",
-    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
-    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
-}
 NO_OFFSET_INFO = "There is no offset information to delete."   # sharePartitionsEligibleForOffsetDeletion
 
-
-def message(code: ErrorCode | int) -> str | None:
-    """Kafka's ``Errors.forCode(code).message()`` for the codes these APIs answer (None if unknown)."""
-    try:
-        return MESSAGES.get(ErrorCode(code))
-    except ValueError:
-        return None
 
 
 class InitializedPlan(Struct):
@@ -186,7 +162,7 @@ class ShareAdmin:
         self.ctx.begin(now_ms)
         error = self.ctx.check_group(group_id, _Api.DESCRIBE)
         if error is not None:
-            return self._reply(reply_to, InitializedPlan(int(error), message(error)), now_ms)
+            return self._reply(reply_to, InitializedPlan(int(error), default_message(error)), now_ms)
         group = self.ctx.groups.get(group_id)
         topics = {}
         if group is not None and group.share is not None:
@@ -208,16 +184,16 @@ class ShareAdmin:
         group_id = req.group_id
         error = self.ctx.check_group(group_id, _Api.SHARE_DESCRIBE)
         if error is not None:
-            return self._reply(reply_to, AlterPlan(int(error), message(error)), now_ms)
+            return self._reply(reply_to, AlterPlan(int(error), default_message(error)), now_ms)
         existed = group_id in self.ctx.groups
         group, why = self.share_groups.get_or_create(group_id, create=True)
         if group is None:
             return self._reply(reply_to, AlterPlan(int(ErrorCode.GROUP_ID_NOT_FOUND), why), now_ms)
         sg = group.share
         if sg.members:
-            return self._reply(reply_to, AlterPlan(int(ErrorCode.NON_EMPTY_GROUP), message(ErrorCode.NON_EMPTY_GROUP)),
-                               now_ms)
-        unknown_msg = message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            busy = ErrorCode.NON_EMPTY_GROUP
+            return self._reply(reply_to, AlterPlan(int(busy), default_message(busy)), now_ms)
+        unknown_msg = default_message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         unknown, known = [], []
         offsets: dict[uuid.UUID, tuple[str, dict[int, int]]] = {}
         for t in req.topics:
@@ -288,14 +264,14 @@ class ShareAdmin:
         group_id = req.group_id
         error = self.ctx.check_group(group_id, _Api.SHARE_DESCRIBE)
         if error is not None:
-            return self._reply(reply_to, DeleteOffsetsPlan(int(error), message(error)), now_ms)
+            return self._reply(reply_to, DeleteOffsetsPlan(int(error), default_message(error)), now_ms)
         group, why = self._share_group(group_id)
         if group is None:
             return self._reply(reply_to, DeleteOffsetsPlan(int(ErrorCode.GROUP_ID_NOT_FOUND), why), now_ms)
         sg = group.share
         if sg.members:
             return self._reply(reply_to, DeleteOffsetsPlan(int(ErrorCode.NON_EMPTY_GROUP),
-                                                           message(ErrorCode.NON_EMPTY_GROUP)), now_ms)
+                                                           default_message(ErrorCode.NON_EMPTY_GROUP)), now_ms)
         if not sg.initialized and not sg.deleting:
             return self._reply(reply_to, DeleteOffsetsPlan(), now_ms)
         errors, delete = [], {}
@@ -305,7 +281,7 @@ class ShareAdmin:
             if info is None:
                 errors.append(DR.DeleteShareGroupOffsetsResponseTopic(
                     topic_name=t.topic_name, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                    error_message=message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                    error_message=default_message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             elif info.topic_id in initialized:
                 _name, parts = initialized.pop(info.topic_id)
                 delete[info.topic_id] = (t.topic_name, sorted(parts))

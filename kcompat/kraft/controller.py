@@ -29,7 +29,7 @@ from kcompat.kraft import feature_control
 from kcompat.kraft.feature_control import METADATA_VERSION
 from kcompat.kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC, MetadataImage
 from kcompat.kraft.replica_placer import UsableBroker, place_replicas
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, default_message
 from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol.metadata_records import (
     ConfigRecord, PartitionRecord, ProducerIdsRecord, RemoveTopicRecord, TopicRecord,
@@ -312,7 +312,7 @@ class Controller:
                 by_name.append((name, None, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."))
             elif t is None:
                 by_name.append((name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                "This server does not host this topic-partition."))
+                                default_message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             else:
                 by_name.append((name, t.topic_id, ErrorCode.NONE, None))
                 records.append(RemoveTopicRecord(topic_id=t.topic_id))

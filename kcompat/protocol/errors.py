@@ -149,6 +149,39 @@ class ErrorCode(enum.IntEnum):
     SHARE_SESSION_LIMIT_REACHED = 133
 
 
+# Kafka 4.3.1's ``Errors.<error>.message()``: the text a Kafka broker sends where it answers an
+# error with the error's own message (``ApiError.fromThrowable`` of an exception that has none of
+# its own, many ``getErrorResponse``s, the coordinators' refusals). Only the errors kcompat answers
+# that way are listed; ``default_message`` of any other is None.
+DEFAULT_MESSAGES: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.INVALID_GROUP_ID: "The group id is invalid.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
+                               "or the message was sent to an incompatible broker. See the broker logs for more "
+                               "details.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
+    ErrorCode.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state epoch "
+                                  "did not match.",
+}
+
+
+def default_message(code: ErrorCode | int) -> str | None:
+    """Kafka's default text of error ``code`` (:data:`DEFAULT_MESSAGES`); None for NONE, an
+    unknown code or one not listed."""
+    return DEFAULT_MESSAGES.get(code)
+
+
 class KafkaError(Exception):
     """An error with a Kafka error code, raised below the handlers and put on the wire by them.
 

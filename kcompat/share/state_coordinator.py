@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from kcompat.coordinator.result import CoordinatorResult
-from kcompat.protocol.errors import ErrorCode, coordinator_error_for_append
+from kcompat.protocol.errors import ErrorCode, coordinator_error_for_append, default_message
 from kcompat.protocol.messages.delete_share_group_state import DeleteShareGroupStateResponse
 from kcompat.protocol.messages.initialize_share_group_state import InitializeShareGroupStateResponse
 from kcompat.protocol.messages.read_share_group_state import ReadShareGroupStateResponse
@@ -60,7 +60,7 @@ from kcompat.protocol.topic_names import SHARE_GROUP_STATE_TOPIC_NAME as SHARE_G
 from kcompat.share.state_records import (  # noqa: F401 - ShareKey re-exported
     UNINITIALIZED_START_OFFSET, UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     DEFAULT_STATE_EPOCH, DEFAULT_LEADER_EPOCH, UNINITIALIZED_EPOCH, NEGATIVE_PARTITION_ID,
-    WRITE_UNINITIALIZED, READ_UNINITIALIZED, MESSAGES, OPERATION_FAILED, ShareKey, partition_for,
+    WRITE_UNINITIALIZED, READ_UNINITIALIZED, OPERATION_FAILED, ShareKey, partition_for,
     RecordFormatError, ShareRecord, encode_key, encode_value, decode_record, ShareState, apply_record,
     snapshot_value, OffsetsTracker,
 )
@@ -306,7 +306,7 @@ class ShareStateCoordinator:
                 p, part, error = self._owner_error(key)
                 if error is not None:
                     results[pd.partition] = _error_result(result_cls, pd.partition, error,
-                                                          OPERATION_FAILED[api] + MESSAGES[error])
+                                                          OPERATION_FAILED[api] + default_message(error))
                     continue
                 results[pd.partition] = handle(key, part, p, pd, records)
         response = empty_response
@@ -469,7 +469,7 @@ class ShareStateCoordinator:
 
 def _error_result(result_cls, partition: int, code: ErrorCode, message: str | None = None):
     return result_cls(partition=partition, error_code=int(code),
-                      error_message=MESSAGES.get(code) if message is None else message)
+                      error_message=default_message(code) if message is None else message)
 
 
 def _set_error(pr, code: ErrorCode, message: str) -> None:
@@ -494,7 +494,7 @@ def _operation_message(response, code: ErrorCode) -> str:
     api = {InitializeShareGroupStateResponse: "initialize", WriteShareGroupStateResponse: "write",
            ReadShareGroupStateResponse: "read", ReadShareGroupStateSummaryResponse: "summary",
            DeleteShareGroupStateResponse: "delete"}.get(type(response), "write")
-    return OPERATION_FAILED[api] + MESSAGES.get(code, code.name)
+    return OPERATION_FAILED[api] + (default_message(code) or code.name)
 
 
 def error_response(response_cls, req, code: ErrorCode, message: str | None = None):

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from kcompat.coordinator.java_strings import java_string_hash
-from kcompat.protocol.errors import ErrorCode
 from kcompat.protocol.primitives import DecodeError
 from kcompat.protocol.share_records import ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue
 from kcompat.share.state_batches import PersistedStateBatch, combine_state_batches
@@ -38,20 +37,10 @@ DEFAULT_LEADER_EPOCH = 0
 UNINITIALIZED_EPOCH = 0
 NO_TIMESTAMP = 0
 
-# Kafka's messages (Errors.*.message() and ShareCoordinatorShard's exceptions)
+# Kafka's messages (ShareCoordinatorShard's exceptions; Errors.*.message() is protocol.errors.default_message)
 NEGATIVE_PARTITION_ID = "The partition id cannot be a negative number."
 WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
 READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
-MESSAGES = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
-    ErrorCode.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state "
-                                  "epoch did not match.",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
-    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
-}
 # ShareCoordinatorService's prefix of an operation that failed in the runtime, per API
 OPERATION_FAILED = {
     "initialize": "Unable to initialize share group state: ",

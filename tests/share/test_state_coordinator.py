@@ -184,7 +184,8 @@ def test_initialize_errors():
     h.init(5)
     result, pr = h.init(4)
     assert (pr.error_code, result.records) == (E.FENCED_STATE_EPOCH, [])
-    assert pr.error_message == sc.MESSAGES[E.FENCED_STATE_EPOCH]
+    assert pr.error_message == ("The share coordinator rejected the request because the share-group state epoch "
+                                "did not match.")
     result, pr = h.init(-1)  # -1: no state epoch given, no fence (Kafka 4.3)
     assert pr.error_code == 0
     result, pr = h.init(partition=9)
@@ -243,7 +244,7 @@ def test_write_fencing():
     h.read(3)
     result, pr = h.write(leader_epoch=2, state_epoch=1)
     assert (pr.error_code, result.records) == (E.FENCED_LEADER_EPOCH, [])
-    assert pr.error_message == sc.MESSAGES[E.FENCED_LEADER_EPOCH]
+    assert pr.error_message == "The leader epoch in the request is older than the epoch on the broker."
     result, pr = h.write(leader_epoch=5, state_epoch=0)
     assert (pr.error_code, result.records) == (E.FENCED_STATE_EPOCH, [])
     _, pr = h.write(leader_epoch=-1, state_epoch=-1)  # -1: not given, not fenced
@@ -369,7 +370,7 @@ def test_keys_of_partitions_not_owned_loading_or_after_shutdown():
     h.c.unload(1)
     _, pr = h.init(partition=key_p[1])
     assert (pr.error_code, pr.error_message) == (E.NOT_COORDINATOR, "Unable to initialize share group state: "
-                                                 + sc.MESSAGES[E.NOT_COORDINATOR])
+                                                 + "This is not the correct coordinator.")
     h.c.begin_loading(1)
     _, pr = h.init(partition=key_p[1])
     assert pr.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
@@ -435,7 +436,7 @@ def test_a_failed_write_is_undone_and_answered_with_a_coordinator_error():
     [(_, resp)] = replaced.replies
     pr = resp.results[0].partitions[0]
     assert (pr.error_code, pr.error_message) == (E.COORDINATOR_NOT_AVAILABLE, "Unable to write share group state: "
-                                                 + sc.MESSAGES[E.COORDINATOR_NOT_AVAILABLE])
+                                                 + "The coordinator is not available.")
     assert h.state().batches == (B(0, 4, 2, 1), B(10, 12, 0, 1))  # the later pending write stays
     h.c.write_failed(r2, list(r2.records), int(E.NOT_LEADER_OR_FOLLOWER), h.now)
     assert h.state() == before == h.c.state(G, T, 0, committed=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.kraft.acl_control import create_acls
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, default_message
 from kcompat.protocol.messages.create_acls import CreateAclsResponse as R
 from kcompat.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
@@ -31,7 +31,8 @@ def handle(ctx, req):
     if ctx.services.authorizer is None:
         return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return _all(req, denied, default_message(denied))
     if version == 0 and any(c.resource_pattern_type != PatternType.LITERAL for c in req.creations):
         return _all(req, ErrorCode.UNSUPPORTED_VERSION, "Version 0 only supports literal resource pattern types")
     if any(_filter_only(c) for c in req.creations):

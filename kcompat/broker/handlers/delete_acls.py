@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kcompat.broker.context import NO_RESPONSE
 from kcompat.kraft.acl_control import delete_acls
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, default_message
 from kcompat.protocol.messages.delete_acls import DeleteAclsResponse as R
 from kcompat.security.acl import AclBindingFilter, AclOperation, PatternType
 
@@ -29,7 +29,8 @@ def handle(ctx, req):
     if ctx.services.authorizer is None:
         return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return _all(req, denied, default_message(denied))
     if ctx.api_version == 0:
         if any(f.pattern_type_filter not in (PatternType.LITERAL, PatternType.ANY) for f in req.filters):
             return _all(req, ErrorCode.UNSUPPORTED_VERSION,

@@ -10,7 +10,7 @@ pattern.
 from __future__ import annotations
 
 from kcompat.broker.context import NO_RESPONSE
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, default_message
 from kcompat.protocol.messages.describe_acls import DescribeAclsResponse as R
 from kcompat.security.acl import AclBindingFilter, AclOperation, PatternType
 
@@ -34,7 +34,8 @@ def handle(ctx, req):
     if ctx.services.authorizer is None:
         return _error(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                      default_message(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     resources: dict[tuple, list] = {}
     for _, a in ctx.services.image.acls.matching(flt):
         resources.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(

@@ -8,17 +8,14 @@ not exist is UNKNOWN_TOPIC_OR_PARTITION with "This server does not host this top
 partition of an existing topic not hosted here the same code without text.
 """
 
-from kcompat.broker.authz import DENIED_MESSAGES, Op, TOPIC
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.broker.authz import Op, TOPIC
+from kcompat.protocol.errors import ErrorCode, KafkaError, default_message
 from kcompat.protocol.topic_names import validate_topic_name
 from kcompat.protocol.messages.describe_producers import DescribeProducersResponse as R
 
 API_KEY = 61
 MIN_VERSION = 0
 MAX_VERSION = 0
-
-
-UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
 
 
 def _topic_error(ctx, name: str) -> tuple[ErrorCode, str] | None:
@@ -29,9 +26,9 @@ def _topic_error(ctx, name: str) -> tuple[ErrorCode, str] | None:
     except KafkaError as e:
         return e.code, e.message
     if not ctx.authorize(Op.READ, TOPIC, name):
-        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, default_message(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if name not in ctx.services.image.topics:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_MESSAGE
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, default_message(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return None
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from kcompat.broker.authz import GROUP as GROUP_RESOURCE
 from kcompat.broker.authz import TRANSACTIONAL_ID, Op
-from kcompat.protocol.errors import ErrorCode
+from kcompat.protocol.errors import ErrorCode, default_message
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 from kcompat.share.state_records import parse_share_key
 
@@ -31,6 +31,18 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def _located(ctx, leader: int | None) -> tuple[ErrorCode, str | None, int, str, int]:
+    """The answer for a key whose internal partition ``leader`` leads (None: no leader yet, or
+    the topic is being created): COORDINATOR_NOT_AVAILABLE also when the leader has no endpoint
+    on the request's listener."""
+    endpoint = None if leader is None else ctx.services.metadata_cache.endpoint_of(leader, ctx.listener_name)
+    if endpoint is None:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return code, default_message(code), -1, "", -1
+    host, port = endpoint
+    return ErrorCode.NONE, None, leader, host, port
 
 
 def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -42,37 +54,19 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, s
     if key_type == SHARE and not ctx.authorize_cluster(Op.CLUSTER_ACTION):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
     if key_type == GROUP:
-        services = ctx.services
         if not key and ctx.api_version < 4:
             return ErrorCode.INVALID_REQUEST, "Invalid group id", -1, "", -1
-        leader = services.groups.coordinator_node(key)
-        endpoint = None if leader is None else services.metadata_cache.endpoint_of(leader, ctx.listener_name)
-        if endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-        host, port = endpoint
-        return ErrorCode.NONE, None, leader, host, port
+        return _located(ctx, ctx.services.groups.coordinator_node(key))
     if key_type == TRANSACTION:
-        services = ctx.services
         if not key:
             return ErrorCode.INVALID_REQUEST, "Invalid transactional id", -1, "", -1
-        leader = services.txn.coordinator_node(key)
-        endpoint = None if leader is None else services.metadata_cache.endpoint_of(leader, ctx.listener_name)
-        if endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-        host, port = endpoint
-        return ErrorCode.NONE, None, leader, host, port
+        return _located(ctx, ctx.services.txn.coordinator_node(key))
     if key_type == SHARE and ctx.api_version >= 6:
-        services = ctx.services
         try:
             parse_share_key(key)
         except ValueError as e:
             return ErrorCode.INVALID_REQUEST, str(e), -1, "", -1
-        leader = services.share_state.coordinator_node(key)
-        endpoint = None if leader is None else services.metadata_cache.endpoint_of(leader, ctx.listener_name)
-        if endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-        host, port = endpoint
-        return ErrorCode.NONE, None, leader, host, port
+        return _located(ctx, ctx.services.share_state.coordinator_node(key))
     return ErrorCode.INVALID_REQUEST, f"Invalid coordinator type {key_type}", -1, "", -1
 
 

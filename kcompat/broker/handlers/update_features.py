@@ -17,9 +17,9 @@ failed.``); errors of the whole request carry no results, as Kafka's ``getErrorR
 
 from __future__ import annotations
 
-from kcompat.broker.authz import DENIED_MESSAGES, Op
+from kcompat.broker.authz import Op
 from kcompat.kraft import feature_control
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, default_message
 from kcompat.protocol.messages.update_features import UpdateFeaturesResponse as R
 
 API_KEY = 57
@@ -30,7 +30,7 @@ MAX_VERSION = 2
 def handle(ctx, req):
     if not ctx.authorize_cluster(Op.ALTER):
         return error_response(req, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                              DENIED_MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
+                              default_message(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     return ctx.services.controller_service.handle(ctx, req, lambda: _local(ctx, req), error_response)
 
 

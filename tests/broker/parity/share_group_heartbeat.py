@@ -2,14 +2,17 @@
 that is empty or longer than 36 characters (KafkaApis.isMemberIdValid: INVALID_REQUEST without a
 message), then GroupCoordinatorService's checks with their texts (an empty group id is
 INVALID_REQUEST, not INVALID_GROUP_ID), a rejoin to a group that does not exist,
-ShareGroupDescribe of a missing group (no state), and ShareFetch / ShareAcknowledge refusals (no
-message, no lock timeout). The members' epochs are left out: Kafka 4.3's
+ShareGroupDescribe of a missing group (no state), ShareFetch / ShareAcknowledge refusals (no
+message, no lock timeout), and AlterShareGroupOffsets / DeleteShareGroupOffsets of an empty group
+id (INVALID_GROUP_ID with Errors' text). The members' epochs are left out: Kafka 4.3's
 asynchronous assignment gives a first join epoch 2 where kcompat gives 1."""
 
 from __future__ import annotations
 
 import time
 
+from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest as ASO
+from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DSO
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kcompat.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
 from kcompat.protocol.messages.share_fetch import ShareFetchRequest
@@ -44,7 +47,15 @@ def scenario(bootstrap: str) -> dict:
     d = wire.call(bootstrap, ShareGroupDescribeRequest(group_ids=["missing-share"], include_authorized_operations=False), 1)
     return {"heartbeats": heartbeats,
             "describe missing": [(g.group_id, g.error_code, g.error_message, g.group_state) for g in d.groups],
-            "fetch and acknowledge": _sessions(bootstrap)}
+            "fetch and acknowledge": _sessions(bootstrap), "offsets of an empty group id": _offsets(bootstrap)}
+
+
+def _offsets(bootstrap: str) -> list[tuple]:
+    alter = wire.call(bootstrap, ASO(group_id="", topics=[ASO.AlterShareGroupOffsetsRequestTopic(
+        topic_name="t", partitions=[ASO.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]), 0)
+    delete = wire.call(bootstrap, DSO(group_id="", topics=[DSO.DeleteShareGroupOffsetsRequestTopic(topic_name="t")]), 0)
+    return [(alter.error_code, alter.error_message, alter.responses), (delete.error_code, delete.error_message,
+                                                                       delete.responses)]
 
 
 def _sessions(bootstrap: str) -> list[tuple]:
@@ -68,6 +79,7 @@ def check(ours, theirs) -> None:
     """Kafka 4.3.1's answers are the expected ones and kcompat's the same."""
     assert theirs["heartbeats"][0] == (42, "GroupId can't be empty.")
     assert theirs["heartbeats"][1:3] == [(42, None), (42, None)]
+    assert theirs["offsets of an empty group id"] == [(24, "The group id is invalid.", [])] * 2
     assert theirs["describe missing"] == [("missing-share", 69, "Group missing-share not found.", "")]
     assert theirs["fetch and acknowledge"][0][3:] == (42, None, 0, 42, None, 0)      # null group id
     assert theirs["fetch and acknowledge"][1][3:6] == (0, None, 30000)              # "" is a group id
