@@ -10,6 +10,8 @@ broker-derived rest; any non-empty group id is accepted, existing or not (as Kaf
 resources (16, KIP-714) list ``interval.ms``, ``match`` and ``metrics`` of a client metrics
 subscription (source CLIENT_METRICS_CONFIG, 7, where set; defaults for any other name). With an
 authorizer DESCRIBE_CONFIGS on the topic, group or cluster (TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED).
+A resource of any other type fails the whole request: every resource INVALID_REQUEST with Kafka's
+default text (ConfigHelper's InvalidRequestException, answered by getErrorResponse).
 """
 
 from __future__ import annotations
@@ -23,18 +25,25 @@ from kcompat.config import ConfigError, describe_broker, describe_group
 from kcompat.config.client_metrics import describe_client_metrics
 from kcompat.log.checkpoint import java_int
 from kcompat.protocol.topic_names import validate_topic_name
-from kcompat.protocol.errors import ErrorCode, KafkaError
+from kcompat.protocol.errors import ErrorCode, KafkaError, default_message
 from kcompat.protocol.messages.describe_configs import DescribeConfigsResponse as R
 
 API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
+KNOWN_TYPES = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})   # ConfigResource.Type
 LOGGER_SOURCE = 6  # DYNAMIC_BROKER_LOGGER_CONFIG
 STRING_TYPE = 2
 
 
 def handle(ctx, req):
+    if any(res.resource_type not in KNOWN_TYPES for res in req.resources):
+        # ConfigHelper throws InvalidRequestException("Unexpected resource type ...") while it
+        # authorizes; DescribeConfigsRequest.getErrorResponse answers every resource with it and
+        # Errors.INVALID_REQUEST's own text
+        invalid = ErrorCode.INVALID_REQUEST
+        return R(throttle_time_ms=0, results=[_error(res, invalid, default_message(invalid)) for res in req.resources])
     denied = config_resource_check(ctx, Op.DESCRIBE_CONFIGS, req.resources)
     return answer_denied(ctx, req, "resources", denied, error_response, "results", lambda: _permitted(ctx, req))
 
