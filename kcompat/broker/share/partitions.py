@@ -103,6 +103,7 @@ class SharePartitionManager:
         self._now = now_ms
         self._entries: dict[Key, _Entry] = {}
         self._loading: dict[Key, asyncio.Future] = {}
+        self._draining: dict[Key, asyncio.Task] = {}   # writes of dropped share partitions, by key
         self._available = asyncio.Event()     # set when records may have become acquirable
         self._timer: asyncio.Task | None = None
         self._closed = False
@@ -169,6 +170,9 @@ class SharePartitionManager:
 
     async def _load(self, key: Key, p) -> _Entry:
         group_id, topic_id, index = key
+        draining = self._draining.pop(key, None)
+        if draining is not None:   # the dropped copy's last writes go first (see _drop)
+            await asyncio.wait([draining])
         read = await self._persister.read_state(group_id, topic_id, index, p.leader_epoch)
         code = ErrorCode(read.error)
         # never initialized: the share coordinator refuses to read it (INVALID_REQUEST, Kafka's
@@ -211,14 +215,23 @@ class SharePartitionManager:
     def _drop(self, key: Key, *, finish_writes: bool = False) -> None:
         """Forget a share partition; its pending acknowledgements fail with
         NOT_LEADER_OR_FOLLOWER, unless ``finish_writes`` (an idle group: the writes in flight
-        complete and answer as usual)."""
+        complete and answer as usual, and the partition is not loaded again before they have:
+        loaded from the share coordinator's older state, it would hand out again the records
+        they acknowledge)."""
         self._idle.pop(key, None)
         entry = self._entries.pop(key, None)
-        if entry is not None and not finish_writes:
-            for _v, fut in entry.waiters:
-                if not fut.done():
-                    fut.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            entry.waiters.clear()
+        if entry is None:
+            return
+        if finish_writes:
+            if entry.written < entry.version:
+                if entry.writer is None or entry.writer.done():
+                    entry.writer = asyncio.get_running_loop().create_task(self._write(entry))
+                self._draining[key] = entry.writer
+            return
+        for _v, fut in entry.waiters:
+            if not fut.done():
+                fut.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        entry.waiters.clear()
 
     def drop_group(self, group_id: str, still_active: Callable[[], bool]) -> None:
         """Drop ``group_id``'s share partitions that hold no acquired records; the others are
