@@ -1,7 +1,7 @@
 """kcompat against Apache Kafka 3.9, side by side, with a C client (issue 20).
 
     python3 bench/vs_kafka.py [--pairs 1] [--small 500000] [--large 100000] [--seconds 10]
-                              [--single-only | --cluster-only] [--json FILE]
+                              [--single-only | --cluster-only] [--pin] [--json FILE]
 
 The client is ``bench/c/rdkbench.c``, a small C driver on librdkafka, built here with ``cc`` on
 first use against the librdkafka that the pinned confluent-kafka wheel ships (headers from the
@@ -26,6 +26,12 @@ records/s of 100 B into a topic of one partition, acks=all, for ``--seconds`` af
 (rdkbench's own rusage), which shows when the client sets the pace; private memory (the sum
 of ``RssAnon`` over each broker's processes) at the end. As root, the page cache is written back
 and dropped before each produce phase (``--no-drop-caches`` keeps it; see ``drop_page_cache``).
+
+``--pin`` (single node only) runs the client on CPU 0 and every thread of the broker's processes
+on CPU 1 (``sched_setaffinity``). Unpinned, the client's CPU per GB at 100 B moves with how the
+scheduler places its threads beside the broker's (contention, not work: pinned, it is the same
+against both brokers); pinned, a phase whose time equals the client's CPU time is set by the
+client alone.
 
 The table prints each figure for both and the ratio kcompat/Kafka (for times, latency, CPU and
 memory: Kafka/kcompat, so that >1 always means kcompat is better), with the 1-minute load
@@ -85,9 +91,30 @@ def driver(path: Path) -> Path:
     return path
 
 
-def run_driver(rdk, *argv) -> dict[str, float]:
-    """Run ``rdkbench`` with ``argv``; its ``key=value`` output as floats (RuntimeError if it failed)."""
-    out = subprocess.run([str(rdk), *map(str, argv)], capture_output=True, text=True, timeout=600)
+CLIENT_CPU, BROKER_CPU = 0, 1   # --pin
+
+
+def pin_process_group(pgid: int, cpu: int) -> None:
+    """Every thread of every process in process group ``pgid`` on ``cpu`` only (threads and
+    processes started later inherit it)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            for tid in os.listdir(f"/proc/{name}/task"):
+                os.sched_setaffinity(int(tid), {cpu})
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def run_driver(rdk, *argv, cpu: int | None = None) -> dict[str, float]:
+    """Run ``rdkbench`` with ``argv`` (on ``cpu`` only, if given); its ``key=value`` output as
+    floats (RuntimeError if it failed)."""
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+    out = subprocess.run([str(rdk), *map(str, argv)], capture_output=True, text=True, timeout=600, preexec_fn=pin)
     if out.returncode != 0:
         raise RuntimeError(f"rdkbench {argv[0]} failed: {out.stderr[-2000:]}")
     return {k: float(v) for k, v in (kv.split("=") for kv in out.stdout.split())}
@@ -158,6 +185,9 @@ class Run:
         self.start_s = time.monotonic() - t0
         assert all(os.getpgid(pid) == pid for pid in pids), "each broker leads its process group"
         self.pids = pids
+        if args.pin:
+            for pid in pids:
+                pin_process_group(pid, BROKER_CPU)
         self.meter = cc.LoadMeter({f"node{i}": pid for i, pid in enumerate(pids)})
         self.figures: dict[str, float] = {"startup s": round(self.start_s, 2)}
         self.loads: list[float] = []
@@ -172,7 +202,7 @@ class Run:
 
     def _driver(self, *argv) -> tuple[dict, dict]:
         a = self.meter.snapshot()
-        r = run_driver(self.rdk, *argv)
+        r = run_driver(self.rdk, *argv, cpu=CLIENT_CPU if self.args.pin else None)
         load = cc.LoadMeter.between(a, self.meter.snapshot())
         self.loads.append(load["loadavg"][1])
         return r, load
@@ -287,7 +317,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-drop-caches", dest="drop_caches", action="store_false",
                     help="keep the page cache between produce phases (see drop_page_cache)")
+    ap.add_argument("--pin", action="store_true",
+                    help="single node: the client on CPU 0, the broker on CPU 1 (see the module docstring)")
     args = ap.parse_args(argv)
+    if args.pin and not args.single_only:
+        ap.error("--pin needs --single-only (three brokers and a client do not pin onto two CPUs)")
     args.driver = driver(Path(tempfile.gettempdir()) / "kcompat-rdkbench")
     setups = [n for n in (1, 3) if not (n == 1 and args.cluster_only) and not (n == 3 and args.single_only)]
     results: dict = {}
