@@ -103,7 +103,7 @@ class SharePartitionManager:
         self._now = now_ms
         self._entries: dict[Key, _Entry] = {}
         self._loading: dict[Key, asyncio.Future] = {}
-        self._draining: dict[Key, asyncio.Task] = {}   # writes of dropped share partitions, by key
+        self._draining: dict[Key, asyncio.Task] = {}   # running writers of dropped share partitions
         self._available = asyncio.Event()     # set when records may have become acquirable
         self._timer: asyncio.Task | None = None
         self._closed = False
@@ -170,7 +170,7 @@ class SharePartitionManager:
 
     async def _load(self, key: Key, p) -> _Entry:
         group_id, topic_id, index = key
-        draining = self._draining.pop(key, None)
+        draining = self._draining.get(key)
         if draining is not None:   # the dropped copy's last writes go first (see _drop)
             await asyncio.wait([draining])
         read = await self._persister.read_state(group_id, topic_id, index, p.leader_epoch)
@@ -223,10 +223,14 @@ class SharePartitionManager:
         if entry is None:
             return
         if finish_writes:
-            if entry.written < entry.version:
-                if entry.writer is None or entry.writer.done():
-                    entry.writer = asyncio.get_running_loop().create_task(self._write(entry))
-                self._draining[key] = entry.writer
+            writer = entry.writer
+            if writer is not None and not writer.done():
+                self._draining[key] = writer
+
+                def written(w: asyncio.Task) -> None:
+                    if self._draining.get(key) is w:
+                        del self._draining[key]
+                writer.add_done_callback(written)
             return
         for _v, fut in entry.waiters:
             if not fut.done():
