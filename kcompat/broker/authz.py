@@ -40,8 +40,6 @@ def then(result, fn):
     return fn(result)
 
 
-
-
 DEFAULT_MESSAGE = object()
 
 

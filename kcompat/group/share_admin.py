@@ -56,7 +56,6 @@ ZERO_UUID = uuid.UUID(int=0)
 NO_OFFSET_INFO = "There is no offset information to delete."   # sharePartitionsEligibleForOffsetDeletion
 
 
-
 class InitializedPlan(Struct):
     """Reply of :meth:`ShareAdmin.initialized_partitions`: ``topics`` {topic id: sorted partitions}."""
 

@@ -195,7 +195,6 @@ class KafkaError(Exception):
         self.message = message
 
 
-
 class RecordValidationError(KafkaError):
     """A produced batch rejected because of individual records (Kafka's
     ``RecordValidationException``, KIP-467): ``code`` is INVALID_TIMESTAMP if any record has an
