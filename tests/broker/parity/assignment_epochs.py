@@ -19,23 +19,16 @@ from kcompat.protocol.messages.init_producer_id import InitProducerIdRequest
 from kcompat.protocol.messages.offset_commit import OffsetCommitRequest
 from kcompat.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 from kcompat.testing import admin, wire
+from tests.broker.parity import COORDINATOR_RETRIABLE, until
 
 TOPIC, GROUP, TXN_ID = "ae-t", "ae-g", "ae-txn"
 NONE, ILLEGAL_GENERATION, STALE_MEMBER_EPOCH = 0, 22, 113
-# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
-RETRIABLE = {14, 15, 16, 51}
+RETRIABLE = COORDINATOR_RETRIABLE | {51}   # and CONCURRENT_TRANSACTIONS
 
 
-def _until(call, what: str, timeout_s: float = 60.0):
-    """``call()`` again until its answer's error code is not RETRIABLE."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        resp = call()
-        if resp.error_code not in RETRIABLE:
-            return resp
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: error {resp.error_code} for {timeout_s} s")
-        time.sleep(0.1)
+def _until(call, what: str):
+    """:func:`until` an answer whose error code is not RETRIABLE."""
+    return until(call, what, ok=lambda answer: answer.error_code not in RETRIABLE)
 
 
 class Member:

@@ -5,11 +5,10 @@ empty string."""
 
 from __future__ import annotations
 
-import time
-
 from kcompat.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as AQ
 from kcompat.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest as DQ
 from kcompat.testing import wire
+from tests.broker.parity import until
 
 CASES = [
     ([("user", "alice"), ("user", "bob")], "producer_byte_rate", 1024.0),
@@ -28,13 +27,9 @@ def scenario(bootstrap: str) -> dict:
         altered.append((e.error_code, e.error_message, [(x.entity_type, x.entity_name) for x in e.entity]))
     # Kafka's broker answers DescribeClientQuotas from its metadata image, which has the controller's
     # quota records a moment after AlterClientQuotas was answered (kcompat's at once)
-    deadline = time.monotonic() + 30
-    while True:
-        described = wire.call(bootstrap, DQ(components=[DQ.ComponentData(entity_type="user", match_type=2,
-                                                                         match=None)], strict=False), 1)
-        if described.entries or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    described = until(lambda: wire.call(bootstrap, DQ(components=[DQ.ComponentData(
+        entity_type="user", match_type=2, match=None)], strict=False), 1), "described quotas",
+        ok=lambda answer: answer.entries, timeout_s=30)
     return {"altered": altered, "described": (
         described.error_code, described.error_message,
         sorted(([(x.entity_type, x.entity_name) for x in e.entity], [(v.key, v.value) for v in e.values])

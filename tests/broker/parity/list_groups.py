@@ -19,13 +19,12 @@ from kcompat.protocol.messages.offset_commit import OffsetCommitRequest as OC
 from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SH
 from kcompat.protocol.messages.sync_group import SyncGroupRequest as S
 from kcompat.testing import admin, wire
+from tests.broker.parity import COORDINATOR_RETRIABLE, until
 
 PREFIX = "lg-"
 TOPIC = "lg-t"
 CLASSIC, COMMITTED, CONSUMER, SHARE = "lg-classic", "lg-committed", "lg-consumer", "lg-share"
 MEMBER_ID_REQUIRED = 79
-# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-RETRIABLE = {14, 15, 16}
 QUERIES = [   # (name, version, states filter, types filter)
     ("v5 all", 5, [], []),
     ("v5 classic", 5, [], ["classic"]),
@@ -41,17 +40,6 @@ QUERIES = [   # (name, version, states filter, types filter)
     ("v4 all", 4, [], None),
     ("v2 all", 2, None, None),
 ]
-
-
-def _until(call, what: str, ok=lambda r: r.error_code not in RETRIABLE, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        resp = call()
-        if ok(resp):
-            return resp
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: {resp}")
-        time.sleep(0.1)
 
 
 def _listed(bootstrap: str, version: int, states, types) -> list[tuple]:
@@ -70,9 +58,9 @@ def _classic(bootstrap: str) -> None:
     protocols = [J.JoinGroupRequestProtocol(name="range", metadata=b"")]
     join = dict(group_id=CLASSIC, session_timeout_ms=30000, rebalance_timeout_ms=30000, group_instance_id=None,
                 protocol_type="consumer", protocols=protocols, reason=None)
-    r = _until(lambda: wire.call(bootstrap, J(member_id="", **join), 5), "JoinGroup")
+    r = until(lambda: wire.call(bootstrap, J(member_id="", **join), 5), "JoinGroup")
     assert r.error_code == MEMBER_ID_REQUIRED, r
-    r = _until(lambda: wire.call(bootstrap, J(member_id=r.member_id, **join), 5), "JoinGroup")
+    r = until(lambda: wire.call(bootstrap, J(member_id=r.member_id, **join), 5), "JoinGroup")
     assert r.error_code == 0, r
     s = wire.call(bootstrap, S(group_id=CLASSIC, generation_id=r.generation_id, member_id=r.member_id,
                                group_instance_id=None, assignments=[
@@ -84,8 +72,8 @@ def _committed(bootstrap: str) -> None:
     req = OC(group_id=COMMITTED, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
              retention_time_ms=-1, topics=[OC.OffsetCommitRequestTopic(name=TOPIC, partitions=[
                  OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_metadata="")])])
-    r = _until(lambda: wire.call(bootstrap, req, 8), "OffsetCommit",
-               ok=lambda r: r.topics[0].partitions[0].error_code not in RETRIABLE)
+    r = until(lambda: wire.call(bootstrap, req, 8), "OffsetCommit",
+               ok=lambda r: r.topics[0].partitions[0].error_code not in COORDINATOR_RETRIABLE)
     assert r.topics[0].partitions[0].error_code == 0, r
 
 
@@ -95,7 +83,7 @@ def _stable(bootstrap: str, group: str, heartbeat) -> None:
     deadline = time.monotonic() + 60
     while True:
         r = heartbeat(epoch)
-        assert r.error_code in RETRIABLE | {0}, r
+        assert r.error_code in COORDINATOR_RETRIABLE | {0}, r
         epoch = r.member_epoch if r.error_code == 0 else epoch
         if epoch > 0 and [g for g in _listed(bootstrap, 5, ["Stable"], []) if g[0] == group]:
             return
@@ -106,7 +94,7 @@ def _stable(bootstrap: str, group: str, heartbeat) -> None:
 
 def scenario(bootstrap: str) -> dict:
     admin.create_topic(bootstrap, TOPIC, 1)
-    _until(lambda: wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[CLASSIC]), 4)
+    until(lambda: wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[CLASSIC]), 4)
            .coordinators[0], "FindCoordinator")
     _classic(bootstrap)
     _committed(bootstrap)

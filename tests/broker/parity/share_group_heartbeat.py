@@ -9,8 +9,6 @@ asynchronous assignment gives a first join epoch 2 where kcompat gives 1."""
 
 from __future__ import annotations
 
-import time
-
 from kcompat.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest as ASO
 from kcompat.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest as DSO
 from kcompat.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -19,6 +17,7 @@ from kcompat.protocol.messages.share_fetch import ShareFetchRequest
 from kcompat.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from kcompat.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest as SH
 from kcompat.testing import wire
+from tests.broker.parity import until
 
 GROUP = "share-checks"
 REQUESTS = [
@@ -34,12 +33,8 @@ REQUESTS = [
 
 
 def scenario(bootstrap: str) -> dict:
-    deadline = time.monotonic() + 60
-    while wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]), 4) \
-            .coordinators[0].error_code != 0:
-        if time.monotonic() > deadline:
-            raise TimeoutError("no group coordinator")
-        time.sleep(0.2)
+    until(lambda: wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]), 4)
+          .coordinators[0], "a group coordinator", ok=lambda c: c.error_code == 0, interval_s=0.2)
     heartbeats = []
     for kw in REQUESTS:
         r = wire.call(bootstrap, SH(**{"rack_id": None, **kw}), 1)
