@@ -97,16 +97,11 @@ CLIENT_CPU, BROKER_CPU = 0, 1   # --pin
 def pin_process_group(pgid: int, cpu: int) -> None:
     """Every thread of every process in process group ``pgid`` on ``cpu`` only (threads and
     processes started later inherit it)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid in processes_in({pgid}):
         try:
-            with open(f"/proc/{name}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-            for tid in os.listdir(f"/proc/{name}/task"):
+            for tid in os.listdir(f"/proc/{pid}/task"):
                 os.sched_setaffinity(int(tid), {cpu})
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
 
 
@@ -135,18 +130,27 @@ def drop_page_cache(enabled: bool) -> None:
         f.write("3\n")
 
 
-def rss_anon_mb(leaders: list[int]) -> float:
-    """Sum of RssAnon (MB) over every process in the process groups ``leaders``."""
-    total_kb = 0
+def processes_in(pgids) -> list[str]:
+    """The pids (as /proc names) of the processes in the process groups ``pgids``."""
+    found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as f:
-                pgrp = int(f.read().rsplit(")", 1)[1].split()[2])
-            if pgrp not in leaders:
-                continue
-            with open(f"/proc/{name}/status") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) in pgids:
+                    found.append(name)
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def rss_anon_mb(leaders: list[int]) -> float:
+    """Sum of RssAnon (MB) over every process in the process groups ``leaders``."""
+    total_kb = 0
+    for pid in processes_in(set(leaders)):
+        try:
+            with open(f"/proc/{pid}/status") as f:
                 for line in f:
                     if line.startswith("RssAnon:"):
                         total_kb += int(line.split()[1])
