@@ -73,7 +73,7 @@ def _committed(bootstrap: str) -> None:
              retention_time_ms=-1, topics=[OC.OffsetCommitRequestTopic(name=TOPIC, partitions=[
                  OC.OffsetCommitRequestPartition(partition_index=0, committed_offset=0, committed_metadata="")])])
     r = until(lambda: wire.call(bootstrap, req, 8), "OffsetCommit",
-               ok=lambda r: r.topics[0].partitions[0].error_code not in COORDINATOR_RETRIABLE)
+              ok=lambda r: r.topics[0].partitions[0].error_code not in COORDINATOR_RETRIABLE)
     assert r.topics[0].partitions[0].error_code == 0, r
 
 
@@ -95,7 +95,7 @@ def _stable(bootstrap: str, group: str, heartbeat) -> None:
 def scenario(bootstrap: str) -> dict:
     admin.create_topic(bootstrap, TOPIC, 1)
     until(lambda: wire.call(bootstrap, FindCoordinatorRequest(key_type=0, coordinator_keys=[CLASSIC]), 4)
-           .coordinators[0], "FindCoordinator")
+          .coordinators[0], "FindCoordinator")
     _classic(bootstrap)
     _committed(bootstrap)
     _stable(bootstrap, CONSUMER, lambda epoch: wire.call(bootstrap, HB(
