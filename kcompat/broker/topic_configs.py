@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kcompat.config import describe_topic, log_config_for
+from kcompat.config.topic import INTERNAL_SEGMENT_BYTES
 from kcompat.isr.partition import AppendPolicy
 from kcompat.log import LogConfig
 
@@ -37,10 +38,14 @@ class TopicConfigs:
         return log_config_for(self.image.topic_configs(topic), self.config)
 
     def log_config_for(self, topic: str) -> LogConfig:
-        """The topic's :class:`LogConfig` (sizes in bytes, times in ms)."""
+        """The topic's :class:`LogConfig` (sizes in bytes, times in ms); ``internal.segment.bytes``,
+        when set, is the segment size instead of ``segment.bytes`` (Kafka's ``LogConfig.segmentSize``),
+        14 bytes at least (LogConfig's floor)."""
         v = self.topic_values(topic)
+        internal = v[INTERNAL_SEGMENT_BYTES]   # Kafka 4.3 takes any INT; a segment holds a batch at least
         return LogConfig(
-            segment_bytes=v["segment.bytes"], segment_ms=v["segment.ms"], segment_jitter_ms=v["segment.jitter.ms"],
+            segment_bytes=v["segment.bytes"] if internal is None else max(14, internal),
+            segment_ms=v["segment.ms"], segment_jitter_ms=v["segment.jitter.ms"],
             segment_index_bytes=v["segment.index.bytes"], index_interval_bytes=v["index.interval.bytes"],
             retention_ms=v["retention.ms"], retention_bytes=v["retention.bytes"],
             flush_messages=v["flush.messages"], flush_ms=v["flush.ms"],

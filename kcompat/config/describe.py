@@ -91,13 +91,16 @@ def describe_topic(overrides: Mapping[str, str], broker: BrokerConfig, *, includ
     """DescribeConfigs for a topic with the given dynamic topic ``overrides``.
 
     Every topic config is reported (or only ``keys``; unknown requested names are left out),
-    sorted by name. A value comes from the topic override (source DYNAMIC_TOPIC_CONFIG), else
-    from the broker's effective config through the synonym chain, else the topic default.
+    sorted by name; an internal one (``internal.segment.bytes``) only when the topic sets it. A
+    value comes from the topic override (source DYNAMIC_TOPIC_CONFIG), else from the broker's
+    effective config through the synonym chain, else the topic default.
     """
     out: list[ConfigEntry] = []
     for name in _select(TOPIC_CONFIGS, keys):
         key = TOPIC_CONFIGS[name]
         overridden = name in overrides and overrides[name] is not None
+        if key.internal and not overridden:   # internal.segment.bytes: only when set, as in Kafka 4.3
+            continue
         value = parse_topic_value(name, overrides[name]) if overridden else broker_default(name, broker)
         sensitive = key.sensitive
         text = None if sensitive else format_value(key.type, value)

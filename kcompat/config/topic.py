@@ -27,6 +27,7 @@ from .types import LONG_MAX, Custom, ValidList, ValidString, at_least, between, 
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
+MIN_SEGMENT_BYTES = 1024 * 1024   # segment.bytes and log.segment.bytes: atLeast(1024 * 1024) since Kafka 4.1
 
 
 def _throttled(name: str, value: list[str]) -> None:
@@ -86,13 +87,21 @@ _TOPIC_LIST: list[ConfigKey] = [
     _t("remote.storage.enable", BOOLEAN, False, None, False, "Enable tiered storage for the topic (KIP-405)."),
     _t("retention.bytes", LONG, -1, None, True, "Maximum partition size (bytes) before old segments are deleted; -1 = no limit."),
     _t("retention.ms", LONG, 604800000, at_least(-1), True, "Maximum age (ms) of a segment before deletion; -1 = no limit."),
-    _t("segment.bytes", INT, 1073741824, at_least(14), True, "Segment file size (bytes)."),
+    _t("segment.bytes", INT, 1073741824, at_least(MIN_SEGMENT_BYTES), True,
+       "Segment file size (bytes); at least 1 MiB since Kafka 4.1 (internal.segment.bytes for tests)."),
     _t("segment.index.bytes", INT, 10485760, at_least(4), True, "Size (bytes) of the offset index of a segment."),
     _t("segment.jitter.ms", LONG, 0, at_least(0), True, "Maximum random jitter (ms) subtracted from segment.ms."),
     _t("segment.ms", LONG, 604800000, at_least(1), True, "Time (ms) after which the active segment is rolled."),
     _t("unclean.leader.election.enable", BOOLEAN, False, None, True, "Allow out-of-sync replicas to become leader."),
 ]
 TOPIC_CONFIGS: dict[str, ConfigKey] = {k.name: k for k in _TOPIC_LIST}
+# LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG (defineInternal: any INT, no default): when set, the
+# segment size instead of segment.bytes, for tests that need small segments. Accepted by
+# CreateTopics and AlterConfigs, described only when set, as Kafka 4.3 does.
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
+TOPIC_CONFIGS[INTERNAL_SEGMENT_BYTES] = define(INTERNAL_SEGMENT_BYTES, INT, None, None, RO, True,
+                                              "The maximum size of a single log file. This should be used for "
+                                              "testing only.", internal=True)
 
 # topic config -> ((broker config, multiplier to the topic unit), ...), highest priority first.
 TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
@@ -126,7 +135,7 @@ TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "local.retention.bytes": (("log.local.retention.bytes", 1),),
 }
 # LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS
-NO_SERVER_DEFAULT = frozenset(TOPIC_CONFIGS) - frozenset(TOPIC_SYNONYMS)
+NO_SERVER_DEFAULT = frozenset(k for k, v in TOPIC_CONFIGS.items() if not v.internal) - frozenset(TOPIC_SYNONYMS)
 
 
 class _BrokerView(Protocol):

@@ -111,7 +111,7 @@ def test_a_waiting_fetch_wakes_for_new_records_after_the_log_shrank(tmp_path):
     broker.start()
     try:
         topic = "shrinks-while-waiting"
-        _create(broker.bootstrap, topic, 1, {"segment.bytes": "1500"})
+        _create(broker.bootstrap, topic, 1, {"internal.segment.bytes": "1500"})
         for i in range(8):
             end = _produce(broker.bootstrap, topic, 0, _batch(0, i)) + 1    # ~1 KB each: a segment each
         max_wait_ms = 8000

@@ -24,12 +24,12 @@ import pytest
 
 from tests.broker.parity import (
     api_versions, assignment_epochs, client_quotas, describe_configs_errors, describe_producers, internal_topics,
-    list_groups, metadata_internal_topics, share_group_heartbeat,
+    list_groups, metadata_internal_topics, segment_bytes, share_group_heartbeat,
 )
 from tests.support.side_by_side import against_both
 
 SCENARIOS = (metadata_internal_topics, internal_topics, describe_producers, describe_configs_errors,
-             client_quotas, assignment_epochs, api_versions, share_group_heartbeat, list_groups)
+             client_quotas, assignment_epochs, api_versions, share_group_heartbeat, list_groups, segment_bytes)
 
 
 def _all(bootstrap: str) -> dict:

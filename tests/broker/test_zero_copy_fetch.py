@@ -152,8 +152,8 @@ def test_reads_stay_exact_under_appends_retention_and_cleaning(setup):
     appends, retention deletes the oldest segments and the cleaner replaces those of a
     compacted topic: every record read is whole and in order."""
     churn, compacted = "churn-" + uuid.uuid4().hex[:6], "compact-" + uuid.uuid4().hex[:6]
-    create(setup.plain, churn, {"segment.bytes": "60000", "retention.bytes": "200000"})
-    create(setup.plain, compacted, {"segment.bytes": "60000", "cleanup.policy": "compact",
+    create(setup.plain, churn, {"internal.segment.bytes": "60000", "retention.bytes": "200000"})
+    create(setup.plain, compacted, {"internal.segment.bytes": "60000", "cleanup.policy": "compact",
                                     "min.cleanable.dirty.ratio": "0.01", "segment.ms": "100"})
     keys = 40
     stop = threading.Event()

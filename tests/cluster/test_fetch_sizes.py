@@ -84,7 +84,7 @@ def expected_read(batches, offset: int) -> bytes:
 def test_reads_below_the_high_watermark_answer_at_once_with_every_whole_batch_that_fits(cluster):
     topic = "sizes"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 3, config={"segment.bytes": str(SEGMENT_BYTES)})],
+    admin.create_topics([NewTopic(topic, 1, 3, config={"internal.segment.bytes": str(SEGMENT_BYTES)})],
                         operation_timeout=20)[topic].result(30)
     bootstrap = f"127.0.0.1:{cluster.client_ports[0]}"
 

@@ -175,7 +175,7 @@ def test_pass_through_prefixes_are_accepted():
     ("compression.type", "brotli", "String must be one of"),
     ("log.cleanup.policy", "delete,archive", "String must be one of"),
     ("offsets.topic.replication.factor", "40000", "SHORT"),
-    ("log.segment.bytes", "13", "at least 14"),
+    ("log.segment.bytes", "1048575", "Value must be at least 1048576"),
     ("compression.gzip.level", "0", "at least 1"),
 ])
 def test_invalid_values_name_the_key(key, value, fragment):

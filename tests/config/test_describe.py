@@ -25,9 +25,18 @@ def topic_entry(overrides, cfg, name):
 
 def test_all_topic_configs_described_sorted_not_read_only():
     entries = describe_topic({}, BrokerConfig({}), include_synonyms=False)
-    assert [e.name for e in entries] == sorted(TOPIC_CONFIGS)
+    assert [e.name for e in entries] == sorted(k for k, v in TOPIC_CONFIGS.items() if not v.internal)
     assert all(not e.read_only and not e.is_sensitive and e.synonyms == [] for e in entries)
     assert all(e.documentation for e in entries)
+
+
+def test_internal_segment_bytes_is_described_only_when_set_and_sizes_the_segments():
+    # Kafka 4.3.1 LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG: any INT, shown only when set
+    assert "internal.segment.bytes" not in {e.name for e in describe_topic({}, BrokerConfig({}))}
+    (e,) = [e for e in describe_topic({"internal.segment.bytes": "-5"}, BrokerConfig({}))
+            if e.name == "internal.segment.bytes"]
+    assert (e.value, e.source) == ("-5", TOPIC)
+    assert log_config_for({"internal.segment.bytes": "20000"}, BrokerConfig({}))["internal.segment.bytes"] == 20000
 
 
 def test_defaults():
@@ -175,7 +184,8 @@ def test_validate_normalises():
      "Unknown topic config name: message.timestamp.difference.max.ms"),
     ({"retention.ms": "soon"}, "retention.ms", "Not a number of type LONG"),
     ({"retention.ms": "-2"}, "retention.ms", "Value must be at least -1"),
-    ({"segment.bytes": "10"}, "segment.bytes", "at least 14"),
+    ({"segment.bytes": "1048575"}, "segment.bytes", "Value must be at least 1048576"),   # Kafka 4.1+
+    ({"internal.segment.bytes": "small"}, "internal.segment.bytes", "Not a number of type INT"),
     ({"cleanup.policy": "purge"}, "cleanup.policy", "String must be one of: compact, delete"),
     ({"message.timestamp.type": "createtime"}, "message.timestamp.type", "String must be one of"),
     ({"compression.type": "brotli"}, "compression.type", "String must be one of"),

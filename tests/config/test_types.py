@@ -81,7 +81,7 @@ def test_valid_values_text_like_kafka_docs():
     assert TOPIC_CONFIGS["min.cleanable.dirty.ratio"].valid_values == "[0,...,1]"
     assert TOPIC_CONFIGS["cleanup.policy"].valid_values == "[compact, delete]"
     assert TOPIC_CONFIGS["compression.gzip.level"].valid_values == "[1,...,9] or -1"
-    assert TOPIC_CONFIGS["segment.bytes"].valid_values == "[14,...]"
+    assert TOPIC_CONFIGS["segment.bytes"].valid_values == "[1048576,...]"
 
 
 def test_required_broker_configs_are_defined():
@@ -135,7 +135,8 @@ def test_topic_config_table():
     min.insync.replicas preallocate remote.storage.enable retention.bytes retention.ms segment.bytes
     segment.index.bytes segment.jitter.ms segment.ms unclean.leader.election.enable remote.log.copy.disable
     remote.log.delete.on.disable compression.gzip.level compression.lz4.level compression.zstd.level""".split()
-    assert sorted(TOPIC_CONFIGS) == sorted(expected)
+    assert sorted(k for k, v in TOPIC_CONFIGS.items() if not v.internal) == sorted(expected)
+    assert [k for k, v in TOPIC_CONFIGS.items() if v.internal] == ["internal.segment.bytes"]
     assert TOPIC_CONFIGS["retention.ms"].default == 604800000
     assert TOPIC_CONFIGS["max.message.bytes"].default == 1048588
     assert TOPIC_CONFIGS["cleanup.policy"].typed_default() == ["delete"]

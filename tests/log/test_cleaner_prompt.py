@@ -213,7 +213,7 @@ def test_broker_cleans_promptly_and_stops_cleanly(tmp_path):
     with BrokerProcess(tmp_path / "data", overrides={"log.cleaner.backoff.ms": "100"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config={
-            "cleanup.policy": "compact", "segment.bytes": "16384",
+            "cleanup.policy": "compact", "internal.segment.bytes": "16384",
             "min.cleanable.dirty.ratio": "0.01"})])[topic].result(15)
         p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
         expected = {}

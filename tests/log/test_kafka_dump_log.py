@@ -32,7 +32,7 @@ SEGMENTED = 3000
 def _write(bootstrap: str) -> None:
     """The topics, records, a committed group offset and two transactions the tool then reads."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic("segmented", 1, 1, config={"segment.bytes": "16384",
+    futures = admin.create_topics([NewTopic("segmented", 1, 1, config={"internal.segment.bytes": "16384",
                                                                         "index.interval.bytes": "1024"})])
     futures["segmented"].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "enable.idempotence": True})

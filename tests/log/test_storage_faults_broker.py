@@ -135,7 +135,7 @@ def test_disk_full_produce_answers_storage_error_heals_and_loses_nothing(tmp_pat
         b.start()
         try:
             admin = ck_admin(b.bootstrap)
-            for name, parts, cfg in ((DATA, 2, {}), (RAW, 1, {"segment.bytes": str(RAW_SEGMENT),
+            for name, parts, cfg in ((DATA, 2, {}), (RAW, 1, {"internal.segment.bytes": str(RAW_SEGMENT),
                                                                 "index.interval.bytes": "100"})):
                 admin.create_topics([NewTopic(name, num_partitions=parts, config=cfg)])[name].result(timeout=30)
             acked = ck_produce(b.bootstrap, DATA, make_records(150, "before"), **{"enable.idempotence": True})

@@ -228,7 +228,7 @@ def test_persister_on_the_coordinator_broker_and_pruning(tmp_path):
 
     overrides = {**FAST_STATE, "share.coordinator.snapshot.update.records.per.snapshot": "1",
                  "share.coordinator.state.topic.prune.interval.ms": "200",
-                 "share.coordinator.state.topic.segment.bytes": "4096"}
+                 "share.coordinator.state.topic.segment.bytes": "1048576"}
     port = free_ports(1)[0]
     node = InProcessBroker(tmp_path / "data", overrides, port).start()
     try:

@@ -30,7 +30,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 def test_compacted_topic_with_fail_on_data_loss(spark, bootstrap, tmp_path):
     topic = create_topic(bootstrap, unique("compact"), config={
-        "cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01",
+        "cleanup.policy": "compact", "internal.segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01",
         "delete.retention.ms": "3600000"})
     produced = {}
     for round_ in range(10):   # 10 rounds of updates to 10 keys, spread over many small segments
@@ -112,7 +112,7 @@ def _set_topic_config(bootstrap, topic, **configs):
 
 def test_retention_removed_offsets_of_a_running_query(spark, bootstrap, tmp_path):
     # segment.bytes so small that every produce call (one batch) gets a segment of its own
-    topic = create_topic(bootstrap, unique("retention"), config={"segment.bytes": "100", "retention.ms": "3600000"})
+    topic = create_topic(bootstrap, unique("retention"), config={"internal.segment.bytes": "100", "retention.ms": "3600000"})
     old = int(time.time() * 1000) - 600_000   # ten minutes ago: kept by 1 h, expired by 1 min
     first = produce_values(bootstrap, topic, 0, [b"first-%d" % i for i in range(20)], timestamp=old)
     options = dict(subscribe=topic, startingOffsets="earliest")
