@@ -194,7 +194,10 @@ class Broker:
             fetch_timeout_ms=cfg.get("controller.quorum.fetch.timeout.ms"),
             request_timeout_ms=cfg.get("controller.quorum.request.timeout.ms"),
             retry_backoff_ms=cfg.get("controller.quorum.retry.backoff.ms"),
-            segment_bytes=cfg.get("metadata.log.segment.bytes"),
+            # internal.metadata.log.segment.bytes, when set, instead (Kafka's KafkaRaftLog; any INT
+            # there, 14 bytes at least here: LogConfig's floor, a segment holds a batch at least)
+            segment_bytes=(cfg.get("metadata.log.segment.bytes") if cfg.get("internal.metadata.log.segment.bytes")
+                           is None else max(14, cfg.get("internal.metadata.log.segment.bytes"))),
             # the marker covers the metadata log when it lives in a log dir: stop() flushes and
             # closes the quorum's log before the log manager writes the marker
             clean_shutdown=self.log_manager.had_clean_shutdown.get(metadata_dir, False))

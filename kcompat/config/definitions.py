@@ -113,8 +113,11 @@ _CORE: list[ConfigKey] = [
       "Time (ms) between broker heartbeats to the controller (KRaft)."),
     d("broker.session.timeout.ms", INT, 9000, None, RO, True,
       "Lease (ms) a broker keeps without heartbeating before the controller fences it (KRaft)."),
-    d("metadata.log.segment.bytes", INT, 1073741824, at_least(12), RO, True,
-      "Maximum size (bytes) of a metadata log segment."),
+    d("metadata.log.segment.bytes", INT, 1073741824, at_least(8 * 1024 * 1024), RO, True,
+      "Maximum size (bytes) of a metadata log segment; at least 8 MiB (MetadataLogConfig, Kafka 4.x)."),
+    d("internal.metadata.log.segment.bytes", INT, None, None, RO, True,
+      "The maximum size of a single metadata log file, instead of metadata.log.segment.bytes; for "
+      "testing only (MetadataLogConfig.INTERNAL_METADATA_LOG_SEGMENT_BYTES_CONFIG).", internal=True),
     d("metadata.log.segment.ms", LONG, 604800000, None, RO, True,
       "Maximum time (ms) before a new metadata log segment is rolled."),
     d("metadata.max.retention.bytes", LONG, 104857600, None, RO, True,

@@ -151,7 +151,7 @@ def test_a_lagging_node_catches_up_from_a_snapshot_after_the_log_was_truncated(t
     """Snapshots (``<offset>-<epoch>.checkpoint``) replace the log below them; a node that was down
     meanwhile gets the snapshot with FetchSnapshot, then the rest of the log (KIP-630)."""
     with Cluster(tmp_path, overrides={"metadata.log.max.record.bytes.between.snapshots": "2000",
-                                      "metadata.log.segment.bytes": "4096"}) as cluster:
+                                      "internal.metadata.log.segment.bytes": "4096"}) as cluster:
         cluster.node(3).kill9()
         for i in range(15):
             _create(cluster.bootstrap, f"snap-{i}", 3)
