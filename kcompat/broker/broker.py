@@ -61,6 +61,7 @@ from kcompat.broker.share_persister import SharePersister
 from kcompat.broker.share_state_runtime import ShareStateRuntime
 from kcompat.broker.topic_configs import TopicConfigs
 from kcompat.config import validate_topic_configs
+from kcompat.config.topic import segment_size
 from kcompat.isr.fetch_session import FetchSessions
 from kcompat.isr.replica_manager import ReplicaManager
 from kcompat.broker.quota.replication import ReplicationQuotas
@@ -194,10 +195,8 @@ class Broker:
             fetch_timeout_ms=cfg.get("controller.quorum.fetch.timeout.ms"),
             request_timeout_ms=cfg.get("controller.quorum.request.timeout.ms"),
             retry_backoff_ms=cfg.get("controller.quorum.retry.backoff.ms"),
-            # internal.metadata.log.segment.bytes, when set, instead (Kafka's KafkaRaftLog; any INT
-            # there, 14 bytes at least here: LogConfig's floor, a segment holds a batch at least)
-            segment_bytes=(cfg.get("metadata.log.segment.bytes") if cfg.get("internal.metadata.log.segment.bytes")
-                           is None else max(14, cfg.get("internal.metadata.log.segment.bytes"))),
+            segment_bytes=segment_size(cfg.get("metadata.log.segment.bytes"),   # as Kafka's KafkaRaftLog
+                                       cfg.get("internal.metadata.log.segment.bytes")),
             # the marker covers the metadata log when it lives in a log dir: stop() flushes and
             # closes the quorum's log before the log manager writes the marker
             clean_shutdown=self.log_manager.had_clean_shutdown.get(metadata_dir, False))

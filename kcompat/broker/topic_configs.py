@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kcompat.config import describe_topic, log_config_for
-from kcompat.config.topic import INTERNAL_SEGMENT_BYTES
+from kcompat.config.topic import INTERNAL_SEGMENT_BYTES, segment_size
 from kcompat.isr.partition import AppendPolicy
 from kcompat.log import LogConfig
 
@@ -39,12 +39,10 @@ class TopicConfigs:
 
     def log_config_for(self, topic: str) -> LogConfig:
         """The topic's :class:`LogConfig` (sizes in bytes, times in ms); ``internal.segment.bytes``,
-        when set, is the segment size instead of ``segment.bytes`` (Kafka's ``LogConfig.segmentSize``),
-        14 bytes at least (LogConfig's floor)."""
+        when set, is the segment size instead of ``segment.bytes`` (Kafka's ``LogConfig.segmentSize``)."""
         v = self.topic_values(topic)
-        internal = v[INTERNAL_SEGMENT_BYTES]   # Kafka 4.3 takes any INT; a segment holds a batch at least
         return LogConfig(
-            segment_bytes=v["segment.bytes"] if internal is None else max(14, internal),
+            segment_bytes=segment_size(v["segment.bytes"], v[INTERNAL_SEGMENT_BYTES]),
             segment_ms=v["segment.ms"], segment_jitter_ms=v["segment.jitter.ms"],
             segment_index_bytes=v["segment.index.bytes"], index_interval_bytes=v["index.interval.bytes"],
             retention_ms=v["retention.ms"], retention_bytes=v["retention.bytes"],

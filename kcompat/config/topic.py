@@ -103,6 +103,14 @@ TOPIC_CONFIGS[INTERNAL_SEGMENT_BYTES] = define(INTERNAL_SEGMENT_BYTES, INT, None
                                               "The maximum size of a single log file. This should be used for "
                                               "testing only.", internal=True)
 
+
+def segment_size(configured: int, internal: int | None) -> int:
+    """The segment size (bytes) a log uses: ``internal`` (``internal.segment.bytes``, or the
+    metadata log's ``internal.metadata.log.segment.bytes``) when set, else ``configured``. Kafka
+    takes any INT there; the floor is 14 bytes (LogConfig's), a segment holds a batch at least."""
+    return configured if internal is None else max(14, internal)
+
+
 # topic config -> ((broker config, multiplier to the topic unit), ...), highest priority first.
 TOPIC_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "segment.bytes": (("log.segment.bytes", 1),),
